@@ -1,0 +1,1 @@
+"""Alembic migrations of the placement schema (run by ``placement-manage db sync``)."""

@@ -1,0 +1,87 @@
+"""placement-api: serve the placement API.
+
+One process with threads on SQLite (the embedded default: SQLite allows one
+writer at a time anyway), several gunicorn worker processes on PostgreSQL.
+"""
+
+import ipaddress
+import logging
+import sys
+
+from oslo_config import cfg
+
+from placement import app as app_mod
+from placement.cmd import common
+
+LOG = logging.getLogger("placement-api")
+
+cli_opts = [
+    cfg.StrOpt("host", default="127.0.0.1", help="Address to listen on."),
+    cfg.PortOpt("port", default=8778, help="Port to listen on."),
+    cfg.IntOpt("workers", min=1, help="Worker processes (default: 1 on SQLite, "
+               "the number of CPUs on PostgreSQL)."),
+    cfg.IntOpt("threads", default=8, min=1, help="Threads per worker process."),
+]
+
+
+def _is_loopback(host):
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def build_app(conf, db):
+    return app_mod.create_app(conf, db=db)
+
+
+def serve(app_factory, host, port, workers, threads):
+    import gunicorn.app.base
+
+    class Server(gunicorn.app.base.BaseApplication):
+        def load_config(self):
+            self.cfg.set("bind", f"{host}:{port}")
+            self.cfg.set("workers", workers)
+            self.cfg.set("threads", threads)
+            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("accesslog", "-")
+            self.cfg.set("timeout", 120)
+
+        def load(self):
+            return app_factory()
+
+    Server().run()
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    prog = "placement-api"
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+
+    def body():
+        import os
+
+        conf = common.parse_conf(argv, cli_opts=cli_opts, prog=prog)
+        db = common.open_database(conf)
+        workers = conf.workers or (1 if not db.is_postgres else (os.cpu_count() or 2))
+        if not db.is_postgres and workers > 1:
+            LOG.warning("SQLite serves one writer at a time; using 1 worker process")
+            workers = 1
+        if conf.api.auth_strategy == "noauth2" and not _is_loopback(conf.host):
+            LOG.warning("auth_strategy=noauth2 on %s: anyone who can reach this port is "
+                        "an admin; use auth_strategy=keystone outside a lab", conf.host)
+        try:
+            app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
+        except Exception as exc:
+            raise common.StartupError(f"cannot start: {exc}")
+        db.dispose()
+        LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
+                 workers, db.dialect)
+        serve(lambda: app_mod.create_app(conf, sync=False), conf.host, conf.port, workers,
+              conf.threads)
+
+    return common.run(body, prog)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""oslo.config options of the placement service.
+
+Option names follow upstream OpenStack Placement wherever upstream has the
+option, so an existing ``placement.conf`` keeps working. Every option can also
+be set from the environment as ``OS_<GROUP>__<OPTION>`` (oslo.config's
+environment source), e.g. ``OS_PLACEMENT_DATABASE__CONNECTION``.
+"""
+
+import os
+
+from oslo_config import cfg
+
+api_group = cfg.OptGroup("api", title="API options")
+database_group = cfg.OptGroup("placement_database", title="Placement database")
+placement_group = cfg.OptGroup("placement", title="Placement behaviour")
+
+
+def default_state_dir():
+    """Per-user state directory (XDG_STATE_HOME), where the SQLite file lives."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return os.path.join(base, "placement")
+
+
+def default_connection():
+    return "sqlite:///" + os.path.join(default_state_dir(), "placement.sqlite")
+
+
+api_opts = [
+    cfg.StrOpt(
+        "auth_strategy",
+        default="noauth2",
+        choices=[
+            ("keystone", "Use keystonemiddleware's auth_token to validate tokens."),
+            (
+                "noauth2",
+                "Development only: the token 'admin' is an admin, any other token is "
+                "a plain user; X-Roles, X-Project-Id and OpenStack-System-Scope "
+                "headers are honoured.",
+            ),
+        ],
+        help="Authentication strategy of the API. The default, noauth2, suits the embedded "
+        "single-machine setup; the service warns at start-up when noauth2 listens on "
+        "anything but loopback. Production deployments use keystone.",
+    ),
+]
+
+database_opts = [
+    cfg.StrOpt(
+        "connection",
+        secret=True,
+        sample_default="sqlite:///$XDG_STATE_HOME/placement/placement.sqlite",
+        help="SQLAlchemy URL of the placement database. Default: an SQLite file in the "
+        "per-user state directory, created on first start. Production: "
+        "postgresql+psycopg://user:pass@host/placement.",
+    ),
+    cfg.BoolOpt(
+        "sync_on_startup",
+        default=False,
+        help="Run the database migrations (placement-manage db sync) when the API starts. "
+        "The embedded SQLite default always syncs, since nothing else would create it.",
+    ),
+    cfg.IntOpt(
+        "pool_size",
+        default=10,
+        min=1,
+        help="Connections kept per API process (PostgreSQL only).",
+    ),
+]
+
+placement_opts = [
+    cfg.BoolOpt(
+        "randomize_allocation_candidates",
+        default=False,
+        help="When true, GET /allocation_candidates with a limit returns a random sample "
+        "of the viable candidates; when false, the first ones in a deterministic but "
+        "undefined order. Randomizing spreads concurrent schedulers over more hosts at "
+        "the price of repeatable answers.",
+    ),
+    cfg.IntOpt(
+        "allocation_conflict_retry_count",
+        default=10,
+        min=0,
+        help="How many times an allocation write that lost a race with a concurrent "
+        "writer of the same provider is retried on the server, each time in a fresh "
+        "transaction, before the client gets 409 placement.concurrent_update.",
+    ),
+    cfg.IntOpt(
+        "max_allocation_candidates",
+        default=-1,
+        help="Upper bound on the allocation candidates one request may produce, -1 for "
+        "no bound. Bounds the cost of pathological nested/sharing requests.",
+    ),
+    cfg.StrOpt(
+        "incomplete_consumer_project_id",
+        default="00000000-0000-0000-0000-000000000000",
+        help="Project id recorded for consumers written before microversion 1.8, which "
+        "did not require one.",
+    ),
+    cfg.StrOpt(
+        "incomplete_consumer_user_id",
+        default="00000000-0000-0000-0000-000000000000",
+        help="User id recorded for consumers written before microversion 1.8.",
+    ),
+]
+
+
+def register_opts(conf):
+    conf.register_group(api_group)
+    conf.register_opts(api_opts, group=api_group)
+    conf.register_group(database_group)
+    conf.register_opts(database_opts, group=database_group)
+    conf.register_group(placement_group)
+    conf.register_opts(placement_opts, group=placement_group)
+
+
+def list_opts():
+    """Entry point of oslo-config-generator (``oslo.config.opts``)."""
+    return [
+        (api_group, api_opts),
+        (database_group, database_opts),
+        (placement_group, placement_opts),
+    ]
+
+
+def make_conf(args=None, default_config_files=None, overrides=None):
+    """Build a fresh ConfigOpts (never the global one, so tests stay isolated).
+
+    ``overrides`` maps ``(group, option)`` to a value and wins over files and
+    the environment; tests and the demo use it.
+    """
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(
+        args=args or [],
+        project="placement",
+        default_config_files=default_config_files if default_config_files is not None else [],
+        validate_default_values=True,
+    )
+    for (group, name), value in (overrides or {}).items():
+        conf.set_override(name, value, group=group)
+    return conf
+
+
+def connection_url(conf):
+    return conf.placement_database.connection or default_connection()

@@ -1,0 +1,89 @@
+"""Error codes and the API error type.
+
+The ``placement.*`` strings are upstream OpenStack Placement's; clients match on
+them. Do not change a value once set. Extension codes use the same
+``placement.<resource>.<condition>`` form.
+"""
+
+import http
+
+DEFAULT = "placement.undefined_code"
+INVENTORY_INUSE = "placement.inventory.inuse"
+CONCURRENT_UPDATE = "placement.concurrent_update"
+DUPLICATE_NAME = "placement.duplicate_name"
+PROVIDER_IN_USE = "placement.resource_provider.inuse"
+PROVIDER_CANNOT_DELETE_PARENT = "placement.resource_provider.cannot_delete_parent"
+RESOURCE_PROVIDER_NOT_FOUND = "placement.resource_provider.not_found"
+ILLEGAL_DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
+QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
+QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
+
+# Extensions.
+NODE_NOT_FOUND = "placement.node.not_found"
+REPORT_NOT_FOUND = "placement.scheduling_report.not_found"
+PAGE_MARKER_INVALID = "placement.query.bad_page_marker"
+
+# webob's explanations, which upstream puts in front of every detail.
+_EXPLANATIONS = {
+    400: "The server could not comply with the request since it is either malformed "
+    "or otherwise incorrect.",
+    401: "This server could not verify that you are authorized to access the document "
+    "you requested. Either you supplied the wrong credentials (e.g., bad password), or "
+    "your browser does not understand how to supply the credentials required.",
+    403: "Access was denied to this resource.",
+    404: "The resource could not be found.",
+    409: "There was a conflict when trying to complete your request.",
+    413: "The body of your request was too large for this server.",
+    500: "The server has either erred or is incapable of performing the requested "
+    "operation.",
+    503: "The server is currently unavailable. Please try again at a later time.",
+}
+
+
+class ApiError(Exception):
+    """An HTTP error with upstream's JSON error body.
+
+    ``detail`` is the specific message; the body's ``detail`` field is built
+    as upstream builds it (``<explanation>\\n\\n <detail>  ``), so clients that
+    match on substrings keep working. ``explanation`` overrides the generic
+    first line (405, 406 and 415 carry their own).
+    """
+
+    def __init__(self, status, detail="", code=None, headers=None, explanation=None):
+        super().__init__(detail)
+        self.status = int(status)
+        self.detail = detail
+        self.code = code or DEFAULT
+        self.headers = dict(headers or {})
+        self.explanation = explanation
+
+    @property
+    def title(self):
+        try:
+            return http.HTTPStatus(self.status).phrase
+        except ValueError:
+            return "Error"
+
+    def body_detail(self):
+        explanation = self.explanation
+        if explanation is None:
+            explanation = _EXPLANATIONS.get(self.status, _EXPLANATIONS[400])
+        if self.detail:
+            return f"{explanation}\n\n {self.detail}  "
+        return explanation
+
+
+def bad_request(detail, code=None):
+    return ApiError(400, detail, code)
+
+
+def not_found(detail, code=None):
+    return ApiError(404, detail, code)
+
+
+def conflict(detail, code=None):
+    return ApiError(409, detail, code)
+
+
+def forbidden(detail):
+    return ApiError(403, detail)

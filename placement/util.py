@@ -1,0 +1,160 @@
+"""Request and response helpers shared by every handler.
+
+``extract_json`` is the one place where a request body becomes either a 400
+(or 415) or validated data; ``json_response`` is the one place where a body
+goes out, with the 1.15 caching headers.
+"""
+
+import datetime
+import email.utils
+import json
+import re
+import uuid as uuid_lib
+
+import flask
+import jsonschema
+
+from placement import errors
+
+UUID_RE = re.compile(
+    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+)
+
+_FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@_FORMAT_CHECKER.checks("uuid")
+def _is_uuid(value):
+    # Upstream accepts the dashed and the undashed forms of a UUID.
+    return not isinstance(value, str) or bool(UUID_RE.match(value))
+
+
+def deps():
+    """The app's database, configuration and enforcer (set up by create_app)."""
+    return flask.current_app.extensions["placement"]
+
+
+def version():
+    return flask.g.version
+
+
+def want(major, minor):
+    """True when the request's microversion is at least major.minor."""
+    return flask.g.version.matches((major, minor))
+
+
+def context():
+    return flask.g.context
+
+
+def is_uuid(value):
+    return isinstance(value, str) and bool(UUID_RE.match(value))
+
+
+def normalize_uuid(value):
+    """Dashed lower-case form of an accepted UUID (upstream stores it that way)."""
+    return str(uuid_lib.UUID(value))
+
+
+def extract_json(schema, body=None):
+    """Parse and validate the JSON request body.
+
+    :raise ApiError 415: the content type is not application/json.
+    :raise ApiError 400: the body is not JSON or does not match ``schema``.
+    """
+    req = flask.request
+    if body is None:
+        if req.mimetype != "application/json":
+            shown = req.mimetype or "None"
+            raise errors.ApiError(
+                415,
+                f"The media type {shown} is not supported, use application/json",
+                explanation=f"The request media type {shown} is not supported by this "
+                "server.",
+            )
+        raw = req.get_data(as_text=False)
+        try:
+            body = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise errors.bad_request(f"Malformed JSON: {exc}")
+    try:
+        jsonschema.validate(body, schema, format_checker=_FORMAT_CHECKER)
+    except jsonschema.ValidationError as exc:
+        raise errors.bad_request(f"JSON does not validate: {exc.message}")
+    return body
+
+
+def validate_query(schema, params=None):
+    """Validate the query string (a dict of single values) against ``schema``."""
+    if params is None:
+        params = flask.request.args.to_dict()
+    try:
+        jsonschema.validate(params, schema, format_checker=_FORMAT_CHECKER)
+    except jsonschema.ValidationError as exc:
+        raise errors.bad_request(f"Invalid query string parameters: {exc.message}")
+    return params
+
+
+def http_date(when):
+    if when is None:
+        when = datetime.datetime.now(datetime.UTC)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return email.utils.format_datetime(when, usegmt=True)
+
+
+def last_modified_of(rows, default_now=True):
+    """Latest of updated_at/created_at over ``rows`` (mappings or objects)."""
+    latest = None
+    for row in rows:
+        get = row.get if isinstance(row, dict) else (lambda k, r=row: getattr(r, k, None))
+        stamp = get("updated_at") or get("created_at")
+        if stamp is not None and (latest is None or stamp > latest):
+            latest = stamp
+    if latest is None and default_now:
+        latest = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    return latest
+
+
+def json_response(body, status=200, last_modified=None, headers=None):
+    """A JSON response; from 1.15 with last-modified and cache-control headers.
+
+    ``last_modified`` is a datetime or the string "now"; None means no header.
+    """
+    resp = flask.Response(
+        json.dumps(body), status=status, content_type="application/json"
+    )
+    if want(1, 15) and last_modified is not None:
+        when = None if last_modified == "now" else last_modified
+        resp.headers["last-modified"] = http_date(when)
+        resp.headers["cache-control"] = "no-cache"
+    for name, value in (headers or {}).items():
+        resp.headers[name] = value
+    return resp
+
+
+def empty_response(status=204, headers=None):
+    resp = flask.Response(status=status)
+    # A 204 carries no content type (upstream removes it too).
+    resp.headers.pop("Content-Type", None)
+    for name, value in (headers or {}).items():
+        resp.headers[name] = value
+    return resp
+
+
+def query_values(name):
+    """Every value of a query parameter, in order."""
+    return flask.request.args.getlist(name)
+
+
+def single_query_value(name):
+    """The one value of ``name`` or None; a repeated key is a 400 with upstream's code."""
+    values = flask.request.args.getlist(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise errors.bad_request(
+            f"Query parameter {name!r} is specified multiple times.",
+            errors.ILLEGAL_DUPLICATE_QUERYPARAM,
+        )
+    return values[0]
