@@ -1,0 +1,82 @@
+"""Console scripts: clean one-line errors, db sync, and the API server starting."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import requests
+
+BIN = os.path.dirname(sys.executable)
+
+
+def _run(args, env=None, timeout=60):
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run([os.path.join(BIN, args[0])] + args[1:], capture_output=True,
+                          text=True, env=full_env, timeout=timeout)
+
+
+def test_manage_missing_config_file_is_one_line():
+    res = _run(["placement-manage", "--config-file", "/nonexistent.conf", "db", "sync"])
+    assert res.returncode != 0
+    assert res.stderr.strip().count("\n") == 0
+    assert "config file not found" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_manage_unreachable_database_is_one_line():
+    res = _run(["placement-manage", "db", "sync"], env={
+        "OS_PLACEMENT_DATABASE__CONNECTION": "postgresql+psycopg://postgres@127.0.0.1:1/x"})
+    assert res.returncode != 0
+    assert "cannot connect to database" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_manage_db_sync_and_version(tmp_path):
+    env = {"OS_PLACEMENT_DATABASE__CONNECTION": f"sqlite:///{tmp_path}/p.sqlite"}
+    res = _run(["placement-manage", "db", "sync"], env=env)
+    assert res.returncode == 0, res.stderr
+    again = _run(["placement-manage", "db", "sync"], env=env)
+    assert again.returncode == 0, again.stderr
+    ver = _run(["placement-manage", "db", "version"], env=env)
+    assert ver.stdout.strip() == "0001"
+
+
+def test_api_bad_config_value_is_one_line(tmp_path):
+    conf = tmp_path / "bad.conf"
+    conf.write_text("[api]\nauth_strategy = nonsense\n")
+    res = _run(["placement-api", "--config-file", str(conf)])
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    assert "auth_strategy" in res.stderr
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_api_serves_on_embedded_default(tmp_path):
+    port = _free_port()
+    env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
+    proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(100):
+            try:
+                resp = requests.get(url, timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        else:
+            raise AssertionError("placement-api did not start")
+        assert resp.status_code == 200
+        assert resp.json()["versions"][0]["max_version"] == "1.39"
+        assert (tmp_path / "placement" / "placement.sqlite").exists()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
