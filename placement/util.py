@@ -80,7 +80,7 @@ def extract_json(schema, body=None):
     try:
         jsonschema.validate(body, schema, format_checker=_FORMAT_CHECKER)
     except jsonschema.ValidationError as exc:
-        raise errors.bad_request(f"JSON does not validate: {exc.message}")
+        raise errors.bad_request(f"JSON does not validate: {exc}")
     return body
 
 
@@ -91,7 +91,7 @@ def validate_query(schema, params=None):
     try:
         jsonschema.validate(params, schema, format_checker=_FORMAT_CHECKER)
     except jsonschema.ValidationError as exc:
-        raise errors.bad_request(f"Invalid query string parameters: {exc.message}")
+        raise errors.bad_request(f"Invalid query string parameters: {exc}")
     return params
 
 
