@@ -1,11 +1,58 @@
-"""HTTP handlers: scheduling report (not built yet)."""
+"""HTTP handlers: scheduling reports (extension).
+
+The scheduler writes one report per scheduling request; an admin reads it back
+by request id. The policy target is the report's project, so when the rule lets
+project readers in they still see only their own project's reports.
+"""
+
+import json
 
 from placement import errors
+from placement import util
+from placement.objects import scheduling_report as report_obj
+from placement.schemas import scheduling_report as schema
 
 
-def get_report(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _request_id(value):
+    if not value or len(value) > 64:
+        raise errors.not_found(f"No scheduling report for request {value}.",
+                               errors.REPORT_NOT_FOUND)
+    return value
 
 
-def put_report(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _serialize(item):
+    out = dict(item)
+    for key in ("created_at", "updated_at"):
+        out[key] = out[key].isoformat() + "Z" if out[key] is not None else None
+    return out
+
+
+def get_report(request_id):
+    ctx = util.context()
+    request_id = _request_id(request_id)
+    try:
+        item = report_obj.get(util.deps().db, request_id)
+    except report_obj.NotFound:
+        # Check the policy first with the caller's own project so that an
+        # unauthorized caller gets 403, not a hint whether the report exists.
+        ctx.can("placement:scheduling_reports:show")
+        raise errors.not_found(f"No scheduling report for request {request_id}.",
+                               errors.REPORT_NOT_FOUND)
+    target = {"project_id": item["project_id"] or "", "user_id": ctx.user_id}
+    ctx.can("placement:scheduling_reports:show", target=target)
+    return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
+
+
+def put_report(request_id):
+    # Writers are the scheduler's service identity, the same ones that
+    # record build requests; no separate rule exists for report writes yet.
+    util.context().can("placement:build_requests:update")
+    request_id = _request_id(request_id)
+    body = util.extract_json(schema.PUT_REPORT)
+    if len(json.dumps(body["report"])) > schema.MAX_REPORT_BYTES:
+        raise errors.ApiError(413, f"Scheduling report larger than {schema.MAX_REPORT_BYTES} "
+                                   "bytes.")
+    item, created = report_obj.put(util.deps().db, request_id, body.get("project_id"),
+                                   body["report"])
+    return util.json_response(_serialize(item), status=201 if created else 200,
+                              last_modified=util.last_modified_of([item]))

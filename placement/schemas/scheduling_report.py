@@ -1,0 +1,21 @@
+"""JSON schema of the scheduling report extension.
+
+The report body is the scheduler's to shape; only the envelope is checked:
+the owning project (so a project reader sees only its own reports) and an
+object-valued report.
+"""
+
+PUT_REPORT = {
+    "type": "object",
+    "properties": {
+        "project_id": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 255},
+                                 {"type": "null"}]},
+        "report": {"type": "object"},
+    },
+    "required": ["report"],
+    "additionalProperties": False,
+}
+
+# A report holds counts and the top few weights, not every host; this bound
+# keeps one misbehaving writer from filling the database.
+MAX_REPORT_BYTES = 1024 * 1024

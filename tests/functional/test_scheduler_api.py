@@ -1,0 +1,87 @@
+"""The build request and scheduling report extensions over the API."""
+
+import uuid
+
+
+def _new():
+    return str(uuid.uuid4())
+
+
+def _br(client, instance=None, wc="performance", request_id="req-1"):
+    instance = instance or _new()
+    resp = client.post("/build_requests", json={
+        "instance_uuid": instance, "request_id": request_id, "workload_class": wc,
+        "spec": {"resources": {"VCPU": 1}}})
+    return instance, resp
+
+
+def test_build_request_lifecycle_and_pending_count(client):
+    perf, resp = _br(client)
+    assert resp.status_code == 201, resp.get_json()
+    assert resp.get_json()["status"] == "pending"
+    assert resp.headers["Location"] == f"/build_requests/{perf}"
+    _std, _ = _br(client, wc="standard")
+    done, _ = _br(client)
+
+    host = _new()
+    resp = client.put(f"/build_requests/{done}", json={"status": "placed", "host_uuid": host})
+    assert resp.status_code == 200
+    assert resp.get_json()["host_uuid"] == host
+
+    pending = client.get("/build_requests?status=pending&workload_class=performance")
+    assert [b["instance_uuid"] for b in pending.get_json()["build_requests"]] == [perf]
+    one = client.get(f"/build_requests/{perf}").get_json()
+    assert one["spec"] == {"resources": {"VCPU": 1}}
+    assert one["workload_class"] == "performance"
+
+
+def test_build_request_errors_leave_state_unchanged(client):
+    inst, _ = _br(client)
+    # duplicate instance
+    _, resp = _br(client, instance=inst)
+    assert resp.status_code == 409
+    assert resp.get_json()["errors"][0]["code"] == "placement.build_request.duplicate"
+    # bad bodies
+    for body in ({"status": "running"}, {"status": "placed"}, {"status": "failed", "x": 1}):
+        resp = client.put(f"/build_requests/{inst}", json=body)
+        assert resp.status_code == 400, body
+    resp = client.post("/build_requests", json={"instance_uuid": "nope", "request_id": "r",
+                                                "spec": {}})
+    assert resp.status_code == 400
+    assert "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
+    # unknown instance
+    resp = client.put(f"/build_requests/{_new()}", json={"status": "failed"})
+    assert resp.status_code == 404
+    assert client.get("/build_requests/not-a-uuid").status_code == 404
+    # bad query
+    assert client.get("/build_requests?status=bogus").status_code == 400
+    assert client.get(f"/build_requests/{inst}").get_json()["status"] == "pending"
+    # finished once; a repeated identical finish is fine, a different one is 409
+    assert client.put(f"/build_requests/{inst}", json={"status": "failed",
+                                                       "reason": "x"}).status_code == 200
+    assert client.put(f"/build_requests/{inst}", json={"status": "failed"}).status_code == 200
+    resp = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": _new()})
+    assert resp.status_code == 409
+    assert client.get(f"/build_requests/{inst}").get_json()["status"] == "failed"
+
+
+def test_scheduling_report_roundtrip_and_visibility(client):
+    body = {"project_id": "proj-a", "report": {"candidates_seen": 3, "removed": {"x": 1}}}
+    resp = client.put("/scheduling_reports/req-abc", json=body)
+    assert resp.status_code == 201
+    assert client.put("/scheduling_reports/req-abc", json=body).status_code == 200
+    got = client.get("/scheduling_reports/req-abc")
+    assert got.status_code == 200
+    assert got.get_json()["report"] == body["report"]
+    assert got.get_json()["request_id"] == "req-abc"
+    missing = client.get("/scheduling_reports/req-nope")
+    assert missing.status_code == 404
+    assert missing.get_json()["errors"][0]["code"] == "placement.scheduling_report.not_found"
+    # A non-admin of another project cannot read it, even as a reader.
+    resp = client.get("/scheduling_reports/req-abc",
+                      headers={"x-auth-token": "bob:proj-b", "x-roles": "reader"})
+    assert resp.status_code == 403
+    # Bad bodies.
+    assert client.put("/scheduling_reports/req-x", json={"report": []}).status_code == 400
+    assert client.put("/scheduling_reports/req-x", json={"nope": {}}).status_code == 400
+    assert client.get("/scheduling_reports/req-x").status_code == 404
