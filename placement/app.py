@@ -73,6 +73,12 @@ def create_app(conf=None, db=None, sync=None):
         from placement import auth
 
         app.wsgi_app = auth.keystone_middleware(app.wsgi_app, conf)
+    if conf.cors.allowed_origin:
+        # Outermost, as upstream: a CORS preflight needs no token, and CORS
+        # headers reach every answer, 401s included.
+        from oslo_middleware import cors
+
+        app.wsgi_app = cors.CORS(app.wsgi_app, conf)
     return app
 
 

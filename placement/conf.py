@@ -9,6 +9,9 @@ environment source), e.g. ``OS_PLACEMENT_DATABASE__CONNECTION``.
 import os
 
 from oslo_config import cfg
+from oslo_middleware import cors
+
+from placement import policy
 
 api_group = cfg.OptGroup("api", title="API options")
 database_group = cfg.OptGroup("placement_database", title="Placement database")
@@ -113,6 +116,10 @@ def register_opts(conf):
     conf.register_opts(database_opts, group=database_group)
     conf.register_group(placement_group)
     conf.register_opts(placement_opts, group=placement_group)
+    # Library groups are registered up front so that config files, overrides
+    # and OS_<GROUP>__<OPTION> variables for them work before the app starts.
+    conf.register_opts(cors.CORS_OPTS, group="cors")
+    policy.register_opts(conf)
 
 
 def list_opts():
@@ -121,6 +128,9 @@ def list_opts():
         (api_group, api_opts),
         (database_group, database_opts),
         (placement_group, placement_opts),
+        # [oslo_policy] enforce_scope (compatibility); oslo.policy's own options
+        # come from its namespace in etc/placement/config-generator.conf.
+        (cfg.OptGroup("oslo_policy"), policy.compat_opts),
     ]
 
 

@@ -1,0 +1,22 @@
+"""Extension rules of /build_requests.
+
+Build requests carry instance specs of every project, so reading them is as
+closed as reading allocations: admin and service (the conductor and the
+scheduler run as services).
+"""
+
+from placement.policies import base
+
+LIST = "placement:build_requests:list"
+UPDATE = "placement:build_requests:update"
+
+
+def list_rules():
+    r = base.endpoint_rule
+    adm = base.ADMIN_OR_SERVICE
+    return [
+        r(LIST, adm, "Extension: list build requests or show one.",
+          "GET /build_requests", "GET /build_requests/{instance_uuid}"),
+        r(UPDATE, adm, "Extension: create a build request or record its outcome.",
+          "POST /build_requests", "PUT /build_requests/{instance_uuid}"),
+    ]
