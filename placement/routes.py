@@ -69,6 +69,7 @@ ROUTES = {
     # --- extensions (never used by a vanilla client) ---
     "/workload_usages": {"GET": "allocation:workload_usages"},
     "/nodes": {"GET": "node:list_nodes"},
+    "/nodes/twins": {"POST": "node:put_twins"},
     "/nodes/<uuid>": {
         "GET": "node:get_node",
         "PUT": "node:put_node",

@@ -1,35 +1,163 @@
-"""HTTP handlers: node (not built yet)."""
+"""HTTP handlers: nodes, node hardware and node twins (extension).
+
+Node data hangs off *root* providers only: a malformed or unknown uuid is a
+404 (as for /resource_providers/{uuid}), a nested provider a 400. Node records
+and twins carry generations; a stale one is a 409 placement.concurrent_update
+and changes nothing. ``POST /nodes/twins`` writes many twins in one
+transaction (the power controller's reconcile tick), all or nothing.
+"""
 
 from placement import errors
+from placement import util
+from placement.objects import node as node_obj
+from placement.policies import node as policies
+from placement.schemas import node as schema
+
+NOT_ROOT = ("Resource provider {} is not a root provider; node records, hardware and "
+            "twins belong to root providers only.")
 
 
-def list_nodes(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _uuid(value):
+    if not util.is_uuid(value):
+        raise errors.not_found(f"No resource provider with uuid {value} found",
+                               errors.RESOURCE_PROVIDER_NOT_FOUND)
+    return util.normalize_uuid(value)
 
 
-def get_node(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _call(func, *args):
+    """Run an object-layer call, turning its exceptions into API errors."""
+    try:
+        return func(*args)
+    except node_obj.ProviderNotFound as exc:
+        raise errors.not_found(
+            f"No resource provider with uuid {', '.join(exc.uuids)} found",
+            errors.RESOURCE_PROVIDER_NOT_FOUND)
+    except node_obj.NotRoot as exc:
+        raise errors.bad_request(NOT_ROOT.format(", ".join(exc.uuids)))
+    except node_obj.Conflict as exc:
+        raise errors.conflict(str(exc), errors.CONCURRENT_UPDATE)
 
 
-def put_node(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _not_found(what, uuid):
+    return errors.not_found(f"Resource provider {uuid} has no {what}.", errors.NODE_NOT_FOUND)
 
 
-def delete_node(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def list_nodes():
+    util.context().can(policies.LIST)
+    params = util.validate_query(schema.LIST_QUERY)
+    nodes, last_modified = node_obj.list_nodes(util.deps().db, cell=params.get("cell"))
+    return util.json_response({"nodes": nodes}, last_modified=last_modified or "now")
 
 
-def get_hardware(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def get_node(uuid):
+    util.context().can(policies.SHOW)
+    uuid = _uuid(uuid)
+    try:
+        node, last_modified = _call(node_obj.get_node, util.deps().db, uuid)
+    except node_obj.NotFound:
+        raise _not_found("node data", uuid)
+    return util.json_response(node, last_modified=last_modified or "now")
 
 
-def put_hardware(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def put_node(uuid):
+    util.context().can(policies.UPDATE)
+    uuid = _uuid(uuid)
+    body = util.extract_json(schema.PUT_NODE)
+    node, created = _call(
+        node_obj.put_node, util.deps().db, uuid, body.get("cell"), body.get("labels", {}),
+        body.get("reserved", False), body.get("unschedulable", False), body.get("generation"))
+    return util.json_response(node, status=201 if created else 200, last_modified="now")
 
 
-def get_twin(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def delete_node(uuid):
+    util.context().can(policies.DELETE)
+    uuid = _uuid(uuid)
+    try:
+        _call(node_obj.delete_node, util.deps().db, uuid)
+    except node_obj.NotFound:
+        raise _not_found("node data", uuid)
+    return util.empty_response()
 
 
-def put_twin(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def get_hardware(uuid):
+    util.context().can(policies.SHOW)
+    uuid = _uuid(uuid)
+    try:
+        hardware, last_modified = _call(node_obj.get_hardware, util.deps().db, uuid)
+    except node_obj.NotFound:
+        raise _not_found("hardware record", uuid)
+    return util.json_response(hardware, last_modified=last_modified or "now")
+
+
+def _check_hardware(body):
+    for part in ("cpu", "gpu"):
+        low, high = body.get(f"{part}_min_cap_watts"), body.get(f"{part}_max_cap_watts")
+        if low is not None and high is not None and low > high:
+            raise errors.bad_request(
+                f"{part}_min_cap_watts ({low}) is greater than {part}_max_cap_watts ({high}).")
+    if body.get("gpu_count", 0) > 0 and not body.get("gpu_model"):
+        raise errors.bad_request(
+            "gpu_count is greater than 0 but gpu_model is empty; the GPU model names the "
+            "node's hardware family.")
+
+
+def put_hardware(uuid):
+    util.context().can(policies.UPDATE)
+    uuid = _uuid(uuid)
+    body = util.extract_json(schema.PUT_HARDWARE)
+    _check_hardware(body)
+    hardware, created = _call(node_obj.put_hardware, util.deps().db, uuid, body)
+    return util.json_response(hardware, status=201 if created else 200, last_modified="now")
+
+
+def get_twin(uuid):
+    util.context().can(policies.SHOW)
+    uuid = _uuid(uuid)
+    try:
+        twin, last_modified = _call(node_obj.get_twin, util.deps().db, uuid)
+    except node_obj.NotFound:
+        raise _not_found("twin", uuid)
+    return util.json_response(twin, last_modified=last_modified or "now")
+
+
+def _twin_entry(body, where=""):
+    """Fill the schedulable class in and reject profile/class pairs that contradict."""
+    profile = body["profile"]
+    klass = body.get("schedulable_class") or profile
+    if profile == node_obj.PERFORMANCE and klass != node_obj.PERFORMANCE:
+        raise errors.bad_request(
+            f"{where}schedulable_class {klass!r} contradicts profile 'performance': only a "
+            "node in profile eco can be eco or draining.")
+    if profile == node_obj.ECO and klass == node_obj.PERFORMANCE:
+        raise errors.bad_request(
+            f"{where}schedulable_class 'performance' contradicts profile 'eco': an eco node "
+            "is schedulable as eco, or draining while performance work finishes.")
+    return {**body, "schedulable_class": klass}
+
+
+def put_twin(uuid):
+    util.context().can(policies.UPDATE)
+    uuid = _uuid(uuid)
+    body = util.extract_json(schema.PUT_TWIN)
+    entry = _twin_entry(body)
+    entry["uuid"] = uuid
+    (twin,) = _call(node_obj.set_twins, util.deps().db, [entry])
+    twin.pop("uuid")
+    status = 201 if body.get("generation") is None else 200
+    return util.json_response(twin, status=status, last_modified="now")
+
+
+def put_twins():
+    """POST /nodes/twins: write many twins in one transaction, all or nothing."""
+    util.context().can(policies.UPDATE)
+    body = util.extract_json(schema.POST_TWINS)
+    entries, seen = [], set()
+    for index, item in enumerate(body["twins"]):
+        entry = _twin_entry(item, where=f"twins[{index}]: ")
+        entry["uuid"] = util.normalize_uuid(item["uuid"])
+        if entry["uuid"] in seen:
+            raise errors.bad_request(f"twins[{index}]: node {entry['uuid']} appears twice.")
+        seen.add(entry["uuid"])
+        entries.append(entry)
+    twins = _call(node_obj.set_twins, util.deps().db, entries)
+    return util.json_response({"twins": twins}, last_modified="now")

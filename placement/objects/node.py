@@ -1,0 +1,410 @@
+"""Node records, node hardware and node twins of root providers (extension).
+
+A *node* is a root resource provider with power-policy data attached: a node
+record (cell, labels, reserved/unschedulable flags), a hardware record (what
+Joulie's NodeHardware holds) and a twin (spec: profile and caps, managed_by;
+status: schedulable class). Any of the three may exist without the others;
+``GET /nodes`` lists every root provider that has at least one.
+
+Twin writes also set the profile trait of the root provider
+(``CUSTOM_POWER_PROFILE_PERFORMANCE`` / ``CUSTOM_POWER_PROFILE_ECO``) in the
+same transaction, so a plain placement client filtering on traits never sees
+a profile that disagrees with the twin. When the trait set changes, the
+provider generation is bumped, as for any trait change, so a concurrent
+trait writer holding the old generation gets its 409.
+
+Node records and twins carry their own generations; an update must name the
+generation it read (``None`` when it believes there is no record yet).
+"""
+
+import json
+
+import sqlalchemy as sa
+
+from placement import db as db_mod
+from placement import models as m
+
+PERFORMANCE = "performance"
+ECO = "eco"
+DRAINING = "draining"
+PROFILES = (PERFORMANCE, ECO)
+SCHEDULABLE_CLASSES = (PERFORMANCE, ECO, DRAINING)
+PROFILE_TRAITS = {
+    PERFORMANCE: "CUSTOM_POWER_PROFILE_PERFORMANCE",
+    ECO: "CUSTOM_POWER_PROFILE_ECO",
+}
+
+HARDWARE_FIELDS = (
+    "cpu_model", "cpu_sockets", "cpu_cores", "memory_gib", "gpu_vendor", "gpu_model",
+    "gpu_count", "gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts",
+    "cpu_max_cap_watts",
+)
+TWIN_FIELDS = ("profile", "cpu_cap_watts", "gpu_cap_watts", "managed_by", "schedulable_class")
+
+# Keeps IN (...) lists well inside every backend's bound-parameter limit.
+_CHUNK = 900
+
+_rp = m.resource_providers
+_node = m.nodes
+_hw = m.node_hardware
+_twin = m.node_twins
+
+
+class ProviderNotFound(Exception):
+    def __init__(self, uuids):
+        self.uuids = sorted(uuids)
+        super().__init__(", ".join(self.uuids))
+
+
+class NotRoot(Exception):
+    def __init__(self, uuids):
+        self.uuids = sorted(uuids)
+        super().__init__(", ".join(self.uuids))
+
+
+class NotFound(Exception):
+    """The root provider exists but has no such node data."""
+
+
+class Conflict(Exception):
+    """A stale or missing generation; the message says which and why."""
+
+
+def _chunks(items):
+    items = list(items)
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
+
+
+# --- serialisation ------------------------------------------------------------
+
+def _hardware_dict(row):
+    if row.hw_rp is None:
+        return None
+    return {f: getattr(row, f"hw_{f}") for f in HARDWARE_FIELDS}
+
+
+def _twin_dict(row):
+    if row.tw_rp is None:
+        return None
+    out = {f: getattr(row, f"tw_{f}") for f in TWIN_FIELDS}
+    out["generation"] = row.tw_generation
+    return out
+
+
+def _node_dict(row):
+    has_node = row.n_rp is not None
+    return {
+        "uuid": row.uuid,
+        "name": row.name,
+        "cell": row.n_cell if has_node else None,
+        "labels": json.loads(row.n_labels) if has_node and row.n_labels else {},
+        "reserved": bool(row.n_reserved) if has_node else False,
+        "unschedulable": bool(row.n_unschedulable) if has_node else False,
+        # None: no node record yet (what a creating PUT must send).
+        "generation": row.n_generation if has_node else None,
+        "hardware": _hardware_dict(row),
+        "twin": _twin_dict(row),
+    }
+
+
+def _stamps(row):
+    return [s for s in (row.n_updated, row.n_created, row.hw_updated, row.hw_created,
+                        row.tw_updated, row.tw_created) if s is not None]
+
+
+def _select():
+    cols = [_rp.c.id, _rp.c.uuid, _rp.c.name,
+            _node.c.resource_provider_id.label("n_rp"), _node.c.cell.label("n_cell"),
+            _node.c.labels.label("n_labels"), _node.c.reserved.label("n_reserved"),
+            _node.c.unschedulable.label("n_unschedulable"),
+            _node.c.generation.label("n_generation"),
+            _node.c.created_at.label("n_created"), _node.c.updated_at.label("n_updated"),
+            _hw.c.resource_provider_id.label("hw_rp"),
+            _hw.c.created_at.label("hw_created"), _hw.c.updated_at.label("hw_updated"),
+            _twin.c.resource_provider_id.label("tw_rp"),
+            _twin.c.generation.label("tw_generation"),
+            _twin.c.created_at.label("tw_created"), _twin.c.updated_at.label("tw_updated")]
+    cols += [_hw.c[f].label(f"hw_{f}") for f in HARDWARE_FIELDS]
+    cols += [_twin.c[f].label(f"tw_{f}") for f in TWIN_FIELDS]
+    joined = (
+        _rp.outerjoin(_node, _node.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_hw, _hw.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_twin, _twin.c.resource_provider_id == _rp.c.id)
+    )
+    return sa.select(*cols).select_from(joined)
+
+
+# --- reads --------------------------------------------------------------------
+
+def _root(conn, uuid):
+    row = conn.execute(
+        sa.select(_rp.c.id, _rp.c.root_provider_id).where(_rp.c.uuid == uuid)
+    ).first()
+    if row is None:
+        raise ProviderNotFound([uuid])
+    if row.root_provider_id is not None and row.root_provider_id != row.id:
+        raise NotRoot([uuid])
+    return row.id
+
+
+def list_nodes(db, cell=None):
+    """(nodes, last_modified): every root provider with node data, by name."""
+    query = _select().where(
+        _rp.c.id == _rp.c.root_provider_id,
+        sa.or_(_node.c.resource_provider_id.is_not(None),
+               _hw.c.resource_provider_id.is_not(None),
+               _twin.c.resource_provider_id.is_not(None)),
+    ).order_by(_rp.c.name)
+    if cell is not None:
+        query = query.where(_node.c.cell == cell)
+    with db.read() as conn:
+        rows = conn.execute(query).all()
+    stamps = [s for r in rows for s in _stamps(r)]
+    return [_node_dict(r) for r in rows], (max(stamps) if stamps else None)
+
+
+def get_node(db, uuid):
+    """(node, last_modified) of a root provider; NotFound when it has no node data."""
+    with db.read() as conn:
+        rp_id = _root(conn, uuid)
+        row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
+    if row.n_rp is None and row.hw_rp is None and row.tw_rp is None:
+        raise NotFound(uuid)
+    stamps = _stamps(row)
+    return _node_dict(row), (max(stamps) if stamps else None)
+
+
+def get_hardware(db, uuid):
+    node, _ = get_node(db, uuid)
+    if node["hardware"] is None:
+        raise NotFound(uuid)
+    with db.read() as conn:
+        row = conn.execute(sa.select(_hw.c.created_at, _hw.c.updated_at).select_from(
+            _hw.join(_rp, _rp.c.id == _hw.c.resource_provider_id)).where(_rp.c.uuid == uuid)
+        ).one()
+    return node["hardware"], row.updated_at or row.created_at
+
+
+def get_twin(db, uuid):
+    node, _ = get_node(db, uuid)
+    if node["twin"] is None:
+        raise NotFound(uuid)
+    with db.read() as conn:
+        row = conn.execute(sa.select(_twin.c.created_at, _twin.c.updated_at).select_from(
+            _twin.join(_rp, _rp.c.id == _twin.c.resource_provider_id)).where(_rp.c.uuid == uuid)
+        ).one()
+    return node["twin"], row.updated_at or row.created_at
+
+
+# --- writes -------------------------------------------------------------------
+
+def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):
+    """Create or replace the node record; return (node, created)."""
+    now = db_mod.utcnow()
+    values = {"cell": cell, "labels": json.dumps(labels, sort_keys=True),
+              "reserved": bool(reserved), "unschedulable": bool(unschedulable)}
+    with db.write() as conn:
+        rp_id = _root(conn, uuid)
+        current = conn.execute(
+            sa.select(_node.c.generation).where(_node.c.resource_provider_id == rp_id)
+        ).scalar_one_or_none()
+        if current is None:
+            if generation is not None:
+                raise Conflict(f"Node {uuid} has no node record; a creating PUT sends "
+                               "generation null or leaves it out.")
+            try:
+                with conn.begin_nested():
+                    conn.execute(_node.insert().values(
+                        resource_provider_id=rp_id, generation=0, created_at=now, **values))
+            except sa.exc.IntegrityError:
+                raise Conflict(f"Another writer created the node record of {uuid} first; "
+                               "read it and retry.")
+            created = True
+        else:
+            if generation != current:
+                raise Conflict(_stale("node record", uuid, generation, current))
+            done = conn.execute(
+                _node.update()
+                .where(_node.c.resource_provider_id == rp_id, _node.c.generation == generation)
+                .values(generation=_node.c.generation + 1, updated_at=now, **values)
+            ).rowcount
+            if done != 1:
+                raise Conflict(_stale("node record", uuid, generation, None))
+            created = False
+        row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
+    return _node_dict(row), created
+
+
+def put_hardware(db, uuid, hardware):
+    """Create or replace the hardware record; return (hardware, created)."""
+    now = db_mod.utcnow()
+    values = {f: hardware.get(f) for f in HARDWARE_FIELDS}
+    values["gpu_count"] = values["gpu_count"] or 0
+    with db.write() as conn:
+        rp_id = _root(conn, uuid)
+        done = conn.execute(
+            _hw.update().where(_hw.c.resource_provider_id == rp_id)
+            .values(updated_at=now, **values)
+        ).rowcount
+        created = done == 0
+        if created:
+            try:
+                with conn.begin_nested():
+                    conn.execute(_hw.insert().values(
+                        resource_provider_id=rp_id, created_at=now, **values))
+            except sa.exc.IntegrityError:
+                # A concurrent first write won; hardware is last-writer-wins.
+                conn.execute(_hw.update().where(_hw.c.resource_provider_id == rp_id)
+                             .values(updated_at=now, **values))
+                created = False
+    return values, created
+
+
+def delete_node(db, uuid):
+    """Remove node record, hardware, twin and the profile trait of a root provider."""
+    with db.write() as conn:
+        rp_id = _root(conn, uuid)
+        removed = 0
+        for table in (_node, _hw, _twin):
+            removed += conn.execute(
+                table.delete().where(table.c.resource_provider_id == rp_id)).rowcount
+        if not removed:
+            raise NotFound(uuid)
+        trait_ids = _profile_trait_ids(conn, create=False)
+        if trait_ids:
+            rpt = m.resource_provider_traits
+            gone = conn.execute(rpt.delete().where(
+                rpt.c.resource_provider_id == rp_id,
+                rpt.c.trait_id.in_(list(trait_ids.values())))).rowcount
+            if gone:
+                _bump_providers(conn, [rp_id])
+
+
+def set_twins(db, entries):
+    """Create or update twins, all or nothing; return [twin dict with "uuid"].
+
+    :param entries: dicts with "uuid", "generation" (what the writer read;
+        None for a twin it believes absent), "profile", "schedulable_class",
+        "cpu_cap_watts", "gpu_cap_watts", "managed_by".
+    :raise ProviderNotFound, NotRoot, Conflict: nothing is written.
+    """
+    now = db_mod.utcnow()
+    entries = list(entries)
+    if not entries:
+        return []
+    with db.write() as conn:
+        ids = {}
+        for chunk in _chunks(e["uuid"] for e in entries):
+            for row in conn.execute(sa.select(_rp.c.id, _rp.c.uuid, _rp.c.root_provider_id)
+                                    .where(_rp.c.uuid.in_(chunk))):
+                if row.root_provider_id is not None and row.root_provider_id != row.id:
+                    raise NotRoot([row.uuid])
+                ids[row.uuid] = row.id
+        missing = {e["uuid"] for e in entries} - set(ids)
+        if missing:
+            raise ProviderNotFound(missing)
+
+        current = {}
+        for chunk in _chunks(ids.values()):
+            query = sa.select(_twin.c.resource_provider_id, _twin.c.generation).where(
+                _twin.c.resource_provider_id.in_(chunk))
+            if db.is_postgres:
+                # Lock the twins we compare against, so the check and the
+                # update are one step for concurrent writers.
+                query = query.with_for_update()
+            current.update(conn.execute(query).tuples().all())
+
+        updates, inserts, out = [], [], []
+        for entry in entries:
+            rp_id = ids[entry["uuid"]]
+            seen = entry.get("generation")
+            have = current.get(rp_id)
+            values = {f: entry.get(f) for f in TWIN_FIELDS}
+            if have is None:
+                if seen is not None:
+                    raise Conflict(f"Node {entry['uuid']} has no twin; a creating write sends "
+                                   "generation null or leaves it out.")
+                inserts.append({"resource_provider_id": rp_id, "generation": 0,
+                                "created_at": now, **values})
+                new_gen = 0
+            else:
+                if seen != have:
+                    raise Conflict(_stale("twin", entry["uuid"], seen, have))
+                updates.append({"b_rp": rp_id, "b_gen": have + 1, "b_now": now,
+                                **{f"b_{k}": v for k, v in values.items()}})
+                new_gen = have + 1
+            out.append({"uuid": entry["uuid"], **values, "generation": new_gen})
+
+        if updates:
+            stmt = _twin.update().where(
+                _twin.c.resource_provider_id == sa.bindparam("b_rp")
+            ).values(generation=sa.bindparam("b_gen"), updated_at=sa.bindparam("b_now"),
+                     **{f: sa.bindparam(f"b_{f}") for f in TWIN_FIELDS})
+            conn.execute(stmt, updates)
+        if inserts:
+            try:
+                with conn.begin_nested():
+                    conn.execute(_twin.insert(), inserts)
+            except sa.exc.IntegrityError:
+                raise Conflict("Another writer created one of these twins first; read the "
+                               "nodes again and retry.")
+        _sync_profile_traits(conn, {ids[e["uuid"]]: e["profile"] for e in entries})
+    return out
+
+
+def _profile_trait_ids(conn, create=True):
+    """{profile: trait id} of the profile traits, created when missing."""
+    tr = m.traits
+    names = list(PROFILE_TRAITS.values())
+    found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
+                 .tuples().all())
+    if create and len(found) < len(names):
+        now = db_mod.utcnow()
+        for name in names:
+            if name in found:
+                continue
+            try:
+                with conn.begin_nested():
+                    conn.execute(tr.insert().values(name=name, created_at=now))
+            except sa.exc.IntegrityError:
+                pass  # created by a concurrent writer: fine, read it below
+        found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
+                     .tuples().all())
+    return {profile: found[name] for profile, name in PROFILE_TRAITS.items() if name in found}
+
+
+def _sync_profile_traits(conn, profiles):
+    """Make each provider carry exactly the trait of its profile; bump changed ones."""
+    trait_ids = _profile_trait_ids(conn)
+    rpt = m.resource_provider_traits
+    have = {}
+    for chunk in _chunks(profiles):
+        for rp_id, trait_id in conn.execute(
+                sa.select(rpt.c.resource_provider_id, rpt.c.trait_id).where(
+                    rpt.c.resource_provider_id.in_(chunk),
+                    rpt.c.trait_id.in_(list(trait_ids.values())))).tuples():
+            have.setdefault(rp_id, set()).add(trait_id)
+    changed = [rp_id for rp_id, profile in profiles.items()
+               if have.get(rp_id, set()) != {trait_ids[profile]}]
+    if not changed:
+        return
+    for chunk in _chunks(changed):
+        conn.execute(rpt.delete().where(rpt.c.resource_provider_id.in_(chunk),
+                                        rpt.c.trait_id.in_(list(trait_ids.values()))))
+    conn.execute(rpt.insert(), [{"resource_provider_id": rp_id,
+                                 "trait_id": trait_ids[profiles[rp_id]]} for rp_id in changed])
+    _bump_providers(conn, changed)
+
+
+def _bump_providers(conn, rp_ids):
+    now = db_mod.utcnow()
+    for chunk in _chunks(rp_ids):
+        conn.execute(_rp.update().where(_rp.c.id.in_(chunk))
+                     .values(generation=_rp.c.generation + 1, updated_at=now))
+
+
+def _stale(what, uuid, seen, have):
+    now = f" (current generation {have})" if have is not None else ""
+    return (f"The {what} of node {uuid} changed since generation {seen} was read{now}; "
+            "read it again and retry.")

@@ -1,0 +1,83 @@
+"""JSON schemas of the /nodes extension bodies (node records, hardware, twins)."""
+
+_STR255 = {"type": "string", "minLength": 1, "maxLength": 255}
+_NULLABLE_STR255 = {"type": ["string", "null"], "maxLength": 255}
+_COUNT = {"type": ["integer", "null"], "minimum": 0, "maximum": 0x7FFFFFFF}
+_WATTS = {"type": ["number", "null"], "minimum": 0, "maximum": 1000000}
+_GENERATION = {"type": ["integer", "null"], "minimum": 0}
+
+PUT_NODE = {
+    "type": "object",
+    "properties": {
+        "cell": _NULLABLE_STR255,
+        "labels": {
+            "type": "object",
+            "maxProperties": 256,
+            "propertyNames": {"minLength": 1, "maxLength": 255},
+            "additionalProperties": {"type": "string", "maxLength": 255},
+        },
+        "reserved": {"type": "boolean"},
+        "unschedulable": {"type": "boolean"},
+        "generation": _GENERATION,
+    },
+    "additionalProperties": False,
+}
+
+PUT_HARDWARE = {
+    "type": "object",
+    "properties": {
+        "cpu_model": _NULLABLE_STR255,
+        "cpu_sockets": _COUNT,
+        "cpu_cores": _COUNT,
+        "memory_gib": _COUNT,
+        "gpu_vendor": {"type": ["string", "null"], "maxLength": 64},
+        "gpu_model": _NULLABLE_STR255,
+        "gpu_count": {"type": "integer", "minimum": 0, "maximum": 1024},
+        "gpu_min_cap_watts": _WATTS,
+        "gpu_max_cap_watts": _WATTS,
+        "cpu_min_cap_watts": _WATTS,
+        "cpu_max_cap_watts": _WATTS,
+    },
+    "additionalProperties": False,
+}
+
+_TWIN_PROPERTIES = {
+    "profile": {"type": "string", "enum": ["performance", "eco"]},
+    "schedulable_class": {"type": "string", "enum": ["performance", "eco", "draining"]},
+    "cpu_cap_watts": _WATTS,
+    "gpu_cap_watts": _WATTS,
+    "managed_by": _NULLABLE_STR255,
+    "generation": _GENERATION,
+}
+
+PUT_TWIN = {
+    "type": "object",
+    "properties": _TWIN_PROPERTIES,
+    "required": ["profile"],
+    "additionalProperties": False,
+}
+
+POST_TWINS = {
+    "type": "object",
+    "properties": {
+        "twins": {
+            "type": "array",
+            "maxItems": 100000,
+            "items": {
+                "type": "object",
+                "properties": {"uuid": {"type": "string", "format": "uuid"},
+                               **_TWIN_PROPERTIES},
+                "required": ["uuid", "profile"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["twins"],
+    "additionalProperties": False,
+}
+
+LIST_QUERY = {
+    "type": "object",
+    "properties": {"cell": _STR255},
+    "additionalProperties": False,
+}

@@ -1,0 +1,126 @@
+"""The per-family Sainte-Lague split: which nodes stay in performance.
+
+``performance_set`` is the one function that decides *which* nodes run
+uncapped; the policies only decide *how many* (``hp_count``). The controller,
+the dry run and the benchmarks all call it, so a plan shown to an operator is
+exactly the plan the controller applies.
+
+The algorithm is the power seed's (Joulie's ``PerformanceSet``):
+
+1. group the nodes into hardware families (``powerpolicy.families.family_key``);
+2. raise ``hp_count`` to the number of families, cap it at the number of nodes;
+3. give every family one slot; each further slot goes to the family with the
+   largest ``size / (2 * slots + 1)``, ties to the smaller family key, and a
+   family never gets more slots than it has nodes (Sainte-Lague);
+4. inside a family, nodes whose current profile is performance come first,
+   then node name.
+
+Because a divisor method hands out slots one at a time, the split for k slots
+is contained in the split for k + 1 (house monotone), and because current
+performance nodes are kept first, a second run at the same demand moves no
+node. Nothing depends on the order of the input.
+"""
+
+import dataclasses
+import decimal
+import heapq
+import math
+from fractions import Fraction
+
+PERFORMANCE = "performance"
+ECO = "eco"
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """What the split needs to know of a node.
+
+    ``profile`` is the node's current power profile (its profile trait/label),
+    None when it has never been planned.
+    """
+
+    name: str
+    family: str
+    profile: str | None = None
+
+
+def round_half_away(value):
+    """Round to the nearest integer, halves away from zero (Go's math.Round).
+
+    Python's round() rounds halves to even (round(2.5) == 2); the seed's
+    arithmetic rounds 2.5 to 3. Floats go through their shortest decimal
+    repr first, so 5 * 0.5 is exactly 2.5 and not 2.4999...
+    """
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise ValueError(f"cannot round {value}")
+        value = decimal.Decimal(repr(value))
+    value = decimal.Decimal(value)
+    return int(value.to_integral_value(rounding=decimal.ROUND_HALF_UP))
+
+
+def scaled_count(n, fraction):
+    """round(n * fraction) computed in decimal, so 0.2 means exactly a fifth."""
+    return round_half_away(decimal.Decimal(n) * decimal.Decimal(repr(float(fraction))))
+
+
+def group_families(nodes):
+    """{family: [Candidate, ...]} with each family in selection order.
+
+    Selection order: current performance nodes first, then by name, so the
+    slots of a family are filled by the nodes that are already uncapped.
+    """
+    members = {}
+    for node in nodes:
+        members.setdefault(node.family, []).append(node)
+    for family_nodes in members.values():
+        family_nodes.sort(key=lambda c: (c.profile != PERFORMANCE, c.name))
+    return members
+
+
+def family_slots(sizes, hp_count):
+    """Sainte-Lague slots per family: {family: slots}.
+
+    :param sizes: {family key: number of nodes}, every size >= 1.
+    :param hp_count: requested performance slots; raised to the number of
+        families and capped at the number of nodes.
+    """
+    if not sizes:
+        return {}
+    total = sum(sizes.values())
+    hp_count = min(max(hp_count, len(sizes)), total)
+    slots = {family: 1 for family in sizes}
+    # Max-heap on the quotient size / (2 * slots + 1); Fraction keeps the
+    # comparison exact, and the family key breaks ties (smaller key first).
+    heap = [(-Fraction(size, 3), family) for family, size in sizes.items() if size > 1]
+    heapq.heapify(heap)
+    for _ in range(hp_count - len(sizes)):
+        _quotient, family = heapq.heappop(heap)
+        slots[family] += 1
+        if slots[family] < sizes[family]:
+            heapq.heappush(heap, (-Fraction(sizes[family], 2 * slots[family] + 1), family))
+    return slots
+
+
+def performance_set(nodes, hp_count):
+    """The names of the nodes to keep in performance (a frozenset).
+
+    :param nodes: iterable of ``Candidate`` (name, family, current profile);
+        names must be unique.
+    :param hp_count: how many performance slots the policy asks for.
+    """
+    members = group_families(nodes)
+    slots = family_slots({f: len(m) for f, m in members.items()}, hp_count)
+    chosen = set()
+    for family, count in slots.items():
+        chosen.update(c.name for c in members[family][:count])
+    return frozenset(chosen)
+
+
+def effective_hp_count(nodes, hp_count):
+    """hp_count after the family floor and the node cap, as performance_set applies them."""
+    nodes = list(nodes)
+    if not nodes:
+        return 0
+    families = len({n.family for n in nodes})
+    return min(max(hp_count, families), len(nodes))
