@@ -1,11 +1,67 @@
-"""HTTP handlers: aggregate (not built yet)."""
+"""HTTP handlers: /resource_providers/{uuid}/aggregates (1.1+).
+
+Before 1.19 the body in both directions is the bare list of aggregate
+UUIDs; from 1.19 it is an object with the provider generation, and a PUT is
+refused (409) when the generation it carries is stale.
+"""
 
 from placement import errors
+from placement import util
+from placement.handlers import resource_provider as rp_handler
+from placement.objects import aggregate as agg_obj
+from placement.objects import resource_provider as rp_obj
+from placement.schemas import aggregate as schema
+
+_STALE = ("Resource provider's generation already changed. Please update the generation "
+          "and try again.")
 
 
-def get_aggregates(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _require_1_1():
+    if not util.want(1, 1):
+        raise errors.not_found("")
 
 
-def set_aggregates(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _send(aggregates, generation):
+    if util.want(1, 19):
+        body = {"aggregates": aggregates, "resource_provider_generation": generation}
+    else:
+        body = aggregates
+    # Association times are not recorded; upstream answers "now" as well.
+    return util.json_response(body, last_modified="now")
+
+
+def get_aggregates(uuid):
+    _require_1_1()
+    util.context().can("placement:resource_providers:aggregates:list")
+    with util.deps().db.read() as conn:
+        rp = rp_handler.load(conn, uuid)
+        aggregates = agg_obj.of_provider(conn, rp["id"])
+    return _send(aggregates, rp["generation"])
+
+
+def set_aggregates(uuid):
+    _require_1_1()
+    util.context().can("placement:resource_providers:aggregates:update")
+    db = util.deps().db
+    with db.read() as conn:
+        rp = rp_handler.load(conn, uuid)
+    with_generation = util.want(1, 19)
+    body = util.extract_json(
+        schema.PUT_AGGREGATES_1_19 if with_generation else schema.PUT_AGGREGATES_1_1)
+    if with_generation:
+        seen = body["resource_provider_generation"]
+        if seen != rp["generation"]:
+            raise errors.conflict(_STALE, errors.CONCURRENT_UPDATE)
+        aggregates = body["aggregates"]
+    else:
+        seen = None
+        aggregates = body
+    try:
+        generation = agg_obj.set_for_provider(
+            db, uuid, [util.normalize_uuid(a) for a in aggregates], seen_generation=seen)
+    except rp_obj.NotFound as exc:
+        raise errors.not_found(str(exc))
+    except rp_obj.ConcurrentUpdate as exc:
+        raise errors.conflict(f"Update conflict: {exc}", errors.CONCURRENT_UPDATE)
+    # The reply echoes the request's list, in its order, as upstream's does.
+    return _send(aggregates, generation)

@@ -1,23 +1,126 @@
-"""HTTP handlers: resource class (not built yet)."""
+"""HTTP handlers: /resource_classes[/{name}] (microversion 1.2 and later)."""
+
+import flask
 
 from placement import errors
+from placement import util
+from placement.objects import resource_class as rc_obj
+from placement.objects import resource_provider as rp_obj
+from placement.schemas import resource_class as schema
 
 
-def list_resource_classes(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _require_1_2():
+    # Before 1.2 the endpoint does not exist: a plain 404, checked before
+    # anything else (content type, body) as upstream does.
+    if not util.want(1, 2):
+        raise errors.not_found("")
 
 
-def create_resource_class(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _url(name):
+    return f"{flask.request.script_root}/resource_classes/{name}"
 
 
-def get_resource_class(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _serialize(rc):
+    return {"name": rc["name"], "links": [{"rel": "self", "href": _url(rc["name"])}]}
 
 
-def update_resource_class(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _modified(rc):
+    # Standard classes have no meaningful timestamp; upstream answers "now".
+    if rc_obj.is_standard(rc):
+        return "now"
+    return rc.get("updated_at") or rc.get("created_at") or "now"
 
 
-def delete_resource_class(**kwargs):
-    raise errors.ApiError(501, 'not implemented yet')
+def _load(conn, name):
+    try:
+        return rc_obj.get_by_name(conn, name)
+    except rp_obj.ResourceClassNotFound as exc:
+        raise errors.not_found(str(exc))
+
+
+def list_resource_classes():
+    _require_1_2()
+    util.context().can("placement:resource_classes:list")
+    with util.deps().db.read() as conn:
+        classes = rc_obj.list_all(conn)
+    custom = [rc for rc in classes if not rc_obj.is_standard(rc)]
+    return util.json_response({"resource_classes": [_serialize(rc) for rc in classes]},
+                              last_modified=util.last_modified_of(custom))
+
+
+def get_resource_class(name):
+    _require_1_2()
+    util.context().can("placement:resource_classes:show")
+    with util.deps().db.read() as conn:
+        rc = _load(conn, name)
+    return util.json_response(_serialize(rc), last_modified=_modified(rc))
+
+
+def create_resource_class():
+    _require_1_2()
+    util.context().can("placement:resource_classes:create")
+    body = util.extract_json(schema.RESOURCE_CLASS)
+    try:
+        rc = rc_obj.create(util.deps().db, body["name"])
+    except rc_obj.ResourceClassExists:
+        raise errors.conflict(f"Conflicting resource class already exists: {body['name']}")
+    except rp_obj.ConcurrentUpdate as exc:
+        raise errors.conflict(str(exc))
+    return util.empty_response(201, headers={"Location": _url(rc["name"])})
+
+
+def update_resource_class(name):
+    _require_1_2()
+    util.context().can("placement:resource_classes:update")
+    if util.want(1, 7):
+        return _ensure_resource_class(name)
+    body = util.extract_json(schema.RESOURCE_CLASS)
+    db = util.deps().db
+    with db.read() as conn:
+        _load(conn, name)
+    try:
+        rc = rc_obj.rename(db, name, body["name"])
+    except rp_obj.ResourceClassNotFound as exc:
+        raise errors.not_found(str(exc))
+    except rc_obj.ResourceClassExists:
+        raise errors.conflict(f"Resource class already exists: {body['name']}")
+    except rc_obj.CannotChangeStandard:
+        raise errors.bad_request(f"Cannot update standard resource class {name}")
+    return util.json_response(_serialize(rc))
+
+
+def _ensure_resource_class(name):
+    """1.7: a bodiless PUT creates the custom class (201) or confirms it (204)."""
+    # The name is validated as the body of a create would be, so the 400s read
+    # the same ("Failed validating 'pattern'" for a standard or bad name).
+    util.extract_json(schema.RESOURCE_CLASS, body={"name": name})
+    db = util.deps().db
+    with db.read() as conn:
+        try:
+            rc = rc_obj.get_by_name(conn, name)
+        except rp_obj.ResourceClassNotFound:
+            rc = None
+    status = 204
+    if rc is None:
+        try:
+            rc_obj.create(db, name)
+            status = 201
+        except rc_obj.ResourceClassExists:
+            pass  # created concurrently: it exists, which is what was asked
+        except rp_obj.ConcurrentUpdate as exc:
+            raise errors.conflict(str(exc))
+    return util.empty_response(status, headers={"Location": _url(name)})
+
+
+def delete_resource_class(name):
+    _require_1_2()
+    util.context().can("placement:resource_classes:delete")
+    try:
+        rc_obj.delete(util.deps().db, name)
+    except rp_obj.ResourceClassNotFound as exc:
+        raise errors.not_found(str(exc))
+    except rc_obj.CannotChangeStandard as exc:
+        raise errors.bad_request(f"Error in delete resource class: {exc}")
+    except rc_obj.ResourceClassInUse as exc:
+        raise errors.conflict(f"Error in delete resource class: {exc}")
+    return util.empty_response(204)
