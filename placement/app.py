@@ -105,7 +105,21 @@ def _before_request():
     g.context = context_mod.from_environ(environ, enforcer=deps.enforcer)
     g.context.request_id = g.request_id
 
-    if req.method == "GET" and req.headers.get("Accept"):
+    # As upstream, before routing: a body must say what it is, and a
+    # content-length must be a number.
+    clen = req.headers.get("Content-Length")
+    if clen:
+        try:
+            has_body = int(clen) > 0
+        except ValueError:
+            raise errors.bad_request("content-length header must be an integer")
+        if has_body and not req.headers.get("Content-Type"):
+            raise errors.bad_request("content-type header required when content-length > 0")
+
+    # Upstream checks Accept in the handlers, after routing: an unknown path or a
+    # wrong method answers 404/405 whatever the Accept header says.
+    if (req.method == "GET" and req.headers.get("Accept")
+            and req.routing_exception is None):
         if req.accept_mimetypes.best_match(["application/json"]) is None:
             raise errors.ApiError(
                 406, "Only application/json is provided",
@@ -142,7 +156,8 @@ def _after_request(resp):
     if version is not None:
         resp.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
         if resp.status_code < 400:
-            resp.headers.add("Vary", microversion.HEADER)
+            # Upstream's value is the lower-case header name.
+            resp.headers.add("Vary", microversion.HEADER.lower())
     return resp
 
 

@@ -6,11 +6,12 @@ from placement import util
 
 def home():
     version_data = {
-        "id": "v%s" % microversion.MIN_VERSION,
+        "id": f"v{microversion.MIN_VERSION}",
         "max_version": microversion.MAX_VERSION,
         "min_version": microversion.MIN_VERSION,
         # Upstream reports a status and a links list to itself.
         "status": "CURRENT",
         "links": [{"rel": "self", "href": ""}],
     }
-    return util.json_response({"versions": [version_data]})
+    # From 1.15 upstream dates the version document "now" (no stored state).
+    return util.json_response({"versions": [version_data]}, last_modified="now")

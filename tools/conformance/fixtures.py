@@ -51,6 +51,11 @@ class _DispatchApp:
 
     def __call__(self, environ, start_response):
         app = _CURRENT["app"]
+        # httpx's WSGI transport puts the percent-decoded path into PATH_INFO as
+        # text; PEP 3333 (and every real server) gives the UTF-8 bytes as latin-1.
+        path = environ.get("PATH_INFO", "")
+        if not path.isascii():
+            environ["PATH_INFO"] = path.encode("utf-8").decode("latin-1")
         if app is None:
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
             return [b"conformance harness: no fixture is running"]

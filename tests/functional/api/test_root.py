@@ -58,3 +58,41 @@ def test_405_with_allow(client):
     assert resp.status_code == 405
     assert set(resp.headers["allow"].split(", ")) == {"GET", "POST"}
     assert "The method PATCH is not allowed" in resp.get_json()["errors"][0]["detail"]
+
+
+def test_vary_names_the_microversion_header_in_lower_case(client):
+    resp = client.get("/", version="1.20")
+    assert "openstack-api-version" in resp.headers.get_all("vary")
+
+
+def test_root_caching_headers_from_1_15(client):
+    resp = client.get("/", version="1.15")
+    assert resp.headers["cache-control"] == "no-cache"
+    assert resp.headers["last-modified"].endswith(" GMT")
+    resp = client.get("/", version="1.14")
+    assert "last-modified" not in resp.headers
+    assert "cache-control" not in resp.headers
+
+
+def test_unknown_path_is_404_whatever_the_accept(client):
+    resp = client.get("/moo", headers={"accept": "text/plain"})
+    assert resp.status_code == 404
+    assert "The resource could not be found" in resp.get_data(as_text=True)
+
+
+def test_body_without_content_type_is_400(client):
+    resp = client.request("POST", "/resource_providers", data=b"I want a provider",
+                          headers={"content-type": None})
+    assert resp.status_code == 400
+    assert "content-type header required" in resp.get_json()["errors"][0]["detail"]
+
+
+def test_content_length_not_an_integer_is_400(app):
+    # The test client computes content-length itself; override it in the environ.
+    resp = app.test_client().post(
+        "/resource_providers", data=b"{}",
+        headers={"x-auth-token": "admin", "content-type": "application/json"},
+        environ_overrides={"CONTENT_LENGTH": "hi mom"})
+    assert resp.status_code == 400
+    assert "content-length header must be an integer" in \
+        resp.get_json()["errors"][0]["detail"]
