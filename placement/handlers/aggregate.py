@@ -40,6 +40,8 @@ def get_aggregates(uuid):
 
 
 def set_aggregates(uuid):
+    # Upstream checks the content type even before the microversion here.
+    rp_handler.require_json_content()
     _require_1_1()
     util.context().can("placement:resource_providers:aggregates:update")
     db = util.deps().db

@@ -105,6 +105,7 @@ def get_inventory(uuid, resource_class):
 
 def create_inventory(uuid):
     util.context().can("placement:resource_providers:inventories:create")
+    rp_handler.require_json_content()
     db = util.deps().db
     with db.read() as conn:
         rp = rp_handler.load(conn, uuid)
@@ -123,12 +124,13 @@ def create_inventory(uuid):
         raise errors.bad_request(f"{prefix}: {exc}")
     resp = util.json_response(_serialize(stored, generation), status=201,
                               last_modified=_modified(stored),
-                              headers={"Location": _url(uuid, resource_class)})
+                              headers={"Location": rp_handler.absolute(_url(uuid, resource_class))})
     return resp
 
 
 def set_inventories(uuid):
     util.context().can("placement:resource_providers:inventories:update")
+    rp_handler.require_json_content()
     db = util.deps().db
     with db.read() as conn:
         rp = rp_handler.load(conn, uuid)
@@ -181,6 +183,7 @@ def delete_inventories(uuid):
 
 def update_inventory(uuid, resource_class):
     util.context().can("placement:resource_providers:inventories:update")
+    rp_handler.require_json_content()
     db = util.deps().db
     with db.read() as conn:
         rp = rp_handler.load(conn, uuid)

@@ -4,6 +4,7 @@ import flask
 
 from placement import errors
 from placement import util
+from placement.handlers import resource_provider as rp_handler
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.schemas import resource_class as schema
@@ -66,7 +67,7 @@ def create_resource_class():
         raise errors.conflict(f"Conflicting resource class already exists: {body['name']}")
     except rp_obj.ConcurrentUpdate as exc:
         raise errors.conflict(str(exc))
-    return util.empty_response(201, headers={"Location": _url(rc["name"])})
+    return util.empty_response(201, headers={"Location": rp_handler.absolute(_url(rc["name"]))})
 
 
 def update_resource_class(name):
@@ -109,7 +110,7 @@ def _ensure_resource_class(name):
             pass  # created concurrently: it exists, which is what was asked
         except rp_obj.ConcurrentUpdate as exc:
             raise errors.conflict(str(exc))
-    return util.empty_response(status, headers={"Location": _url(name)})
+    return util.empty_response(status, headers={"Location": rp_handler.absolute(_url(name))})
 
 
 def delete_resource_class(name):

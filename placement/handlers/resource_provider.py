@@ -15,6 +15,17 @@ def provider_url(uuid):
     return f"{flask.request.script_root}/resource_providers/{uuid}"
 
 
+def absolute(path):
+    """An absolute URL for a Location header (upstream's webob sends them absolute)."""
+    return flask.request.host_url.rstrip("/") + path
+
+
+def require_json_content():
+    """415 for a body that is not declared JSON, before any lookup (upstream's order)."""
+    if flask.request.mimetype != "application/json":
+        util.extract_json({})  # raises the 415 with upstream's message
+
+
 def _links(uuid):
     url = provider_url(uuid)
     rels = ["inventories", "usages"]
@@ -56,6 +67,7 @@ def load(conn, uuid):
 
 def create_resource_provider():
     util.context().can("placement:resource_providers:create")
+    require_json_content()
     body = util.extract_json(schema.POST_RP_1_14 if util.want(1, 14) else schema.POST_RP)
     uuid = util.normalize_uuid(body["uuid"]) if body.get("uuid") else str(uuid_lib.uuid4())
     parent = body.get("parent_provider_uuid")
@@ -68,7 +80,7 @@ def create_resource_provider():
     except rp_obj.ActionError as exc:
         raise errors.bad_request(
             f'Unable to create resource provider "{body["name"]}", {uuid}: {exc}')
-    headers = {"Location": provider_url(uuid)}
+    headers = {"Location": absolute(provider_url(uuid))}
     if util.want(1, 20):
         return util.json_response(serialize(rp), last_modified=_modified(rp), headers=headers)
     return util.empty_response(201, headers=headers)
@@ -83,6 +95,7 @@ def get_resource_provider(uuid):
 
 def update_resource_provider(uuid):
     util.context().can("placement:resource_providers:update")
+    require_json_content()
     with util.deps().db.read() as conn:
         load(conn, uuid)
     body = util.extract_json(schema.PUT_RP_1_14 if util.want(1, 14) else schema.PUT_RP)

@@ -37,7 +37,7 @@ def put_trait(name):
     except jsonschema.ValidationError:
         raise errors.bad_request(_INVALID_TRAIT)
     trait, created = trait_obj.ensure(util.deps().db, name)
-    headers = {"Location": _url(name)}
+    headers = {"Location": rp_handler.absolute(_url(name))}
     if util.want(1, 15):
         headers["last-modified"] = util.http_date(trait.get("created_at") if created else None)
         headers["cache-control"] = "no-cache"
@@ -118,6 +118,7 @@ def list_traits_for_resource_provider(uuid):
 def update_traits_for_resource_provider(uuid):
     _require_1_6()
     util.context().can("placement:resource_providers:traits:update")
+    rp_handler.require_json_content()
     body = util.extract_json(schema.SET_PROVIDER_TRAITS)
     db = util.deps().db
     with db.read() as conn:
