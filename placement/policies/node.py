@@ -22,7 +22,9 @@ def list_rules():
         r(SHOW, adm, "Extension: show a node record, its hardware or its twin.",
           "GET /nodes/{uuid}", "GET /nodes/{uuid}/hardware", "GET /nodes/{uuid}/twin"),
         r(UPDATE, adm, "Extension: create or update a node record, its hardware or "
-          "its twin (the twin also sets the power-profile trait).",
-          "PUT /nodes/{uuid}", "PUT /nodes/{uuid}/hardware", "PUT /nodes/{uuid}/twin"),
+          "its twin, or many twins at once (a twin also sets the power-profile "
+          "trait).",
+          "PUT /nodes/{uuid}", "PUT /nodes/{uuid}/hardware", "PUT /nodes/{uuid}/twin",
+          "POST /nodes/twins"),
         r(DELETE, adm, "Extension: delete a node record.", "DELETE /nodes/{uuid}"),
     ]
