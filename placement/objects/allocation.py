@@ -1,0 +1,583 @@
+"""The claim ledger: read, replace and delete allocations.
+
+How a write stays correct with many API workers on one database
+-----------------------------------------------------------------
+One attempt is one fresh transaction (``db.write()``):
+
+1. read the consumers named in the request (their generations);
+2. read, in ONE statement, the generation, the inventory and the committed
+   usage (total, and the part held by the consumers being rewritten) of every
+   provider and class the request touches -- one statement is one snapshot on
+   PostgreSQL, so the numbers agree with each other;
+3. check capacity, min/max/step, and the over-capacity exemption (a change
+   that leaves an over-committed provider no worse is let through), all
+   computed from that committed snapshot and nothing this transaction wrote;
+4. take the consumer rows and then the provider rows (sorted by id, so two
+   writers never wait on each other in a cycle) with
+   ``UPDATE ... SET generation = generation + 1 WHERE id = :id AND generation = :seen``;
+5. replace the consumers' allocation rows; commit.
+
+If step 4 matches no row, another writer committed a change to that provider
+after step 2: the whole transaction is rolled back and the request is retried
+from step 1 in a new transaction, up to ``allocation_conflict_retry_count``
+times with a little jitter, then the client gets 409
+``placement.concurrent_update``. On PostgreSQL (READ COMMITTED) an UPDATE that
+waits for another writer's lock re-evaluates its WHERE against the row that
+writer committed, so a writer that read before the other committed always
+loses and re-reads. On SQLite ``BEGIN IMMEDIATE`` serializes writers, so the
+guard never fails there; it costs one indexed UPDATE.
+
+Upstream OpenStack Placement 16.0.0 retries inside the same, never
+rolled-back transaction, so its own uncommitted allocations count as
+"previous usage" and the exemption admits claims on a full provider. Here no
+attempt ever sees its own earlier writes: each starts from a clean transaction.
+"""
+
+import collections
+import dataclasses
+import logging
+import random
+import time
+
+import sqlalchemy as sa
+
+from placement import db as db_mod
+from placement import models as m
+from placement.objects import consumer as consumer_obj
+
+LOG = logging.getLogger(__name__)
+
+# Marks a write whose consumer generation is not checked (before 1.28).
+NOT_CHECKED = object()
+
+DEFAULT_WORKLOAD_CLASS = "standard"
+
+# PostgreSQL SQLSTATEs worth a fresh attempt: deadlock, serialization failure,
+# lock not available.
+_RETRY_SQLSTATES = {"40P01", "40001", "55P03"}
+
+
+class AllocationError(Exception):
+    """Base of the errors a handler maps to a 4xx."""
+
+
+class ProviderNotFound(AllocationError):
+    def __init__(self, uuid):
+        super().__init__(f"Allocation for resource provider '{uuid}' that does not exist.")
+        self.uuid = uuid
+
+
+class ResourceClassNotFound(AllocationError):
+    def __init__(self, name):
+        super().__init__(f"No such resource class {name}.")
+        self.name = name
+
+
+class InvalidInventory(AllocationError):
+    """The request does not fit the providers' inventory (409)."""
+
+    def __init__(self, resource_class, provider, message=None):
+        super().__init__(
+            message or f"Inventory for '{resource_class}' on resource provider '{provider}' "
+            "invalid."
+        )
+        self.resource_class = resource_class
+        self.provider = provider
+
+
+class CapacityExceeded(InvalidInventory):
+    def __init__(self, resource_class, provider):
+        super().__init__(
+            resource_class, provider,
+            f"Unable to create allocation for '{resource_class}' on resource provider "
+            f"'{provider}'. The requested amount would exceed the capacity.",
+        )
+
+
+class ConstraintsViolated(InvalidInventory):
+    def __init__(self, resource_class, provider):
+        super().__init__(
+            resource_class, provider,
+            f"Unable to create allocation for '{resource_class}' on resource provider "
+            f"'{provider}'. The requested amount would violate inventory constraints.",
+        )
+
+
+class ConsumerGenerationConflict(AllocationError):
+    def __init__(self, expected, got):
+        expected = "null" if expected is None else expected
+        super().__init__(f"consumer generation conflict - expected {expected} but got {got}")
+
+
+class ConcurrentUpdate(AllocationError):
+    def __init__(self):
+        super().__init__(
+            "Another thread concurrently updated the resource provider data. Please retry "
+            "your update"
+        )
+
+
+class LostRace(Exception):
+    """Internal: a generation guard matched no row; roll back and start over."""
+
+
+@dataclasses.dataclass
+class ConsumerWrite:
+    """What a request wants one consumer to hold after the write.
+
+    ``allocations`` is ``{rp_uuid: {resource_class: amount}}``; empty means
+    "remove every allocation of this consumer". ``generation`` is the
+    client's consumer generation (None for a new consumer) or NOT_CHECKED.
+    ``consumer_type`` and ``workload_class`` are None when not given (an
+    existing consumer keeps its value; a new one gets the default).
+    """
+
+    uuid: str
+    allocations: dict
+    project_id: str
+    user_id: str
+    generation: object = NOT_CHECKED
+    consumer_type: str | None = None
+    workload_class: str | None = None
+
+
+# --- writes -----------------------------------------------------------------
+
+
+def replace_all(db, writes, retry_count, before=None, after=None):
+    """Atomically replace the allocations of every consumer in ``writes``.
+
+    ``before(conn)`` and ``after(conn)`` run inside each attempt's
+    transaction around the allocation write (the reshaper's inventory
+    changes); they may raise LostRace to ask for a fresh attempt.
+
+    :raise ConsumerGenerationConflict, ProviderNotFound, ResourceClassNotFound,
+        InvalidInventory: the request cannot be applied (nothing is written).
+    :raise ConcurrentUpdate: still losing races after ``retry_count`` retries.
+    """
+    attempt = 0
+    while True:
+        try:
+            with db.write() as conn:
+                if before is not None:
+                    before(conn)
+                _write_attempt(conn, writes)
+                if after is not None:
+                    after(conn)
+            return
+        except LostRace:
+            reason = "provider or consumer generation changed"
+        except sa.exc.IntegrityError as exc:
+            # A concurrent request created the same consumer (unique uuid) or
+            # removed a provider we were writing to (foreign key): the next
+            # attempt sees the committed state and answers accordingly.
+            reason = f"integrity error: {_first_line(exc)}"
+        except sa.exc.DBAPIError as exc:
+            if not _is_transient(exc):
+                raise
+            reason = f"transient database error: {_first_line(exc)}"
+        attempt += 1
+        if attempt > retry_count:
+            LOG.warning("allocation write gave up after %d retries (%s)", retry_count, reason)
+            raise ConcurrentUpdate()
+        LOG.debug("allocation write retry %d: %s", attempt, reason)
+        # Jitter spreads writers that lost to the same winner.
+        time.sleep(random.uniform(0, 0.002 * attempt))
+
+
+def _first_line(exc):
+    text = str(getattr(exc, "orig", None) or exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def _is_transient(exc):
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code in _RETRY_SQLSTATES:
+        return True
+    # SQLite: busy_timeout ran out while another writer held the file lock.
+    return isinstance(exc, sa.exc.OperationalError) and "database is locked" in str(exc)
+
+
+def _ordered_unique(items):
+    return list(dict.fromkeys(items))
+
+
+def _provider_state(conn, rp_uuids, rc_ids, consumer_uuids):
+    """Generation, inventory and committed usage of providers, in one statement.
+
+    Returns ``{rp_uuid: {"id", "generation", "inventory": {rc_id: row}}}``.
+    """
+    rp = m.resource_providers
+    inv = m.inventories
+    a = m.allocations
+    # SELECT rp.id, rp.uuid, rp.generation, inv.resource_class_id, inv.total,
+    #        inv.reserved, inv.min_unit, inv.max_unit, inv.step_size,
+    #        inv.allocation_ratio,
+    #        (SELECT COALESCE(SUM(a.used), 0) FROM allocations a
+    #          WHERE a.resource_provider_id = rp.id
+    #            AND a.resource_class_id = inv.resource_class_id) AS used,
+    #        (SELECT COALESCE(SUM(a.used), 0) FROM allocations a
+    #          WHERE ... AND a.consumer_id IN (:consumers)) AS own
+    # FROM resource_providers rp
+    # LEFT JOIN inventories inv ON inv.resource_provider_id = rp.id
+    #      AND inv.resource_class_id IN (:rc_ids)
+    # WHERE rp.uuid IN (:rp_uuids)
+    same_inv = sa.and_(
+        a.c.resource_provider_id == rp.c.id,
+        a.c.resource_class_id == inv.c.resource_class_id,
+    )
+    used = (
+        sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
+        .where(same_inv)
+        .scalar_subquery()
+    )
+    own = (
+        sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
+        .where(same_inv, a.c.consumer_id.in_(consumer_uuids))
+        .scalar_subquery()
+    )
+    join = rp.outerjoin(
+        inv,
+        sa.and_(inv.c.resource_provider_id == rp.c.id,
+                inv.c.resource_class_id.in_(rc_ids or [-1])),
+    )
+    stmt = (
+        sa.select(
+            rp.c.id, rp.c.uuid, rp.c.generation, inv.c.resource_class_id, inv.c.total,
+            inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+            inv.c.allocation_ratio, used.label("used"), own.label("own"),
+        )
+        .select_from(join)
+        .where(rp.c.uuid.in_(rp_uuids))
+    )
+    state = {}
+    for row in conn.execute(stmt):
+        entry = state.setdefault(
+            row.uuid, {"id": row.id, "generation": row.generation, "inventory": {}}
+        )
+        if row.resource_class_id is not None:
+            entry["inventory"][row.resource_class_id] = row
+    return state
+
+
+def _resource_class_ids(conn, names):
+    rc = m.resource_classes
+    if not names:
+        return {}
+    return {
+        row.name: row.id
+        for row in conn.execute(sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
+    }
+
+
+def _check_consumer_generations(writes, existing):
+    for w in writes:
+        if w.generation is NOT_CHECKED:
+            continue
+        row = existing.get(w.uuid)
+        if row is None:
+            if w.generation is not None:
+                raise ConsumerGenerationConflict(None, w.generation)
+        elif row.generation != w.generation:
+            raise ConsumerGenerationConflict(row.generation, w.generation)
+
+
+def _check_capacity(writes, state, rc_ids):
+    """Refuse what does not fit, judged on the committed snapshot only."""
+    requested = collections.defaultdict(int)
+    for w in writes:
+        for rp_uuid, resources in w.allocations.items():
+            for rc_name, amount in resources.items():
+                requested[(rp_uuid, rc_name)] += amount
+    for w in writes:
+        for rp_uuid, resources in w.allocations.items():
+            inventory = state[rp_uuid]["inventory"]
+            if not any(rc_ids[name] in inventory for name in resources):
+                raise InvalidInventory(", ".join(resources), rp_uuid)
+            for rc_name, amount in resources.items():
+                inv = inventory.get(rc_ids[rc_name])
+                if inv is None:
+                    raise InvalidInventory(rc_name, rp_uuid)
+                if amount < inv.min_unit or amount > inv.max_unit or amount % inv.step_size:
+                    raise ConstraintsViolated(rc_name, rp_uuid)
+                capacity = (inv.total - inv.reserved) * inv.allocation_ratio
+                after = inv.used - inv.own + requested[(rp_uuid, rc_name)]
+                # Over capacity is allowed only when it is no worse than the
+                # committed usage (e.g. a consumer shrinking on a provider
+                # whose inventory was reduced under it).
+                if after > capacity and after > inv.used:
+                    raise CapacityExceeded(rc_name, rp_uuid)
+
+
+def _write_attempt(conn, writes):
+    now = db_mod.utcnow()
+    consumer_uuids = [w.uuid for w in writes]
+    existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
+    _check_consumer_generations(writes, existing)
+
+    rp_uuids = _ordered_unique(
+        rp_uuid for w in writes for rp_uuid in w.allocations
+    )
+    rc_names = _ordered_unique(
+        name for w in writes for res in w.allocations.values() for name in res
+    )
+    rc_ids = _resource_class_ids(conn, rc_names)
+    state = (
+        _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
+        if rp_uuids else {}
+    )
+    for rp_uuid in rp_uuids:
+        if rp_uuid not in state:
+            raise ProviderNotFound(rp_uuid)
+    for name in rc_names:
+        if name not in rc_ids:
+            raise ResourceClassNotFound(name)
+    _check_capacity(writes, state, rc_ids)
+
+    # Providers that lose every allocation of an emptied consumer get their
+    # generation bumped too (as upstream); a removal cannot over-commit, so
+    # that bump needs no guard.
+    emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
+    released = set()
+    if emptied:
+        a = m.allocations
+        released = set(conn.execute(
+            sa.select(a.c.resource_provider_id).distinct().where(a.c.consumer_id.in_(emptied))
+        ).scalars())
+
+    # Consumers first (sorted), then providers (sorted): one lock order for all
+    # writers. Project/user/type rows are get-or-create and harmless to share.
+    project_ids, user_ids, type_ids = {}, {}, {}
+
+    def ids_for(w):
+        if w.project_id not in project_ids:
+            project_ids[w.project_id] = consumer_obj.ensure_external_id(
+                conn, m.projects, w.project_id)
+        if w.user_id not in user_ids:
+            user_ids[w.user_id] = consumer_obj.ensure_external_id(conn, m.users, w.user_id)
+        type_id = None
+        if w.consumer_type is not None:
+            if w.consumer_type not in type_ids:
+                type_ids[w.consumer_type] = consumer_obj.ensure_consumer_type(
+                    conn, w.consumer_type)
+            type_id = type_ids[w.consumer_type]
+        return project_ids[w.project_id], user_ids[w.user_id], type_id
+
+    for w in sorted((w for w in writes if w.uuid in existing),
+                    key=lambda w: existing[w.uuid].id):
+        row = existing[w.uuid]
+        project_id, user_id, type_id = ids_for(w)
+        values = {"project_id": project_id, "user_id": user_id}
+        if type_id is not None:
+            values["consumer_type_id"] = type_id
+        if w.workload_class is not None:
+            values["workload_class"] = w.workload_class
+        if not consumer_obj.bump(conn, row.id, row.generation, values):
+            raise LostRace()
+    for w in sorted((w for w in writes if w.uuid not in existing and w.allocations),
+                    key=lambda w: w.uuid):
+        project_id, user_id, type_id = ids_for(w)
+        consumer_obj.create(conn, w.uuid, project_id, user_id, type_id,
+                            w.workload_class or DEFAULT_WORKLOAD_CLASS)
+
+    rp = m.resource_providers
+    guarded = {state[u]["id"]: state[u]["generation"] for u in rp_uuids}
+    for rp_id in sorted(guarded.keys() | released):
+        if rp_id in guarded:
+            # UPDATE resource_providers SET generation = generation + 1
+            # WHERE id = :id AND generation = :seen
+            res = conn.execute(
+                rp.update()
+                .where(rp.c.id == rp_id, rp.c.generation == guarded[rp_id])
+                .values(generation=rp.c.generation + 1, updated_at=now)
+            )
+            if res.rowcount != 1:
+                raise LostRace()
+        else:
+            conn.execute(
+                rp.update().where(rp.c.id == rp_id)
+                .values(generation=rp.c.generation + 1, updated_at=now)
+            )
+
+    a = m.allocations
+    conn.execute(a.delete().where(a.c.consumer_id.in_(consumer_uuids)))
+    rows = [
+        {"resource_provider_id": state[rp_uuid]["id"], "consumer_id": w.uuid,
+         "resource_class_id": rc_ids[rc_name], "used": amount, "created_at": now}
+        for w in writes
+        for rp_uuid, resources in w.allocations.items()
+        for rc_name, amount in resources.items()
+    ]
+    if rows:
+        conn.execute(a.insert(), rows)
+    if emptied:
+        conn.execute(m.consumers.delete().where(m.consumers.c.uuid.in_(emptied)))
+
+
+def delete_for_consumer(db, consumer_uuid):
+    """Remove every allocation of a consumer, and the consumer.
+
+    Returns False when the consumer holds no allocation (nothing changes).
+    Provider generations are left alone, as upstream: a release cannot
+    over-commit anything.
+    """
+    c = m.consumers
+    a = m.allocations
+    try:
+        with db.write() as conn:
+            # Lock the consumer row first, in the same order as replace_all, so
+            # a concurrent rewrite of this consumer waits instead of interleaving.
+            conn.execute(
+                c.update().where(c.c.uuid == consumer_uuid)
+                .values(generation=c.c.generation + 1, updated_at=db_mod.utcnow())
+            )
+            deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
+            if not deleted:
+                raise _NothingToDelete()
+            conn.execute(c.delete().where(c.c.uuid == consumer_uuid))
+    except _NothingToDelete:
+        return False
+    return True
+
+
+class _NothingToDelete(Exception):
+    """Internal: roll back the (empty) delete."""
+
+
+# --- reads ------------------------------------------------------------------
+
+
+def get_for_consumer(db, consumer_uuid):
+    """The consumer's allocations and attributes, or None when it has none.
+
+    Returns ``{"allocations": {rp_uuid: {"generation", "resources"}},
+    "project_id", "user_id", "generation", "consumer_type", "workload_class",
+    "last_modified"}``.
+    """
+    a, rp, c = m.allocations, m.resource_providers, m.consumers
+    p, u, rc = m.projects, m.users, m.resource_classes
+    stmt = (
+        sa.select(
+            rp.c.uuid.label("rp_uuid"), rp.c.generation.label("rp_generation"),
+            rc.c.name.label("resource_class"), a.c.used, a.c.created_at, a.c.updated_at,
+            c.c.generation, c.c.consumer_type_id, c.c.workload_class,
+            p.c.external_id.label("project_id"), u.c.external_id.label("user_id"),
+        )
+        .select_from(
+            a.join(rp, a.c.resource_provider_id == rp.c.id)
+            .join(rc, a.c.resource_class_id == rc.c.id)
+            .join(c, a.c.consumer_id == c.c.uuid)
+            .join(p, c.c.project_id == p.c.id)
+            .join(u, c.c.user_id == u.c.id)
+        )
+        .where(a.c.consumer_id == consumer_uuid)
+        .order_by(a.c.id)
+    )
+    with db.read() as conn:
+        rows = conn.execute(stmt).all()
+        if not rows:
+            return None
+        type_names = consumer_obj.type_names(conn)
+    allocations = {}
+    for row in rows:
+        entry = allocations.setdefault(
+            row.rp_uuid, {"generation": row.rp_generation, "resources": {}}
+        )
+        entry["resources"][row.resource_class] = row.used
+    first = rows[0]
+    return {
+        "allocations": allocations,
+        "project_id": first.project_id,
+        "user_id": first.user_id,
+        "generation": first.generation,
+        "consumer_type": type_names.get(first.consumer_type_id,
+                                        consumer_obj.UNKNOWN_CONSUMER_TYPE),
+        "workload_class": first.workload_class,
+        "last_modified": _latest(rows),
+    }
+
+
+def get_for_provider(db, rp_uuid):
+    """Allocations on a provider by consumer, or None when the provider is unknown.
+
+    Returns ``{"generation", "allocations": {consumer_uuid: {"resources",
+    "consumer_generation"}}, "last_modified"}``.
+    """
+    a, rp, c, rc = m.allocations, m.resource_providers, m.consumers, m.resource_classes
+    with db.read() as conn:
+        provider = conn.execute(
+            sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == rp_uuid)
+        ).first()
+        if provider is None:
+            return None
+        rows = conn.execute(
+            sa.select(a.c.consumer_id, rc.c.name.label("resource_class"), a.c.used,
+                      a.c.created_at, a.c.updated_at,
+                      c.c.generation.label("consumer_generation"))
+            .select_from(
+                a.join(rc, a.c.resource_class_id == rc.c.id)
+                .outerjoin(c, a.c.consumer_id == c.c.uuid)
+            )
+            .where(a.c.resource_provider_id == provider.id)
+            .order_by(a.c.id)
+        ).all()
+    allocations = {}
+    for row in rows:
+        entry = allocations.setdefault(
+            row.consumer_id,
+            {"resources": {}, "consumer_generation": row.consumer_generation},
+        )
+        entry["resources"][row.resource_class] = row.used
+    return {
+        "generation": provider.generation,
+        "allocations": allocations,
+        "last_modified": _latest(rows),
+    }
+
+
+def _latest(rows):
+    stamps = [row.updated_at or row.created_at for row in rows]
+    stamps = [s for s in stamps if s is not None]
+    return max(stamps) if stamps else None
+
+
+def workload_usages(db, in_tree=None):
+    """Per root provider, how many consumers of each workload class hold allocations.
+
+    ``in_tree`` (a provider uuid) limits the answer to that provider's tree;
+    the tree's root is then always listed, with zero counts if idle. An
+    unknown ``in_tree`` gives an empty answer.
+    """
+    a, rp, c = m.allocations, m.resource_providers, m.consumers
+    root = rp.alias("root")
+    # SELECT root.uuid, c.workload_class, COUNT(DISTINCT c.uuid)
+    # FROM allocations a JOIN resource_providers rp ON a.resource_provider_id = rp.id
+    # JOIN resource_providers root ON rp.root_provider_id = root.id
+    # JOIN consumers c ON a.consumer_id = c.uuid
+    # [WHERE rp.root_provider_id = :root_id] GROUP BY root.uuid, c.workload_class
+    stmt = (
+        sa.select(root.c.uuid, c.c.workload_class, sa.func.count(sa.distinct(c.c.uuid)))
+        .select_from(
+            a.join(rp, a.c.resource_provider_id == rp.c.id)
+            .join(root, rp.c.root_provider_id == root.c.id)
+            .join(c, a.c.consumer_id == c.c.uuid)
+        )
+        .group_by(root.c.uuid, c.c.workload_class)
+    )
+    result = {}
+    with db.read() as conn:
+        if in_tree is not None:
+            tree = conn.execute(
+                sa.select(root.c.uuid, root.c.id)
+                .select_from(rp.join(root, rp.c.root_provider_id == root.c.id))
+                .where(rp.c.uuid == in_tree)
+            ).first()
+            if tree is None:
+                return {}
+            result[tree.uuid] = {"performance": 0, "standard": 0}
+            stmt = stmt.where(rp.c.root_provider_id == tree.id)
+        for root_uuid, workload_class, count in conn.execute(stmt):
+            counts = result.setdefault(root_uuid, {"performance": 0, "standard": 0})
+            counts[workload_class] = counts.get(workload_class, 0) + count
+    return result
