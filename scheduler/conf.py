@@ -1,0 +1,146 @@
+"""oslo.config options of the scheduler worker (and the conductor, which embeds it).
+
+Names follow nova's ``[filter_scheduler]`` where nova has the option, so an
+operator who knows nova reads them without a glossary.
+"""
+
+from oslo_config import cfg
+
+filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler")
+client_group = cfg.OptGroup("placement_client", title="Placement REST client")
+
+ALL_FILTERS = ["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]
+
+filter_opts = [
+    cfg.ListOpt(
+        "enabled_filters",
+        default=list(ALL_FILTERS),
+        help="Filters run, in this order, on every candidate host that placement "
+        "returned. Cheap, highly selective filters first. Known: "
+        + ", ".join(ALL_FILTERS) + ". An unknown name fails at start-up.",
+    ),
+    cfg.FloatOpt(
+        "ram_weight_multiplier",
+        default=1.0,
+        help="Multiplier of the free-RAM weigher (MEMORY_MB left). Positive spreads "
+        "work over hosts with most free RAM, negative stacks it onto the fullest.",
+    ),
+    cfg.FloatOpt(
+        "cpu_weight_multiplier",
+        default=1.0,
+        help="Multiplier of the free-VCPU weigher. Positive spreads, negative stacks.",
+    ),
+    cfg.FloatOpt(
+        "disk_weight_multiplier",
+        default=1.0,
+        help="Multiplier of the free-DISK_GB weigher. Positive spreads, negative stacks.",
+    ),
+    cfg.FloatOpt(
+        "power_weight_multiplier",
+        default=10.0,
+        help="Multiplier of the power weigher, which prefers eco hosts for standard work "
+        "so that performance hosts stay free for performance work. It is larger than "
+        "the resource weighers by default so that the power profile decides first and "
+        "free resources break ties; 0 disables it.",
+    ),
+    cfg.IntOpt(
+        "max_attempts",
+        default=3,
+        min=1,
+        help="Hosts tried per instance: the selected one plus up to max_attempts - 1 "
+        "alternates in its cell, which the conductor uses when a build fails. Larger "
+        "values survive more build failures at the cost of longer selections.",
+    ),
+    cfg.IntOpt(
+        "host_subset_size",
+        default=1,
+        min=1,
+        help="The selected host is picked at random among this many best-weighed hosts. "
+        "1 always picks the best; larger values make concurrent scheduler workers "
+        "collide less often on the same host at the price of a slightly worse fit.",
+    ),
+    cfg.BoolOpt(
+        "shuffle_best_same_weighed_hosts",
+        default=True,
+        help="Shuffle the hosts tied at the best weight before picking, so that "
+        "concurrent workers given the same candidates do not all race for the first "
+        "one (herding).",
+    ),
+    cfg.IntOpt(
+        "page_size",
+        default=500,
+        min=1,
+        help="Root providers per page of GET /allocation_candidates. Every page is "
+        "fetched; larger pages mean fewer round trips, smaller ones less memory per "
+        "response on the server.",
+    ),
+    cfg.IntOpt(
+        "report_top_hosts",
+        default=5,
+        min=0,
+        help="How many of the best-weighed hosts (with their weights) each scheduling "
+        "report keeps.",
+    ),
+    cfg.BoolOpt(
+        "write_reports",
+        default=True,
+        help="Write a scheduling report per request to placement "
+        "(PUT /scheduling_reports/{request_id}). One extra write per request.",
+    ),
+]
+
+client_opts = [
+    cfg.StrOpt(
+        "endpoint",
+        default="http://127.0.0.1:8778",
+        help="Base URL of the placement API.",
+    ),
+    cfg.StrOpt(
+        "token",
+        default="admin",
+        secret=True,
+        help="Value of the X-Auth-Token header. With placement's noauth2 strategy the "
+        "token 'admin' is an admin; with keystone use a service token.",
+    ),
+    cfg.FloatOpt(
+        "timeout",
+        default=30.0,
+        min=0.1,
+        help="Seconds to wait for one placement response.",
+    ),
+    cfg.IntOpt(
+        "connect_retries",
+        default=2,
+        min=0,
+        help="Extra attempts when placement cannot be reached (connection refused, "
+        "timeout) for a read; writes are retried only when the answer was never "
+        "received and the write is idempotent.",
+    ),
+]
+
+
+def register_opts(conf):
+    # Fresh OptGroup objects per ConfigOpts: oslo.config keeps overrides in
+    # the group object, so sharing the module-level ones would leak one
+    # ConfigOpts' overrides into every other (tests, several workers).
+    conf.register_group(cfg.OptGroup(filter_group.name, title=filter_group.title))
+    conf.register_opts(filter_opts, group=filter_group.name)
+    conf.register_group(cfg.OptGroup(client_group.name, title=client_group.title))
+    conf.register_opts(client_opts, group=client_group.name)
+
+
+def list_opts():
+    """Entry point of oslo-config-generator (``oslo.config.opts``)."""
+    return [(filter_group, filter_opts), (client_group, client_opts)]
+
+
+def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):
+    """A fresh ConfigOpts with the scheduler options; overrides {(group, name): value}."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(args=args or [], project=project,
+         default_config_files=default_config_files if default_config_files is not None else [],
+         validate_default_values=True)
+    for (group, name), value in (overrides or {}).items():
+        conf.set_override(name, value, group=group)
+    return conf

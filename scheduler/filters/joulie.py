@@ -1,0 +1,21 @@
+"""JoulieFilter: performance work goes only to hosts in the performance class.
+
+The power controller sets each node's schedulable class: ``performance``,
+``eco`` (power capped) or ``draining`` (planned eco, still finishing
+performance work). A performance request must not land on eco or draining
+hosts; standard requests are never filtered here (the power weigher steers
+them to eco hosts instead). A host without a twin (no schedulable class) is
+unmanaged and runs uncapped, so it counts as performance.
+"""
+
+BLOCKED_FOR_PERFORMANCE = frozenset({"eco", "draining"})
+
+
+class JoulieFilter:
+    name = "JoulieFilter"
+    reason = "performance work is not placed on eco or draining hosts"
+
+    def host_passes(self, host, spec):
+        if not spec.is_performance:
+            return True
+        return host.schedulable_class not in BLOCKED_FOR_PERFORMANCE

@@ -1,0 +1,142 @@
+"""Host states built from the candidate pages alone (no second lookup per host).
+
+One ``HostState`` per root provider that placement returned: its node data
+(cell, family, power profile, schedulable class, labels, flags), every
+allocation request that lands in its tree, and per-provider capacity and usage
+from ``provider_summaries`` so that free resources can be weighed and tracked
+as this request claims on the host.
+"""
+
+import dataclasses
+
+# The classes the resource weighers read.
+FREE_RAM = "MEMORY_MB"
+FREE_VCPU = "VCPU"
+FREE_DISK = "DISK_GB"
+
+
+@dataclasses.dataclass
+class HostState:
+    uuid: str
+    name: str | None = None
+    cell: str | None = None
+    family: str | None = None
+    profile: str | None = None
+    schedulable_class: str | None = None
+    labels: dict = dataclasses.field(default_factory=dict)
+    unschedulable: bool = False
+    reserved: bool = False
+    allocation_requests: list = dataclasses.field(default_factory=list)
+    # rp uuid -> rc -> [capacity, used]; only providers of this host's tree
+    providers: dict = dataclasses.field(default_factory=dict)
+
+    def free(self, resource_class):
+        total = 0
+        for resources in self.providers.values():
+            cap_used = resources.get(resource_class)
+            if cap_used is not None:
+                total += cap_used[0] - cap_used[1]
+        return total
+
+    def fits(self, allocation_request):
+        """Whether the request still fits what this scheduler knows is left."""
+        for rp, entry in allocation_request["allocations"].items():
+            have = self.providers.get(rp)
+            if have is None:
+                continue  # a sharing provider outside the tree: placement decides
+            for rc, amount in entry["resources"].items():
+                cap_used = have.get(rc)
+                if cap_used is not None and cap_used[1] + amount > cap_used[0]:
+                    return False
+        return True
+
+    def consume(self, allocation_request):
+        """Account a successful claim so later instances of the request see it."""
+        for rp, entry in allocation_request["allocations"].items():
+            have = self.providers.get(rp)
+            if have is None:
+                continue
+            for rc, amount in entry["resources"].items():
+                if rc in have:
+                    have[rc][1] += amount
+
+    def usable_request(self):
+        """The first allocation request that still fits, or None."""
+        for areq in self.allocation_requests:
+            if self.fits(areq):
+                return areq
+        return None
+
+    def summary(self):
+        return {"uuid": self.uuid, "name": self.name, "cell": self.cell,
+                "schedulable_class": self.schedulable_class}
+
+
+def build_host_states(pages):
+    """HostStates (in placement's order) from the candidate page bodies.
+
+    Each allocation request is attributed to the root of its providers; when a
+    request spans several roots (a sharing provider), to the root that has
+    node data, else to the root holding compute classes, else the first.
+    """
+    roots = {}  # rp uuid -> root uuid
+    summaries = {}
+    nodes = {}
+    requests = []
+    for body in pages:
+        for rp, summary in body.get("provider_summaries", {}).items():
+            roots[rp] = summary.get("root_provider_uuid") or rp
+            summaries[rp] = summary
+        nodes.update(body.get("nodes") or {})
+        requests.extend(body.get("allocation_requests", []))
+
+    hosts = {}
+    for areq in requests:
+        root = _root_of(areq, roots, nodes)
+        host = hosts.get(root)
+        if host is None:
+            host = _new_host(root, nodes.get(root) or {})
+            hosts[root] = host
+        host.allocation_requests.append(areq)
+
+    for rp, summary in summaries.items():
+        host = hosts.get(roots[rp])
+        if host is None:
+            continue
+        host.providers[rp] = {
+            rc: [v.get("capacity", 0), v.get("used", 0)]
+            for rc, v in summary.get("resources", {}).items()
+        }
+    return list(hosts.values())
+
+
+def _root_of(areq, roots, nodes):
+    candidates = []
+    for rp in areq["allocations"]:
+        root = roots.get(rp, rp)
+        if root not in candidates:
+            candidates.append(root)
+    if len(candidates) == 1:
+        return candidates[0]
+    with_node = [r for r in candidates if (nodes.get(r) or {}).get("name") is not None
+                 or (nodes.get(r) or {}).get("cell") is not None]
+    if with_node:
+        return with_node[0]
+    for rp, entry in areq["allocations"].items():
+        if {FREE_VCPU, FREE_RAM} & set(entry["resources"]):
+            return roots.get(rp, rp)
+    return candidates[0]
+
+
+def _new_host(root, node):
+    return HostState(
+        uuid=root,
+        name=node.get("name"),
+        cell=node.get("cell"),
+        family=node.get("family"),
+        profile=node.get("profile"),
+        schedulable_class=node.get("schedulable_class"),
+        labels=dict(node.get("labels") or {}),
+        unschedulable=bool(node.get("unschedulable")),
+        reserved=bool(node.get("reserved")),
+    )

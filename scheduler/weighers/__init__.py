@@ -1,0 +1,84 @@
+"""Host weighers: raw values per host, normalized together, times a multiplier.
+
+A weigher has a ``name``, the config option of its multiplier
+(``multiplier_option`` in ``[filter_scheduler]``) and ``raw(host, spec)``.
+``weigh_hosts`` normalizes each weigher's raw values over the hosts with
+``normalize.normalize`` and sums ``multiplier * normalized`` per host, as nova
+does; the per-weigher parts are kept for the scheduling report.
+"""
+
+from scheduler.hosts import FREE_DISK
+from scheduler.hosts import FREE_RAM
+from scheduler.hosts import FREE_VCPU
+from scheduler.weighers.normalize import normalize
+
+
+class FreeResourceWeigher:
+    resource_class = None
+
+    def raw(self, host, spec):
+        return host.free(self.resource_class)
+
+
+class RAMWeigher(FreeResourceWeigher):
+    name = "RAMWeigher"
+    multiplier_option = "ram_weight_multiplier"
+    resource_class = FREE_RAM
+
+
+class CPUWeigher(FreeResourceWeigher):
+    name = "CPUWeigher"
+    multiplier_option = "cpu_weight_multiplier"
+    resource_class = FREE_VCPU
+
+
+class DiskWeigher(FreeResourceWeigher):
+    name = "DiskWeigher"
+    multiplier_option = "disk_weight_multiplier"
+    resource_class = FREE_DISK
+
+
+class PowerWeigher:
+    """Standard work prefers eco (and draining) hosts, so that performance hosts
+    stay free for performance work. Performance work only sees performance
+    hosts after the JoulieFilter, so it gets no preference here."""
+
+    name = "PowerWeigher"
+    multiplier_option = "power_weight_multiplier"
+
+    def raw(self, host, spec):
+        if spec.is_performance:
+            return 0.0
+        if host.schedulable_class in ("eco", "draining"):
+            return 1.0
+        if host.schedulable_class is None:
+            return 0.5  # unmanaged: neither saves nor costs a performance slot
+        return 0.0
+
+
+ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher)
+
+
+def load(group):
+    """(weigher, multiplier) pairs from the [filter_scheduler] group; a 0
+    multiplier drops the weigher (it could not change the ranking)."""
+    out = []
+    for cls in ALL:
+        multiplier = getattr(group, cls.multiplier_option)
+        if multiplier:
+            out.append((cls(), float(multiplier)))
+    return out
+
+
+def weigh_hosts(hosts, spec, weighers):
+    """Return [(total weight, {weigher: weighted part}, host)] in input order."""
+    totals = [0.0] * len(hosts)
+    parts = [{} for _ in hosts]
+    for weigher, multiplier in weighers:
+        # hot: runs per host per request.
+        normalized = normalize([weigher.raw(h, spec) for h in hosts])
+        for i, value in enumerate(normalized):
+            weighted = multiplier * value
+            totals[i] += weighted
+            parts[i][weigher.name] = weighted
+    return [(totals[i], parts[i], hosts[i]) for i in range(len(hosts))]

@@ -1,0 +1,20 @@
+"""The one scoring contract: raw weigher values -> [0, 1], then a multiplier.
+
+Nova's min-max normalization: the best raw value maps to 1, the worst to 0,
+and when all hosts are equal every host gets 0 (the weigher cannot tell them
+apart, so it must not move the ranking). ``reverse`` is for lower-is-better
+values. Nowhere else normalizes.
+"""
+
+
+def normalize(values, reverse=False):
+    if not values:
+        return []
+    low = min(values)
+    high = max(values)
+    span = high - low
+    if span == 0:
+        return [0.0] * len(values)
+    if reverse:
+        return [(high - v) / span for v in values]
+    return [(v - low) / span for v in values]

@@ -1,0 +1,260 @@
+"""select_destinations: fetch every candidate page, filter, weigh, claim, alternates.
+
+The stages, in order (each one cheap to test alone with static candidates):
+
+1. validate the request spec (``request.RequestSpec.from_dict``);
+2. walk every page of ``GET /allocation_candidates`` with node data;
+3. build one host state per root provider from those blobs only;
+4. filters, in the configured order (cheap and selective first); the joulie
+   filter runs before the weighers so eco hosts are never scored for
+   performance work;
+5. weighers: raw values, min-max normalized, times multipliers (nova);
+6. per instance: re-weigh (earlier instances consumed capacity), shuffle the
+   hosts tied at the best weight, pick at random among ``host_subset_size``
+   best, claim; a 409 means a race was lost: drop the host, pick again;
+7. alternates in the selected host's cell, each with its own allocation
+   request;
+8. if any instance cannot be placed, release the request's claims in reverse
+   order and raise NoValidHost with what each filter removed and why.
+
+Every request leaves a scheduling report in placement.
+"""
+
+import dataclasses
+import logging
+import random
+
+from scheduler import alternates as alternates_mod
+from scheduler import claim as claim_mod
+from scheduler import client as client_mod
+from scheduler import filters as filters_mod
+from scheduler import hosts as hosts_mod
+from scheduler import weighers as weighers_mod
+from scheduler.report import Report
+from scheduler.request import RequestSpec
+
+LOG = logging.getLogger(__name__)
+
+
+class SchedulerError(Exception):
+    """Scheduling did not complete; ``report`` is the request's report."""
+
+    def __init__(self, message, report=None):
+        super().__init__(message)
+        self.report = report
+
+
+class NoValidHost(SchedulerError):
+    pass
+
+
+@dataclasses.dataclass
+class Selection:
+    """One host for one instance: claimed when selected, not for alternates."""
+
+    instance_uuid: str
+    host_uuid: str
+    host_name: str | None
+    cell: str | None
+    allocation_request: dict
+    claimed: bool = False
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        return cls(**data)
+
+
+class Scheduler:
+    def __init__(self, conf, client, rng=None):
+        self.conf = conf
+        self.client = client
+        self.filters = filters_mod.load(conf.filter_scheduler.enabled_filters)
+        self.weighers = weighers_mod.load(conf.filter_scheduler)
+        self._rng = rng
+        self.stats = {"requests": 0, "placed": 0, "failed": 0, "races_lost": 0}
+
+    def select_destinations(self, spec):
+        """Place every instance of ``spec``; return [[selected, *alternates], ...].
+
+        :raise InvalidRequestSpec: the spec is malformed (nothing was claimed).
+        :raise NoValidHost: not every instance fits; no claim of it remains.
+        :raise SchedulerError: placement failed or was unreachable; no claim of
+            the request remains (released before raising).
+        """
+        if not isinstance(spec, RequestSpec):
+            spec = RequestSpec.from_dict(spec)
+        self.stats["requests"] += 1
+        report = Report(spec)
+        try:
+            result = self._schedule(spec, report)
+        except SchedulerError as exc:
+            exc.report = report.finish(
+                "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc))
+            self.stats["failed"] += 1
+            self._write_report(spec, exc.report)
+            raise
+        self.stats["placed"] += 1
+        self._write_report(spec, report.finish("placed"))
+        return result
+
+    # -- stages --------------------------------------------------------------
+
+    def _fetch(self, spec, report):
+        pages = []
+        try:
+            for body in self.client.candidate_pages(
+                    spec.candidate_query(), self.conf.filter_scheduler.page_size):
+                report.page(body)
+                pages.append(body)
+        except client_mod.PlacementUnreachable as exc:
+            raise SchedulerError(str(exc))
+        except client_mod.PlacementError as exc:
+            if exc.status == 400:
+                raise SchedulerError(f"placement rejected the request {spec.request_id}: "
+                                     f"{exc.detail}")
+            raise SchedulerError(str(exc))
+        return pages
+
+    def _schedule(self, spec, report):
+        pages = self._fetch(spec, report)
+        hosts = hosts_mod.build_host_states(pages)
+        seen = len(hosts)
+        hosts, records = filters_mod.run_filters(hosts, spec, self.filters)
+        report.filtered(seen, records, len(hosts))
+        if not hosts:
+            raise NoValidHost(_explain(spec, seen, records))
+
+        rng = self._rng or random.Random(spec.request_id)
+        subset = self.conf.filter_scheduler.host_subset_size
+        max_attempts = self.conf.filter_scheduler.max_attempts
+        lost = set()  # hosts that lost a race or no longer fit: never retried here
+        selected_hosts = set()
+        claimed = []  # consumers claimed so far, for unwinding
+        result = []
+        first = True
+        try:
+            for instance in spec.instance_uuids:
+                ranked = self._rank(hosts, spec, lost)
+                if first:
+                    report.top(ranked, self.conf.filter_scheduler.report_top_hosts)
+                    first = False
+                host, areq = self._claim_one(spec, instance, ranked, lost, rng, subset, report)
+                if host is None:
+                    raise NoValidHost(self._partial(spec, len(claimed), seen, records, report))
+                claimed.append(instance)
+                selected_hosts.add(host.uuid)
+                host.consume(areq)
+                ranked_hosts = [h for _w, _p, h in ranked]
+                alts = alternates_mod.pick(ranked_hosts, host, selected_hosts | lost,
+                                           max_attempts)
+                report.claimed(instance, host, alts)
+                result.append(
+                    [Selection(instance, host.uuid, host.name, host.cell, areq, True)]
+                    + [Selection(instance, h.uuid, h.name, h.cell, a, False) for h, a in alts])
+        except _Unreachable as exc:
+            # The last claim's outcome is unknown: release it too (idempotent).
+            self._unwind(claimed + [exc.instance], spec)
+            raise
+        except BaseException:
+            self._unwind(claimed, spec)
+            raise
+        return result
+
+    def _rank(self, hosts, spec, lost):
+        live = [h for h in hosts if h.uuid not in lost]
+        weighed = weighers_mod.weigh_hosts(live, spec, self.weighers)
+        # Stable sort: equal weights keep placement's order until shuffled.
+        weighed.sort(key=lambda item: item[0], reverse=True)
+        return weighed
+
+    def _pick(self, available, rng, subset):
+        """Nova's herding defence: shuffle the best-weight ties, then pick at
+        random among the ``subset`` best."""
+        if self.conf.filter_scheduler.shuffle_best_same_weighed_hosts:
+            best = available[0][0]
+            ties = 1
+            while ties < len(available) and available[ties][0] == best:
+                ties += 1
+            if ties > 1:
+                head = available[:ties]
+                rng.shuffle(head)
+                available = head + available[ties:]
+        return rng.choice(available[:subset])
+
+    def _claim_one(self, spec, instance, ranked, lost, rng, subset, report):
+        available = [item for item in ranked if item[2].usable_request() is not None]
+        while available:
+            choice = self._pick(available, rng, subset)
+            host = choice[2]
+            areq = host.usable_request()
+            try:
+                claim_mod.claim(self.client, instance, areq, spec)
+                return host, areq
+            except client_mod.ClaimConflict as exc:
+                if exc.consumer_conflict:
+                    raise SchedulerError(
+                        f"instance {instance} already holds allocations (consumer "
+                        f"generation conflict); release them before scheduling it again")
+                # Lost a race: someone else took the capacity. Never retry this
+                # host in this request; its next allocation request would race too.
+                report.race_lost(host)
+                self.stats["races_lost"] += 1
+                lost.add(host.uuid)
+                available = [item for item in available if item[2].uuid != host.uuid]
+            except client_mod.PlacementUnreachable as exc:
+                # The claim may or may not have been written; _unwind releases
+                # this instance as well as the earlier ones.
+                raise _Unreachable(str(exc), instance)
+            except client_mod.PlacementError as exc:
+                raise SchedulerError(f"claim for instance {instance} failed: {exc}")
+        return None, None
+
+    def _partial(self, spec, placed, seen, records, report):
+        races = report.data["races_lost"]
+        base = _explain(spec, seen, records)
+        return (f"{base}; could place {placed} of {spec.num_instances} instance(s): "
+                f"the remaining hosts lack capacity or were taken by concurrent claims "
+                f"({races} race(s) lost)")
+
+    def _unwind(self, claimed, spec):
+        """Release this request's claims, newest first (Unreserve order)."""
+        errors = []
+        for consumer in reversed(claimed):
+            try:
+                claim_mod.unclaim(self.client, consumer)
+            except (client_mod.PlacementUnreachable, client_mod.PlacementError) as exc:
+                errors.append(f"{consumer}: {exc}")
+        if errors:
+            LOG.error("could not release claims of %s: %s", spec.request_id, "; ".join(errors))
+
+    def _write_report(self, spec, data):
+        if not self.conf.filter_scheduler.write_reports:
+            return
+        try:
+            self.client.put_report(spec.request_id, spec.project_id, data)
+        except (client_mod.PlacementUnreachable, client_mod.PlacementError) as exc:
+            # The report is for operators; losing one must not fail the request.
+            LOG.warning("scheduling report of %s not written: %s", spec.request_id, exc)
+
+
+class _Unreachable(SchedulerError):
+    def __init__(self, message, instance):
+        super().__init__(message)
+        self.instance = instance
+
+
+def _explain(spec, seen, records):
+    """One sentence an operator can act on: who removed how many hosts, and why."""
+    head = (f"No valid host for request {spec.request_id} ({spec.workload_class}, "
+            f"{spec.num_instances} instance(s))")
+    if seen == 0:
+        query = "&".join(f"{k}={v}" for k, v in spec.candidate_query())
+        return f"{head}: placement returned no candidates for {query}"
+    parts = [f"{r['name']} removed {r['removed']} ({r['reason']})"
+             for r in records if r["removed"]]
+    left = records[-1]["after"] if records else seen
+    detail = "; ".join(parts) if parts else "no filter removed any"
+    return f"{head}: placement returned {seen} candidate host(s); {detail}; {left} left"

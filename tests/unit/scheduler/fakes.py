@@ -1,0 +1,148 @@
+"""A fake placement for unit tests: static hosts, real capacity and generation rules.
+
+It answers what the scheduler's client asks (candidate pages with node data,
+claims, moves, unclaims, reports, build requests) from in-memory state, so the
+scheduler and conductor stages can be tested without a server. ``steal`` lets
+a test make another scheduler win the race for a host before our claim lands.
+"""
+
+import uuid as uuid_lib
+
+from scheduler import client as client_mod
+
+
+def host(name, cell="cell1", klass="performance", vcpu=8, ram=8192, disk=None, labels=None,
+         unschedulable=False, uuid=None):
+    caps = {"VCPU": vcpu, "MEMORY_MB": ram}
+    if disk is not None:
+        caps["DISK_GB"] = disk
+    return {"uuid": uuid or str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, name)), "name": name,
+            "cell": cell, "schedulable_class": klass, "labels": labels or {},
+            "unschedulable": unschedulable, "capacity": caps}
+
+
+class FakePlacement:
+    def __init__(self, hosts):
+        self.hosts = {h["uuid"]: h for h in hosts}
+        self.used = {h["uuid"]: {rc: 0 for rc in h["capacity"]} for h in hosts}
+        self.consumers = {}  # consumer -> {"allocations": {rp: res}, "generation": n, ...}
+        self.reports = {}
+        self.build_requests = {}
+        self.steal = set()  # host uuids a "concurrent scheduler" fills just before our claim
+        self.fail_next_claims = 0
+        self.pages_served = 0
+        self.calls = []
+
+    # -- the client's interface ---------------------------------------------
+    def candidate_pages(self, query, page_size):
+        wanted = {}
+        for key, value in query:
+            if key == "resources":
+                for part in value.split(","):
+                    rc, amount = part.split(":")
+                    wanted[rc] = int(amount)
+        fitting = [h for h in self.hosts.values() if self._fits(h["uuid"], wanted)]
+        pages = [fitting[i:i + page_size] for i in range(0, len(fitting), page_size)] or [[]]
+        for hosts in pages:
+            self.pages_served += 1
+            yield {
+                "allocation_requests": [
+                    {"allocations": {h["uuid"]: {"resources": dict(wanted)}}} for h in hosts],
+                "provider_summaries": {
+                    h["uuid"]: {
+                        "resources": {rc: {"capacity": cap, "used": self.used[h["uuid"]][rc]}
+                                      for rc, cap in h["capacity"].items()},
+                        "root_provider_uuid": h["uuid"], "parent_provider_uuid": None,
+                        "traits": []}
+                    for h in hosts},
+                "nodes": {h["uuid"]: {"name": h["name"], "cell": h["cell"], "family": "f",
+                                      "profile": None,
+                                      "schedulable_class": h["schedulable_class"],
+                                      "labels": h["labels"], "unschedulable": h["unschedulable"],
+                                      "reserved": False} for h in hosts},
+            }
+
+    def put_allocations(self, consumer, allocation_request, project_id, user_id,
+                        consumer_generation=None, workload_class="standard",
+                        consumer_type="INSTANCE"):
+        self.calls.append(("PUT", consumer))
+        allocs = {rp: dict(e["resources"]) for rp, e in allocation_request["allocations"].items()}
+        for rp in allocs:
+            if rp in self.steal:
+                self.steal.discard(rp)
+                for rc in self.used[rp]:
+                    self.used[rp][rc] = self.hosts[rp]["capacity"][rc]
+        if self.fail_next_claims:
+            self.fail_next_claims -= 1
+            raise client_mod.ClaimConflict("PUT", "/allocations", 409,
+                                           "placement.concurrent_update", "injected")
+        current = self.consumers.get(consumer)
+        have_gen = current["generation"] if current else None
+        if consumer_generation != have_gen:
+            raise client_mod.ClaimConflict(
+                "PUT", "/allocations", 409, "placement.concurrent_update",
+                f"consumer generation conflict - expected {consumer_generation} "
+                f"but got {have_gen}")
+        old = current["allocations"] if current else {}
+        for rp, res in allocs.items():
+            for rc, amount in res.items():
+                already = old.get(rp, {}).get(rc, 0)
+                if self.used[rp][rc] - already + amount > self.hosts[rp]["capacity"][rc]:
+                    raise client_mod.ClaimConflict(
+                        "PUT", "/allocations", 409, "placement.undefined_code",
+                        f"Unable to allocate inventory: {rc} on {rp}")
+        self._release(old)
+        for rp, res in allocs.items():
+            for rc, amount in res.items():
+                self.used[rp][rc] += amount
+        self.consumers[consumer] = {"allocations": allocs, "generation": (have_gen or 0) + 1,
+                                    "workload_class": workload_class}
+
+    def get_allocations(self, consumer):
+        cur = self.consumers.get(consumer)
+        if not cur:
+            return {}, None
+        return ({rp: {"resources": res} for rp, res in cur["allocations"].items()},
+                cur["generation"])
+
+    def delete_allocations(self, consumer):
+        self.calls.append(("DELETE", consumer))
+        cur = self.consumers.pop(consumer, None)
+        if cur:
+            self._release(cur["allocations"])
+
+    def put_report(self, request_id, project_id, report):
+        self.reports[request_id] = report
+
+    def create_build_request(self, instance_uuid, request_id, workload_class, spec):
+        if instance_uuid in self.build_requests:
+            return False
+        self.build_requests[instance_uuid] = {
+            "instance_uuid": instance_uuid, "request_id": request_id,
+            "workload_class": workload_class, "spec": spec, "status": "pending",
+            "host_uuid": None, "reason": None}
+        return True
+
+    def finish_build_request(self, instance_uuid, status, host_uuid=None, reason=None):
+        self.build_requests[instance_uuid].update(status=status, host_uuid=host_uuid,
+                                                  reason=reason)
+
+    def list_build_requests(self, status=None, workload_class=None, request_id=None):
+        return [b for b in self.build_requests.values()
+                if (status is None or b["status"] == status)
+                and (workload_class is None or b["workload_class"] == workload_class)
+                and (request_id is None or b["request_id"] == request_id)]
+
+    # -- helpers --------------------------------------------------------------
+    def _fits(self, rp, wanted):
+        caps = self.hosts[rp]["capacity"]
+        return all(rc in caps and self.used[rp][rc] + n <= caps[rc] for rc, n in wanted.items())
+
+    def _release(self, allocs):
+        for rp, res in allocs.items():
+            for rc, amount in res.items():
+                self.used[rp][rc] -= amount
+
+    def holder_of(self, consumer):
+        cur = self.consumers.get(consumer)
+        return sorted(cur["allocations"]) if cur else []

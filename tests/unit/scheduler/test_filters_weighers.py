@@ -1,0 +1,90 @@
+import pytest
+
+from scheduler import filters as filters_mod
+from scheduler import weighers as weighers_mod
+from scheduler.hosts import HostState
+from scheduler.request import RequestSpec
+from scheduler.weighers.normalize import normalize
+
+
+def spec(**kw):
+    data = {"resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+    data.update(kw)
+    return RequestSpec.from_dict(data)
+
+
+def hs(name, klass="performance", cell="c1", labels=None, unschedulable=False, ram=0, vcpu=0):
+    return HostState(uuid=name, name=name, cell=cell, schedulable_class=klass,
+                     labels=labels or {}, unschedulable=unschedulable,
+                     providers={name: {"MEMORY_MB": [ram, 0], "VCPU": [vcpu, 0]}})
+
+
+HOSTS = [hs("perf"), hs("eco", "eco"), hs("drain", "draining"), hs("bare", None)]
+
+
+@pytest.mark.parametrize("workload, expected", [
+    ("performance", ["perf", "bare"]),
+    ("standard", ["perf", "eco", "drain", "bare"]),
+])
+def test_joulie_filter(workload, expected):
+    flt = filters_mod.JoulieFilter()
+    kept = [h.name for h in HOSTS if flt.host_passes(h, spec(workload_class=workload))]
+    assert kept == expected
+
+
+def test_compute_cell_and_node_selector_filters():
+    hosts = [hs("a", cell="c1", labels={"zone": "z1"}), hs("b", cell="c2", labels={"zone": "z1"}),
+             hs("c", cell="c1", labels={"zone": "z2"}), hs("d", cell="c1", unschedulable=True)]
+    req = spec(cell="c1", node_selector={"zone": "z1"})
+    left, records = filters_mod.run_filters(hosts, req, filters_mod.load(
+        ["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]))
+    assert [h.name for h in left] == ["a"]
+    assert [(r["name"], r["before"], r["removed"]) for r in records] == [
+        ("ComputeFilter", 4, 1), ("CellFilter", 3, 1), ("NodeSelectorFilter", 2, 1),
+        ("JoulieFilter", 1, 0)]
+    assert records[0]["reason"] == "host is marked unschedulable"
+
+
+def test_filter_chain_stops_when_nothing_is_left():
+    left, records = filters_mod.run_filters(
+        [hs("eco", "eco")], spec(workload_class="performance"),
+        filters_mod.load(["JoulieFilter", "ComputeFilter"]))
+    assert left == [] and [r["name"] for r in records] == ["JoulieFilter"]
+
+
+def test_unknown_filter_fails_at_load():
+    with pytest.raises(filters_mod.UnknownFilter, match="RamFilter"):
+        filters_mod.load(["RamFilter"])
+
+
+def test_normalize_contract():
+    assert normalize([]) == []
+    assert normalize([5, 5, 5]) == [0.0, 0.0, 0.0]
+    assert normalize([0, 5, 10]) == [0.0, 0.5, 1.0]
+    assert normalize([0, 5, 10], reverse=True) == [1.0, 0.5, 0.0]
+
+
+def test_weights_are_normalized_then_multiplied(sconf):
+    hosts = [hs("small", "eco", ram=1000, vcpu=4), hs("big", "performance", ram=3000, vcpu=4)]
+    weighers = weighers_mod.load(sconf.filter_scheduler)
+    out = weighers_mod.weigh_hosts(hosts, spec(), weighers)
+    by_name = {h.name: (w, parts) for w, parts, h in out}
+    # RAM: big=1*1.0, small=0; VCPU tie -> 0 for both; power: standard prefers eco (x10).
+    assert by_name["big"][1] == {"RAMWeigher": 1.0, "CPUWeigher": 0.0, "DiskWeigher": 0.0,
+                                 "PowerWeigher": 0.0}
+    assert by_name["small"][0] == pytest.approx(10.0)
+    # Performance work gets no power preference: RAM decides.
+    perf = {h.name: w for w, _p, h in weighers_mod.weigh_hosts(
+        hosts, spec(workload_class="performance"), weighers)}
+    assert perf["big"] > perf["small"]
+
+
+def test_negative_multiplier_stacks(sconf):
+    from tests.unit.scheduler.conftest import make_conf
+    conf = make_conf(ram_weight_multiplier=-1.0, power_weight_multiplier=0.0,
+                     cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0)
+    weighers = weighers_mod.load(conf.filter_scheduler)
+    assert [w.name for w, _m in weighers] == ["RAMWeigher"]
+    out = weighers_mod.weigh_hosts([hs("a", ram=10), hs("b", ram=20)], spec(), weighers)
+    best = max(out, key=lambda item: item[0])
+    assert best[2].name == "a"
