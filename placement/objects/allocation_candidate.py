@@ -1,0 +1,505 @@
+"""Allocation candidates: the query engine.
+
+Pipeline (one read transaction):
+
+1. resolve the parsed request (names -> ids; ``candidate_request``);
+2. find anchor roots, in root-id order after the page marker, that pass every
+   condition SQL can decide (``candidate_sql.driver_roots``);
+3. load the trees of a window of those roots in four queries, plus the
+   sharing providers anchored to them;
+4. per root: the options of every request group (a provider for a numbered
+   group, a provider per resource class for the unnumbered one), their
+   product, then group_policy, same_subtree, the summed capacity and the
+   microversion's nesting rule;
+5. stop when the page (or ``limit`` / ``max_allocation_candidates``) is full;
+6. serialize allocation requests and provider summaries.
+
+A candidate built only from sharing providers can be reached from several
+anchors; it is emitted under the smallest valid one, so that a walk over
+pages lists it once (upstream deduplicates with an in-memory set instead,
+which cannot work across pages).
+"""
+
+import itertools
+import json
+import random
+
+import sqlalchemy as sa
+
+from placement import models as m
+from placement.objects import candidate_request
+from placement.objects import candidate_sql
+from powerpolicy import families
+
+WINDOW = 1000  # roots loaded at a time when not paging
+
+
+class Candidate:
+    __slots__ = ("root", "amounts", "mappings")
+
+    def __init__(self, root, amounts, mappings):
+        self.root = root  # anchor root id
+        self.amounts = amounts  # {(rp id, rc id): amount}, insertion-ordered
+        self.mappings = mappings  # {suffix: frozenset(rp ids)}
+
+
+class Page:
+    """What the handler serializes."""
+
+    def __init__(self):
+        self.allocation_requests = []  # serialized, in order
+        self.candidate_roots = []  # per request: set of root ids of its providers
+        self.candidate_rps = []  # per request: set of rp uuids
+        self.summaries = {}  # root id -> {rp uuid: summary}
+        self.anchor_roots = []  # roots that produced candidates, in order
+        self.next_marker = None  # root id to resume after, or None
+
+
+class _Engine:
+    def __init__(self, conn, req, version, randomize, max_candidates):
+        self.conn = conn
+        self.req = req
+        self.version = tuple(version)
+        self.randomize = randomize
+        self.max_candidates = max_candidates
+        self.granular = [g for g in req.groups if g.granular]
+        self.unnumbered = next((g for g in req.groups if not g.granular), None)
+        self._gfit = {}
+        self._full_anchors = {}
+        self._root_attrs = {}
+
+    # -- per provider checks --------------------------------------------
+    @staticmethod
+    def _aggs_match(aggs, member_of_ids):
+        return all(aggs & s for s in member_of_ids)
+
+    def _granular_fits(self, gi, group, rp, data):
+        key = (gi, rp)
+        found = self._gfit.get(key)
+        if found is not None:
+            return found
+        ok = True
+        if group.in_tree_root is not None and data.root[rp] != group.in_tree_root:
+            ok = False
+        inv = data.inv[rp]
+        if ok:
+            for rc, amount in group.rc_amounts.items():
+                item = inv.get(rc)
+                if item is None or not item.fits(amount):
+                    ok = False
+                    break
+        if ok:
+            traits = data.traits[rp]
+            ok = (group.required_ids <= traits
+                  and all(traits & s for s in group.any_of_ids)
+                  and not (traits & group.forbidden_ids))
+        if ok:
+            aggs = data.aggs[rp]
+            ok = self._aggs_match(aggs, group.member_of_ids) and not (
+                aggs & group.forbidden_agg_ids)
+        self._gfit[key] = ok
+        return ok
+
+    def _unnumbered_agg_ok(self, group, rp, root, rp_root, aggs_of):
+        """Upstream's rule for the unnumbered group: the provider or (for a
+        provider of the anchor's own tree) the anchor is in the aggregates;
+        neither is in a forbidden one."""
+        rp_aggs = aggs_of(rp)
+        root_aggs = aggs_of(root)
+        if group.member_of_ids:
+            if not self._aggs_match(rp_aggs, group.member_of_ids):
+                if rp_root != root or not self._aggs_match(root_aggs, group.member_of_ids):
+                    return False
+        if group.forbidden_agg_ids and (
+            rp_aggs & group.forbidden_agg_ids or root_aggs & group.forbidden_agg_ids
+        ):
+            return False
+        return True
+
+    # -- options of each group under one anchor -------------------------
+    def _options(self, root, avail, data):
+        """For each group, its list of (suffix, [(rp, rc, amount)], rp set)."""
+        out = []
+        for gi, group in enumerate(self.req.groups):
+            opts = []
+            if group.granular:
+                for rp in avail:
+                    if self._granular_fits(gi, group, rp, data):
+                        res = tuple((rp, rc, amt) for rc, amt in group.rc_amounts.items())
+                        opts.append((group.suffix, res, frozenset((rp,))))
+            else:
+                opts = self._unnumbered_options(group, root, avail, data)
+            if not opts:
+                return None
+            out.append(opts)
+        return out
+
+    def _unnumbered_options(self, group, root, avail, data):
+        if group.in_tree_root is not None:
+            if root != group.in_tree_root:
+                return []
+            avail = [rp for rp in avail if data.root[rp] == root]
+        per_rc = []
+        for rc, amount in group.rc_amounts.items():
+            choices = []
+            for rp in avail:
+                item = data.inv[rp].get(rc)
+                if item is None or not item.fits(amount):
+                    continue
+                if data.traits[rp] & group.forbidden_ids:
+                    continue
+                if not self._unnumbered_agg_ok(group, rp, root, data.root[rp],
+                                               data.aggs.__getitem__):
+                    continue
+                choices.append(rp)
+            if not choices:
+                return []
+            per_rc.append([(rp, rc, amount) for rp in choices])
+        opts = []
+        for combo in itertools.product(*per_rc):
+            rps = frozenset(item[0] for item in combo)
+            if group.required_ids or group.any_of_ids:
+                traits = set()
+                for rp in rps:
+                    traits |= data.traits[rp]
+                if not group.required_ids <= traits:
+                    continue
+                if not all(traits & s for s in group.any_of_ids):
+                    continue
+            opts.append(("", combo, rps))
+        return opts
+
+    # -- whole-request checks -------------------------------------------
+    def _same_subtree_ok(self, parts, data):
+        for suffixes in self.req.same_subtrees:
+            rps = set()
+            for suffix, _res, prov in parts:
+                if suffix in suffixes:
+                    rps |= prov
+            if len(rps) <= 1:
+                continue
+            common = None
+            for rp in rps:
+                chain = set()
+                cur = rp
+                while cur is not None:
+                    chain.add(cur)
+                    cur = data.parent.get(cur)
+                common = chain if common is None else common & chain
+            if not (common & rps):
+                return False
+        return True
+
+    def _combine(self, root, options, data):
+        isolate = self.req.group_policy == "isolate"
+        n_granular = len(self.granular)
+        for parts in itertools.product(*options):
+            if isolate and n_granular:
+                used = set()
+                for suffix, _res, prov in parts:
+                    if suffix:
+                        used |= prov
+                if len(used) != n_granular:
+                    continue
+            if self.req.same_subtrees and not self._same_subtree_ok(parts, data):
+                continue
+            amounts = {}
+            for _suffix, res, _prov in parts:
+                for rp, rc, amt in res:
+                    amounts[(rp, rc)] = amounts.get((rp, rc), 0) + amt
+            over = False
+            for (rp, rc), amt in amounts.items():
+                item = data.inv[rp][rc]
+                if item.used + amt > item.capacity or amt > item.max_unit:
+                    over = True
+                    break
+            if over:
+                continue
+            if not self.req.nested_aware:
+                rps = {rp for rp, _rc in amounts}
+                if len({data.root[rp] for rp in rps}) != len(rps):
+                    continue
+            mappings = {}
+            for suffix, _res, prov in parts:
+                mappings[suffix] = mappings.get(suffix, frozenset()) | prov
+            yield Candidate(root, amounts, mappings)
+
+    # -- anchors of candidates made only of sharing providers -----------
+    def _anchors_of(self, rp, data):
+        found = self._full_anchors.get(rp)
+        if found is None:
+            found = candidate_sql.sharing_anchors(self.conn, [rp], None).get(rp, set())
+            found = found | {data.root[rp]}
+            self._full_anchors[rp] = found
+        return found
+
+    def _attrs_of_root(self, root):
+        """(traits, aggregates) of a provider outside the loaded window."""
+        found = self._root_attrs.get(root)
+        if found is None:
+            traits = set(self.conn.execute(
+                sa.select(m.resource_provider_traits.c.trait_id).where(
+                    m.resource_provider_traits.c.resource_provider_id == root)).scalars())
+            aggs = set(self.conn.execute(
+                sa.select(m.resource_provider_aggregates.c.aggregate_id).where(
+                    m.resource_provider_aggregates.c.resource_provider_id == root)).scalars())
+            found = self._root_attrs[root] = (traits, aggs)
+        return found
+
+    def _valid_under(self, cand, anchor, data):
+        traits, aggs = self._attrs_of_root(anchor)
+        if not self.req.root_required_ids <= traits or traits & self.req.root_forbidden_ids:
+            return False
+        group = self.unnumbered
+        if group is None or "" not in cand.mappings:
+            return True
+        if group.in_tree_root is not None and anchor != group.in_tree_root:
+            return False
+
+        def aggs_of(rp):
+            return aggs if rp == anchor else data.aggs[rp]
+
+        for rp in cand.mappings[""]:
+            if group.in_tree_root is not None and data.root[rp] != anchor:
+                return False
+            if not self._unnumbered_agg_ok(group, rp, anchor, data.root[rp], aggs_of):
+                return False
+        return True
+
+    def _owned(self, cand, data):
+        """False when a smaller anchor also produces this candidate."""
+        rps = set()
+        for prov in cand.mappings.values():
+            rps |= prov
+        if any(rp not in self.req.sharing_ids for rp in rps):
+            return True  # a non-sharing provider only serves its own root
+        common = None
+        for rp in rps:
+            anchors = self._anchors_of(rp, data)
+            common = set(anchors) if common is None else common & anchors
+        for other in sorted(a for a in common if a < cand.root):
+            if self._valid_under(cand, other, data):
+                return False
+        return True
+
+    # -- the walk --------------------------------------------------------
+    def run(self, page_size=None, after=None):
+        req = self.req
+        page = Page()
+        if req.impossible:
+            return page
+        sharing = candidate_sql.sharing_providers(self.conn, req.sharing_trait_id)
+        req.sharing_ids = {sid for sid, _root in sharing}
+        req.shared_rcs = candidate_sql.shared_rc_ids(self.conn, req.sharing_ids)
+        sdata = candidate_sql.load_trees(self.conn, {root for _sid, root in sharing}) \
+            if sharing else candidate_sql.TreeData()
+
+        limit = req.limit
+        stop_at = None  # stop generating after this many candidates
+        if limit and not self.randomize:
+            stop_at = limit
+        if self.max_candidates is not None and self.max_candidates >= 0:
+            stop_at = self.max_candidates if stop_at is None else min(stop_at,
+                                                                      self.max_candidates)
+        window = page_size + 1 if page_size else WINDOW
+        cursor = after
+        cands = []
+        full = False
+        while not full:
+            roots = candidate_sql.driver_roots(self.conn, req, cursor, window)
+            if not roots:
+                break
+            data = candidate_sql.load_trees(self.conn, roots)
+            data.merge(sdata)
+            anchored = candidate_sql.sharing_anchors(self.conn, req.sharing_ids, roots)
+            by_anchor = {}
+            for sid, anchor_roots in anchored.items():
+                for root in anchor_roots:
+                    by_anchor.setdefault(root, []).append(sid)
+            window_cands = []
+            for root in roots:
+                if page_size and len(page.anchor_roots) >= page_size:
+                    page.next_marker = cursor
+                    full = True
+                    break
+                if stop_at is not None and len(cands) + len(window_cands) >= stop_at:
+                    full = True
+                    break
+                cursor = root
+                if req.root_required_ids or req.root_forbidden_ids:
+                    traits = data.traits.get(root, set())
+                    if not req.root_required_ids <= traits or traits & req.root_forbidden_ids:
+                        continue
+                own = data.by_root.get(root, [])
+                extra = sorted(s for s in by_anchor.get(root, ()) if data.root[s] != root)
+                options = self._options(root, own + extra, data)
+                if options is None:
+                    continue
+                found = []
+                for cand in self._combine(root, options, data):
+                    if not self._owned(cand, data):
+                        continue
+                    found.append(cand)
+                    if stop_at is not None and len(cands) + len(window_cands) + len(found) \
+                            >= stop_at:
+                        break
+                if found:
+                    page.anchor_roots.append(root)
+                    window_cands.extend(found)
+            self._serialize(page, window_cands, data)
+            cands.extend(window_cands)
+            if len(roots) < window:
+                break
+        self._finish(page)
+        return page
+
+    # -- serialization ---------------------------------------------------
+    def _serialize(self, page, cands, data):
+        dict_form = self.version >= (1, 12)
+        with_mappings = self.version >= (1, 34)
+        nested = self.version >= (1, 29)
+        rc_names = self.req.rc_names
+        for cand in cands:
+            by_rp = {}
+            for (rp, rc), amt in cand.amounts.items():
+                by_rp.setdefault(data.uuid[rp], {})[rc_names[rc]] = amt
+            if dict_form:
+                body = {"allocations": {u: {"resources": r} for u, r in by_rp.items()}}
+                if with_mappings:
+                    body["mappings"] = {
+                        suffix: sorted(data.uuid[rp] for rp in rps)
+                        for suffix, rps in cand.mappings.items()
+                    }
+            else:
+                body = {"allocations": [
+                    {"resource_provider": {"uuid": u}, "resources": r} for u, r in by_rp.items()
+                ]}
+            rps = {rp for rp, _rc in cand.amounts}
+            page.allocation_requests.append(body)
+            page.candidate_roots.append({data.root[rp] for rp in rps})
+            page.candidate_rps.append({data.uuid[rp] for rp in rps})
+            wanted = {data.root[rp] for rp in rps} if nested else rps
+            for key in wanted:
+                members = data.by_root[key] if nested else [key]
+                store_key = key if nested else data.root[key]
+                bucket = page.summaries.setdefault(store_key, {})
+                for rp in members:
+                    if data.uuid[rp] not in bucket:
+                        bucket[data.uuid[rp]] = self._summary(rp, data)
+
+    def _summary(self, rp, data):
+        all_resources = self.version >= (1, 27)
+        requested = self.req.requested_rc_names
+        names = self.req.rc_names
+        resources = {}
+        for rc, item in data.inv[rp].items():
+            name = names.get(rc)
+            if name is None:
+                if not all_resources:
+                    continue
+                name = self._rc_name(rc)
+            elif not all_resources and name not in requested:
+                continue
+            resources[name] = {"capacity": item.capacity, "used": item.used}
+        out = {"resources": resources}
+        if self.version >= (1, 17):
+            out["traits"] = sorted(self._trait_name(t) for t in data.traits[rp])
+        if self.version >= (1, 29):
+            parent = data.parent[rp]
+            out["parent_provider_uuid"] = data.uuid[parent] if parent is not None else None
+            out["root_provider_uuid"] = data.uuid[data.root[rp]]
+        return out
+
+    def _rc_name(self, rc):
+        names = self.req.rc_names
+        if rc not in names:
+            rct = m.resource_classes
+            rows = self.conn.execute(sa.select(rct.c.id, rct.c.name))
+            names.update(dict(tuple(r) for r in rows))
+        return names[rc]
+
+    def _trait_name(self, trait):
+        names = self.req.trait_names
+        if trait not in names:
+            tr = m.traits
+            rows = self.conn.execute(sa.select(tr.c.id, tr.c.name))
+            names.update(dict(tuple(r) for r in rows))
+        return names[trait]
+
+    def _finish(self, page):
+        """limit / randomize, then keep the summaries of the kept requests."""
+        limit = self.req.limit
+        idx = list(range(len(page.allocation_requests)))
+        if limit and limit < len(idx):
+            idx = sorted(random.sample(idx, limit)) if self.randomize else idx[:limit]
+            if self.randomize:
+                random.shuffle(idx)
+        elif self.randomize:
+            random.shuffle(idx)
+        page.allocation_requests = [page.allocation_requests[i] for i in idx]
+        nested = self.version >= (1, 29)
+        kept = {}
+        if nested:
+            roots = set()
+            for i in idx:
+                roots |= page.candidate_roots[i]
+            for root in sorted(roots):
+                kept.update(page.summaries.get(root, {}))
+        else:
+            uuids = set()
+            for i in idx:
+                uuids |= page.candidate_rps[i]
+            for bucket in page.summaries.values():
+                for uuid, summary in bucket.items():
+                    if uuid in uuids:
+                        kept[uuid] = summary
+        page.provider_summaries = kept
+
+
+def find(db, req, version, page_size=None, after=None, randomize=False, max_candidates=-1):
+    """Run the pipeline in one read transaction; return a Page."""
+    with db.read() as conn:
+        candidate_request.resolve(conn, req)
+        engine = _Engine(conn, req, version, randomize, max_candidates)
+        page = engine.run(page_size=page_size, after=after)
+    return page
+
+
+def node_data(db, root_ids):
+    """{root uuid: node data} for the extension's ``nodes`` map."""
+    if not root_ids:
+        return {}
+    rp, nodes, hw, twin = m.resource_providers, m.nodes, m.node_hardware, m.node_twins
+    sel = (
+        sa.select(rp.c.uuid, rp.c.name, nodes.c.resource_provider_id.label("node_id"),
+                  nodes.c.cell, nodes.c.labels, nodes.c.unschedulable, nodes.c.reserved,
+                  hw.c.resource_provider_id.label("hw_id"), hw.c.gpu_count, hw.c.gpu_model,
+                  hw.c.cpu_model, twin.c.profile, twin.c.schedulable_class)
+        .select_from(
+            rp.outerjoin(nodes, nodes.c.resource_provider_id == rp.c.id)
+            .outerjoin(hw, hw.c.resource_provider_id == rp.c.id)
+            .outerjoin(twin, twin.c.resource_provider_id == rp.c.id))
+        .where(rp.c.id.in_(sa.bindparam("ids", expanding=True)))
+    )
+    out = {}
+    with db.read() as conn:
+        for row in conn.execute(sel, {"ids": list(root_ids)}):
+            has_node = row.node_id is not None
+            labels = None
+            if has_node:
+                try:
+                    labels = json.loads(row.labels or "{}")
+                except ValueError:
+                    labels = {}
+            out[row.uuid] = {
+                "name": row.name,
+                "cell": row.cell if has_node else None,
+                "family": families.family_key(row.gpu_count, row.gpu_model, row.cpu_model)
+                if row.hw_id is not None else None,
+                "profile": row.profile,
+                "schedulable_class": row.schedulable_class,
+                "labels": labels,
+                "unschedulable": bool(row.unschedulable) if has_node else None,
+                "reserved": bool(row.reserved) if has_node else None,
+            }
+    return out

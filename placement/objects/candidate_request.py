@@ -1,0 +1,135 @@
+"""The parsed and resolved form of a GET /allocation_candidates request.
+
+The handler fills ``CandidateRequest`` from the query string (names and
+UUIDs); ``resolve`` turns names into internal ids in one read transaction and
+raises the upstream 400s for unknown resource classes and traits.
+"""
+
+import dataclasses
+
+import os_traits
+import sqlalchemy as sa
+
+from placement import errors
+from placement import models as m
+
+
+@dataclasses.dataclass
+class Group:
+    suffix: str
+    resources: dict = dataclasses.field(default_factory=dict)  # rc name -> amount
+    required: set = dataclasses.field(default_factory=set)
+    any_of: list = dataclasses.field(default_factory=list)
+    forbidden: set = dataclasses.field(default_factory=set)
+    member_of: list = dataclasses.field(default_factory=list)  # [set of agg uuids]
+    forbidden_aggs: set = dataclasses.field(default_factory=set)
+    in_tree: str = None
+    # Filled by resolve():
+    rc_amounts: dict = dataclasses.field(default_factory=dict)  # rc id -> amount
+    required_ids: set = dataclasses.field(default_factory=set)
+    any_of_ids: list = dataclasses.field(default_factory=list)
+    forbidden_ids: set = dataclasses.field(default_factory=set)
+    member_of_ids: list = dataclasses.field(default_factory=list)
+    forbidden_agg_ids: set = dataclasses.field(default_factory=set)
+    in_tree_root: int = None
+
+    @property
+    def granular(self):
+        """Numbered/named groups are satisfied by one provider each."""
+        return self.suffix != ""
+
+
+@dataclasses.dataclass
+class CandidateRequest:
+    groups: list
+    group_policy: str = None
+    limit: int = None
+    root_required: set = dataclasses.field(default_factory=set)
+    root_forbidden: set = dataclasses.field(default_factory=set)
+    same_subtrees: list = dataclasses.field(default_factory=list)
+    nested_aware: bool = True
+    # Filled by resolve():
+    rc_names: dict = dataclasses.field(default_factory=dict)  # id -> name
+    trait_names: dict = dataclasses.field(default_factory=dict)  # id -> name
+    root_required_ids: set = dataclasses.field(default_factory=set)
+    root_forbidden_ids: set = dataclasses.field(default_factory=set)
+    sharing_trait_id: int = None
+    sharing_ids: set = dataclasses.field(default_factory=set)
+    shared_rcs: set = dataclasses.field(default_factory=set)
+    # True when the request cannot match anything (unknown aggregate or
+    # in_tree provider): an empty answer, not an error, as upstream.
+    impossible: bool = False
+
+    @property
+    def requested_rc_names(self):
+        return {name for g in self.groups for name in g.resources}
+
+
+def resolve(conn, req):
+    """Map names and UUIDs to internal ids.
+
+    :raise ApiError 400: an unknown resource class or trait (upstream's messages).
+    """
+    rc = m.resource_classes
+    wanted_rcs = sorted(req.requested_rc_names)
+    rc_ids = dict(tuple(r) for r in conn.execute(
+        sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted_rcs))))
+    for group in req.groups:
+        for name in group.resources:
+            if name not in rc_ids:
+                raise errors.bad_request(
+                    "Invalid resource class in resources parameter: No such resource "
+                    f"class {name}."
+                )
+        group.rc_amounts = {rc_ids[name]: amount for name, amount in group.resources.items()}
+    req.rc_names = {v: k for k, v in rc_ids.items()}
+
+    tr = m.traits
+    names = set(req.root_required) | set(req.root_forbidden) | {os_traits.MISC_SHARES_VIA_AGGREGATE}
+    for group in req.groups:
+        names |= group.required | group.forbidden
+        for anyset in group.any_of:
+            names |= anyset
+    trait_ids = dict(tuple(r) for r in conn.execute(
+        sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(sorted(names)))))
+    req.sharing_trait_id = trait_ids.get(os_traits.MISC_SHARES_VIA_AGGREGATE)
+    missing = sorted(n for n in names - set(trait_ids)
+                     if n != os_traits.MISC_SHARES_VIA_AGGREGATE)
+    if missing:
+        raise errors.bad_request(f"No such trait(s): {', '.join(missing)}.")
+    req.trait_names = {v: k for k, v in trait_ids.items()}
+    req.root_required_ids = {trait_ids[n] for n in req.root_required}
+    req.root_forbidden_ids = {trait_ids[n] for n in req.root_forbidden}
+    for group in req.groups:
+        group.required_ids = {trait_ids[n] for n in group.required}
+        group.any_of_ids = [{trait_ids[n] for n in s} for s in group.any_of]
+        group.forbidden_ids = {trait_ids[n] for n in group.forbidden}
+
+    agg = m.placement_aggregates
+    agg_uuids = set()
+    for group in req.groups:
+        agg_uuids |= group.forbidden_aggs
+        for s in group.member_of:
+            agg_uuids |= s
+    agg_ids = {}
+    if agg_uuids:
+        agg_ids = dict(tuple(r) for r in conn.execute(
+            sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(sorted(agg_uuids)))))
+    rp = m.resource_providers
+    for group in req.groups:
+        group.member_of_ids = []
+        for s in group.member_of:
+            ids = {agg_ids[u] for u in s if u in agg_ids}
+            if not ids:
+                # No provider can be in an aggregate nobody ever used.
+                req.impossible = True
+            group.member_of_ids.append(ids)
+        group.forbidden_agg_ids = {agg_ids[u] for u in group.forbidden_aggs if u in agg_ids}
+        if group.in_tree is not None:
+            root = conn.execute(
+                sa.select(rp.c.root_provider_id).where(rp.c.uuid == group.in_tree)
+            ).scalar_one_or_none()
+            if root is None:
+                req.impossible = True
+            group.in_tree_root = root
+    return req

@@ -1,0 +1,301 @@
+"""SQL side of the allocation-candidate pipeline.
+
+Two kinds of queries:
+
+* the *driver*: root providers, in id order after a keyset marker, that pass
+  every condition the database can decide on its own (capacity of classes no
+  sharing provider supplies, traits, aggregates, in_tree, root_required).
+  It is a necessary condition only; the combiner decides exactly.
+* the *loaders*: everything about the trees of a window of roots (providers,
+  inventories with usage, traits, aggregates) in four queries, so building
+  candidates and summaries needs no per-provider round trip.
+"""
+
+import sqlalchemy as sa
+
+from placement import models as m
+
+RP = m.resource_providers
+INV = m.inventories
+ALLOC = m.allocations
+RPT = m.resource_provider_traits
+RPA = m.resource_provider_aggregates
+
+
+class Inventory:
+    __slots__ = ("capacity", "used", "min_unit", "max_unit", "step_size")
+
+    def __init__(self, capacity, used, min_unit, max_unit, step_size):
+        self.capacity = capacity
+        self.used = used
+        self.min_unit = min_unit
+        self.max_unit = max_unit
+        self.step_size = step_size
+
+    def fits(self, amount):
+        """One group's amount alone: capacity, min/max unit and step size."""
+        return (
+            self.used + amount <= self.capacity
+            and self.min_unit <= amount <= self.max_unit
+            and amount % self.step_size == 0
+        )
+
+
+class TreeData:
+    """Providers of a set of trees, keyed by internal id."""
+
+    def __init__(self):
+        self.uuid = {}  # rp id -> uuid
+        self.parent = {}  # rp id -> parent id or None
+        self.root = {}  # rp id -> root id
+        self.inv = {}  # rp id -> {rc id: Inventory}
+        self.traits = {}  # rp id -> set of trait ids
+        self.aggs = {}  # rp id -> set of aggregate ids
+        self.by_root = {}  # root id -> [rp ids], in id order
+        self.loaded_roots = set()
+
+    def merge(self, other):
+        for name in ("uuid", "parent", "root", "inv", "traits", "aggs", "by_root"):
+            getattr(self, name).update(getattr(other, name))
+        self.loaded_roots |= other.loaded_roots
+
+
+def _capacity_clause(rp_id_col, rc_id, amount):
+    """SQL truth of "provider rp_id_col has room for amount of rc_id"."""
+    used = (
+        sa.select(sa.func.coalesce(sa.func.sum(ALLOC.c.used), 0))
+        .where(ALLOC.c.resource_provider_id == rp_id_col, ALLOC.c.resource_class_id == rc_id)
+        .correlate_except(ALLOC)
+        .scalar_subquery()
+    )
+    amt = sa.literal(amount, sa.BigInteger)
+    return sa.exists().where(
+        INV.c.resource_provider_id == rp_id_col,
+        INV.c.resource_class_id == rc_id,
+        (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio >= amt + used,
+        INV.c.min_unit <= amt,
+        INV.c.max_unit >= amt,
+        (amt % INV.c.step_size) == 0,
+    ).correlate_except(INV)
+
+
+def _has_trait(rp_id_col, trait_ids):
+    return sa.exists().where(RPT.c.resource_provider_id == rp_id_col,
+                             RPT.c.trait_id.in_(sorted(trait_ids))).correlate_except(RPT)
+
+
+def _in_agg(rp_id_col, agg_ids):
+    return sa.exists().where(RPA.c.resource_provider_id == rp_id_col,
+                             RPA.c.aggregate_id.in_(sorted(agg_ids))).correlate_except(RPA)
+
+
+def _tree_exists(p, r, *conds):
+    """EXISTS a provider ``p`` in the tree of root ``r`` meeting ``conds``."""
+    return sa.exists().where(p.c.root_provider_id == r.c.id, *conds).correlate_except(p)
+
+
+def _provider_filter(p, group, with_aggs=True):
+    """Conditions on provider alias ``p`` for a whole granular group."""
+    conds = []
+    for rc_id, amount in group.rc_amounts.items():
+        conds.append(_capacity_clause(p.c.id, rc_id, amount))
+    for t in group.required_ids:
+        conds.append(_has_trait(p.c.id, {t}))
+    for anyset in group.any_of_ids:
+        conds.append(_has_trait(p.c.id, anyset))
+    if group.forbidden_ids:
+        conds.append(~_has_trait(p.c.id, group.forbidden_ids))
+    if with_aggs:
+        for aggset in group.member_of_ids:
+            conds.append(_in_agg(p.c.id, aggset))
+        if group.forbidden_agg_ids:
+            conds.append(~_in_agg(p.c.id, group.forbidden_agg_ids))
+    return conds
+
+
+def driver_roots(conn, req, after_id, limit):
+    """Root ids > after_id, in order, that may have candidates (necessary test).
+
+    :param req: a resolved CandidateRequest.
+    :param limit: at most this many ids, or None for all.
+    """
+    r = RP.alias("r")
+    conds = [r.c.id == r.c.root_provider_id]
+    if after_id is not None:
+        conds.append(r.c.id > after_id)
+    if req.root_required_ids:
+        for t in req.root_required_ids:
+            conds.append(_has_trait(r.c.id, {t}))
+    if req.root_forbidden_ids:
+        conds.append(~_has_trait(r.c.id, req.root_forbidden_ids))
+    for group in req.groups:
+        shared = any(rc in req.shared_rcs for rc in group.rc_amounts)
+        if group.in_tree_root is not None and not (group.granular and req.sharing_ids):
+            # The group's providers all come from that tree, and (without
+            # sharing providers to carry them elsewhere) so does the anchor.
+            conds.append(r.c.id == group.in_tree_root)
+        if group.granular:
+            if shared or (not group.rc_amounts and req.sharing_ids):
+                continue
+            p = RP.alias()
+            conds.append(_tree_exists(p, r,
+                                           *_provider_filter(p, group)))
+            continue
+        # The unnumbered group may spread over the tree (and sharing providers).
+        for rc_id, amount in group.rc_amounts.items():
+            if rc_id in req.shared_rcs:
+                continue
+            p = RP.alias()
+            conds.append(_tree_exists(p, r,
+                                           _capacity_clause(p.c.id, rc_id, amount)))
+        if req.sharing_ids:
+            continue
+        # Without sharing providers every trait and aggregate of a candidate
+        # comes from the anchor's own tree: necessary conditions on the tree.
+        for t in group.required_ids:
+            p = RP.alias()
+            conds.append(_tree_exists(p, r,
+                                           _has_trait(p.c.id, {t})))
+        for anyset in group.any_of_ids:
+            p = RP.alias()
+            conds.append(_tree_exists(p, r,
+                                           _has_trait(p.c.id, anyset)))
+        if group.member_of_ids:
+            p = RP.alias()
+            root_ok = sa.and_(*[_in_agg(r.c.id, s) for s in group.member_of_ids])
+            some_ok = sa.exists().where(
+                p.c.root_provider_id == r.c.id,
+                *[_in_agg(p.c.id, s) for s in group.member_of_ids])
+            conds.append(sa.or_(root_ok, some_ok))
+        if group.forbidden_agg_ids:
+            conds.append(~_in_agg(r.c.id, group.forbidden_agg_ids))
+    sel = sa.select(r.c.id).where(*conds).order_by(r.c.id)
+    if limit is not None:
+        sel = sel.limit(limit)
+    return [row[0] for row in conn.execute(sel)]
+
+
+def _root_filter(col, root_ids):
+    if root_ids is None:
+        return sa.true()
+    return col.in_(sa.bindparam("root_ids", expanding=True))
+
+
+def load_trees(conn, root_ids):
+    """Everything about the trees rooted at ``root_ids`` (None: every tree)."""
+    data = TreeData()
+    params = {} if root_ids is None else {"root_ids": list(root_ids)}
+    rows = conn.execute(
+        sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id)
+        .where(_root_filter(RP.c.root_provider_id, root_ids))
+        .order_by(RP.c.id),
+        params,
+    )
+    for rp_id, uuid, parent, root in rows:
+        data.uuid[rp_id] = uuid
+        data.parent[rp_id] = parent
+        data.root[rp_id] = root
+        data.by_root.setdefault(root, []).append(rp_id)
+        data.inv[rp_id] = {}
+        data.traits[rp_id] = set()
+        data.aggs[rp_id] = set()
+    data.loaded_roots = set(data.by_root) if root_ids is None else set(root_ids)
+    if not data.uuid:
+        return data
+
+    usage = (
+        sa.select(ALLOC.c.resource_provider_id.label("rp"),
+                  ALLOC.c.resource_class_id.label("rc"),
+                  sa.func.sum(ALLOC.c.used).label("used"))
+        .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
+        .where(_root_filter(RP.c.root_provider_id, root_ids))
+        .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
+        .subquery()
+    )
+    inv_rows = conn.execute(
+        sa.select(INV.c.resource_provider_id, INV.c.resource_class_id, INV.c.total,
+                  INV.c.reserved, INV.c.min_unit, INV.c.max_unit, INV.c.step_size,
+                  INV.c.allocation_ratio, sa.func.coalesce(usage.c.used, 0))
+        .select_from(
+            INV.join(RP, RP.c.id == INV.c.resource_provider_id)
+            .outerjoin(usage, sa.and_(usage.c.rp == INV.c.resource_provider_id,
+                                      usage.c.rc == INV.c.resource_class_id)))
+        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        params,
+    )
+    for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
+        # Capacity as upstream reports it: int((total - reserved) * ratio).
+        data.inv[rp_id][rc_id] = Inventory(
+            int((total - reserved) * ratio), int(used), min_u, max_u, step or 1)
+
+    for rp_id, trait_id in conn.execute(
+        sa.select(RPT.c.resource_provider_id, RPT.c.trait_id)
+        .select_from(RPT.join(RP, RP.c.id == RPT.c.resource_provider_id))
+        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        params,
+    ):
+        data.traits[rp_id].add(trait_id)
+    for rp_id, agg_id in conn.execute(
+        sa.select(RPA.c.resource_provider_id, RPA.c.aggregate_id)
+        .select_from(RPA.join(RP, RP.c.id == RPA.c.resource_provider_id))
+        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        params,
+    ):
+        data.aggs[rp_id].add(agg_id)
+    return data
+
+
+def sharing_providers(conn, sharing_trait_id):
+    """(id, root id) of every provider carrying MISC_SHARES_VIA_AGGREGATE."""
+    if sharing_trait_id is None:
+        return []
+    return [
+        (row[0], row[1])
+        for row in conn.execute(
+            sa.select(RP.c.id, RP.c.root_provider_id)
+            .select_from(RP.join(RPT, RPT.c.resource_provider_id == RP.c.id))
+            .where(RPT.c.trait_id == sharing_trait_id)
+            .order_by(RP.c.id)
+        )
+    ]
+
+
+def sharing_anchors(conn, sharing_ids, root_ids):
+    """{sharing id: set of anchor root ids}: roots of trees having a provider in
+    an aggregate of the sharing provider (``root_ids`` limits the roots, None:
+    all)."""
+    if not sharing_ids:
+        return {}
+    mine = RPA.alias("mine")
+    theirs = RPA.alias("theirs")
+    other = RP.alias("other")
+    sel = (
+        sa.select(mine.c.resource_provider_id, other.c.root_provider_id)
+        .distinct()
+        .select_from(
+            mine.join(theirs, theirs.c.aggregate_id == mine.c.aggregate_id)
+            .join(other, other.c.id == theirs.c.resource_provider_id))
+        .where(mine.c.resource_provider_id.in_(sa.bindparam("sids", expanding=True)))
+    )
+    params = {"sids": list(sharing_ids)}
+    if root_ids is not None:
+        sel = sel.where(other.c.root_provider_id.in_(sa.bindparam("root_ids", expanding=True)))
+        params["root_ids"] = list(root_ids)
+    out = {}
+    for sid, root in conn.execute(sel, params):
+        out.setdefault(sid, set()).add(root)
+    return out
+
+
+def shared_rc_ids(conn, sharing_ids):
+    """Resource classes for which some sharing provider has inventory."""
+    if not sharing_ids:
+        return set()
+    return {
+        row[0]
+        for row in conn.execute(
+            sa.select(INV.c.resource_class_id).distinct().where(
+                INV.c.resource_provider_id.in_(sa.bindparam("sids", expanding=True))),
+            {"sids": list(sharing_ids)},
+        )
+    }

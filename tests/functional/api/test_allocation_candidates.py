@@ -1,0 +1,207 @@
+"""GET /allocation_candidates: wire behaviour, upstream's bugs avoided, paging
+and node data. Data comes from tests/builders.py (direct to the database)."""
+
+import json
+import uuid as uuid_lib
+
+import sqlalchemy as sa
+
+from placement import models as m
+from tests import builders as b
+
+AGG = "14a5c8a3-5a99-4e8f-88be-00d85fcb1c17"
+
+
+def _compute(db, name, vcpu=8, mem=4096, disk=None, traits=(), aggs=(), parent=None):
+    rp = b.create_provider(db, name=name, parent_uuid=parent)
+    if vcpu:
+        b.set_inventory(db, rp, "VCPU", vcpu)
+    if mem:
+        b.set_inventory(db, rp, "MEMORY_MB", mem)
+    if disk:
+        b.set_inventory(db, rp, "DISK_GB", disk)
+    if traits:
+        b.set_traits(db, rp, *traits)
+    if aggs:
+        b.set_aggregates(db, rp, *aggs)
+    return rp
+
+
+def _get(client, query, version="1.39", status=200):
+    resp = client.get("/allocation_candidates?" + query, version=version)
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    return resp.get_json()
+
+
+def _alloc_sets(body):
+    """Allocation requests as a comparable set (dict form)."""
+    out = set()
+    for ar in body["allocation_requests"]:
+        out.add(frozenset(
+            (rp, rc, amt) for rp, v in ar["allocations"].items()
+            for rc, amt in v["resources"].items()))
+    return out
+
+
+def test_simple_flat(client, db):
+    cn1 = _compute(db, "cn1", disk=100)
+    cn2 = _compute(db, "cn2", vcpu=1, disk=100)
+    body = _get(client, "resources=VCPU:2,MEMORY_MB:1024")
+    assert _alloc_sets(body) == {frozenset({(cn1, "VCPU", 2), (cn1, "MEMORY_MB", 1024)})}
+    summ = body["provider_summaries"][cn1]
+    assert summ["resources"]["DISK_GB"] == {"capacity": 100, "used": 0}
+    assert summ["root_provider_uuid"] == cn1 and summ["parent_provider_uuid"] is None
+    assert summ["traits"] == []
+    assert cn2 not in body["provider_summaries"]
+    assert body["allocation_requests"][0]["mappings"] == {"": [cn1]}
+
+
+def test_old_microversions_shapes(client, db):
+    cn1 = _compute(db, "cn1", disk=100)
+    body = _get(client, "resources=VCPU:1", version="1.10")
+    assert body["allocation_requests"] == [{"allocations": [
+        {"resource_provider": {"uuid": cn1}, "resources": {"VCPU": 1}}]}]
+    # Before 1.27 only requested classes; before 1.17 no traits.
+    assert body["provider_summaries"] == {cn1: {"resources": {"VCPU": {"capacity": 8,
+                                                                        "used": 0}}}}
+    body = _get(client, "resources=VCPU:1", version="1.12")
+    assert body["allocation_requests"] == [{"allocations": {cn1: {"resources": {"VCPU": 1}}}}]
+    assert _get(client, "resources=VCPU:1", version="1.9", status=404)
+
+
+def test_bad_input(client, db):
+    _compute(db, "cn1")
+    cases = [
+        ("resources=VCPU:0", "Requested resource VCPU requires amount >= 1"),
+        ("resources=VCPU", "Badly formed resources parameter"),
+        ("resources=CUSTOM_NOPE:1", "Invalid resource class in resources parameter"),
+        ("resources=VCPU:1&required=CUSTOM_NOPE", "No such trait(s): CUSTOM_NOPE"),
+        ("resources=VCPU:1&member_of=not-a-uuid", "Expected 'member_of' parameter"),
+        ("resources=VCPU:1&limit=0", "Failed validating 'pattern'"),
+        ("resources1=VCPU:1&resources2=VCPU:1", 'The "group_policy" parameter is required'),
+        ("resources=VCPU:1&required=A,!A".replace("A", "HW_CPU_X86_AVX2"),
+         "Conflicting required and forbidden traits"),
+        ("resources=VCPU:1&page_size=0", "Invalid page_size"),
+        ("resources=VCPU:1&page_size=10&page_marker=garbage", "Invalid page_marker"),
+        ("resources=VCPU:1&node_data=maybe", "Invalid node_data"),
+    ]
+    for query, text in cases:
+        resp = client.get("/allocation_candidates?" + query)
+        assert resp.status_code == 400, (query, resp.get_data(as_text=True))
+        assert text in resp.get_json()["errors"][0]["detail"], query
+    resp = client.get("/allocation_candidates?resources=VCPU:1&required=!HW_CPU_X86_AVX2",
+                      version="1.21")
+    assert resp.status_code == 400
+
+
+def test_forbidden_trait(client, db):
+    """Upstream 16.0.0 answers 500 on PostgreSQL here."""
+    cn1 = _compute(db, "cn1", traits=["HW_CPU_X86_AVX2"])
+    cn2 = _compute(db, "cn2")
+    body = _get(client, "resources=VCPU:1&required=!HW_CPU_X86_AVX2", version="1.22")
+    assert set(body["provider_summaries"]) == {cn2}
+    body = _get(client, "resources=VCPU:1&required=in:HW_CPU_X86_AVX2,HW_CPU_X86_SSE")
+    assert set(body["provider_summaries"]) == {cn1}
+
+
+def test_nested_granular_not_inflated(client, db):
+    """resources=VCPU:1&resources1=VCPU:1 on a root and child: never 3 VCPU."""
+    root = _compute(db, "root", vcpu=4, mem=0)
+    child = _compute(db, "child", vcpu=4, mem=0, parent=root)
+    body = _get(client, "resources=VCPU:1&resources1=VCPU:1&group_policy=none")
+    got = _alloc_sets(body)
+    assert got == {
+        frozenset({(root, "VCPU", 2)}),
+        frozenset({(child, "VCPU", 2)}),
+        frozenset({(root, "VCPU", 1), (child, "VCPU", 1)}),
+    }
+    for ar in body["allocation_requests"]:
+        assert sum(v["resources"]["VCPU"] for v in ar["allocations"].values()) == 2
+    assert set(body["provider_summaries"]) == {root, child}
+    assert body["provider_summaries"][child]["parent_provider_uuid"] == root
+    # Before 1.29 a candidate may not use two providers of one tree.
+    old = _get(client, "resources=VCPU:1&resources1=VCPU:1&group_policy=none",
+               version="1.28")
+    for ar in old["allocation_requests"]:
+        assert len(ar["allocations"]) == 1
+
+
+def test_sharing_with_group_policy_none(client, db):
+    agg = str(uuid_lib.uuid4())
+    cn1 = _compute(db, "cn1", aggs=[agg])
+    cn2 = _compute(db, "cn2", aggs=[agg])
+    ss = b.create_provider(db, name="ss")
+    b.set_inventory(db, ss, "DISK_GB", 1000)
+    b.set_traits(db, ss, "MISC_SHARES_VIA_AGGREGATE")
+    b.set_aggregates(db, ss, agg)
+    body = _get(client, "resources=VCPU:1&resources1=DISK_GB:10&group_policy=none")
+    assert _alloc_sets(body) == {
+        frozenset({(cn1, "VCPU", 1), (ss, "DISK_GB", 10)}),
+        frozenset({(cn2, "VCPU", 1), (ss, "DISK_GB", 10)}),
+    }
+    assert set(body["provider_summaries"]) == {cn1, cn2, ss}
+    # A sharing-only request is listed once, not once per anchor.
+    body = _get(client, "resources=DISK_GB:10")
+    assert _alloc_sets(body) == {frozenset({(ss, "DISK_GB", 10)})}
+
+
+def test_limit_and_usage(client, db):
+    cns = [_compute(db, f"cn{i}") for i in range(5)]
+    b.allocate(db, str(uuid_lib.uuid4()), {cns[0]: {"VCPU": 8}})
+    body = _get(client, "resources=VCPU:1")
+    assert len(body["allocation_requests"]) == 4
+    body = _get(client, "resources=VCPU:1&limit=2")
+    assert len(body["allocation_requests"]) == 2
+    assert len(body["provider_summaries"]) == 2
+
+
+def test_paging_walk_and_node_data(client, db):
+    cns = [_compute(db, f"cn{i}") for i in range(7)]
+    b.allocate(db, str(uuid_lib.uuid4()), {cns[3]: {"VCPU": 8}})
+    with db.write() as conn:
+        rp_id = conn.execute(sa.select(m.resource_providers.c.id).where(
+            m.resource_providers.c.uuid == cns[0])).scalar_one()
+        now = b._now()
+        conn.execute(m.nodes.insert().values(
+            resource_provider_id=rp_id, cell="cell1", labels=json.dumps({"rack": "r1"}),
+            reserved=False, unschedulable=True, generation=0, created_at=now))
+        conn.execute(m.node_hardware.insert().values(
+            resource_provider_id=rp_id, cpu_model="EPYC", gpu_count=0, created_at=now))
+        conn.execute(m.node_twins.insert().values(
+            resource_provider_id=rp_id, profile="eco", schedulable_class="eco",
+            generation=0, created_at=now))
+    seen = []
+    url = "/allocation_candidates?resources=VCPU:1&page_size=2&node_data=true"
+    pages = 0
+    while url:
+        resp = client.get(url)
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        body = resp.get_json()
+        pages += 1
+        roots = [next(iter(ar["allocations"])) for ar in body["allocation_requests"]]
+        assert len(roots) <= 2
+        assert set(body["nodes"]) == set(roots)
+        seen.extend(roots)
+        nxt = [link["href"] for link in body["links"] if link["rel"] == "next"]
+        url = nxt[0] if nxt else None
+        # Allocations changing between pages never bring a root back.
+        b.allocate(db, str(uuid_lib.uuid4()), {cns[6]: {"VCPU": 1}})
+    assert seen == [cn for i, cn in enumerate(cns) if i != 3]
+    assert pages == 3
+    first = _get(client, "resources=VCPU:1&page_size=1&node_data=true")
+    assert first["nodes"][cns[0]] == {
+        "name": "cn0", "cell": "cell1", "family": "cpu:EPYC", "profile": "eco",
+        "schedulable_class": "eco", "labels": {"rack": "r1"}, "unschedulable": True,
+        "reserved": False}
+    second = _get(client, "resources=VCPU:1&page_size=1&node_data=true"
+                  + "&page_marker=" + first["links"][0]["href"].split("page_marker=")[1])
+    assert second["nodes"][cns[1]]["cell"] is None
+    assert second["nodes"][cns[1]]["family"] is None
+    # A marker from another query is refused.
+    marker = first["links"][0]["href"].split("page_marker=")[1]
+    resp = client.get("/allocation_candidates?resources=VCPU:2&page_size=1&page_marker="
+                      + marker)
+    assert resp.status_code == 400
+    # Vanilla requests never see extension keys.
+    assert set(_get(client, "resources=VCPU:1")) == {"allocation_requests",
+                                                     "provider_summaries"}
