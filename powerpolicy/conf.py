@@ -116,8 +116,12 @@ power_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(power_group)
-    conf.register_opts(power_opts, group=power_group)
+    # A fresh OptGroup per ConfigOpts: register_group() copies the group only
+    # shallowly, so a shared module-level group would share its option table
+    # (and every set_override) between otherwise independent ConfigOpts.
+    group = cfg.OptGroup(power_group.name, title=power_group.title)
+    conf.register_group(group)
+    conf.register_opts(power_opts, group=group)
 
 
 def list_opts():
@@ -140,5 +144,5 @@ def make_conf(args=None, default_config_files=None, overrides=None):
         validate_default_values=True,
     )
     for name, value in (overrides or {}).items():
-        conf.set_override(name, value, group=power_group)
+        conf.set_override(name, value, group="power")
     return conf

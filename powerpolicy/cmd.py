@@ -1,0 +1,148 @@
+"""``power-controller``: the power policy controller's command line.
+
+::
+
+    power-controller [--config-file power.conf]            # service: tick every
+                                                           # reconcile_interval, serve metrics
+    power-controller --once                                # one tick, then exit
+    power-controller --dry-run --inventory nodes.yaml [--json] [--demand P]
+                                                           # plan an inventory file, no database
+
+Options come from the ``[power]`` group of the config files and from
+``OS_POWER__<OPTION>`` environment variables (e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``).
+"""
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+
+from oslo_config import cfg
+
+from powerpolicy import client as client_mod
+from powerpolicy import conf as conf_mod
+from powerpolicy import controller as controller_mod
+from powerpolicy import inventory as inventory_mod
+from powerpolicy import metrics as metrics_mod
+from powerpolicy import policies
+from powerpolicy import selection
+
+LOG = logging.getLogger("powerpolicy")
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="power-controller",
+        description="Keep only as many nodes in the performance power profile as demand "
+        "needs, split fairly across hardware families. Other arguments (--config-file, "
+        "--config-dir) go to oslo.config.")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true",
+                      help="run one reconcile tick against placement and exit")
+    mode.add_argument("--dry-run", action="store_true",
+                      help="plan the nodes of --inventory without placement or a database")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="cluster inventory YAML (the format of cluster-nodes-5k.yaml)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the plan (or the tick) as one JSON object")
+    parser.add_argument("--demand", type=int, default=0, metavar="P",
+                        help="dry run: performance demand P for queue_aware_v1 (default 0)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
+    return parser
+
+
+def dry_run_plan(power_conf, nodes, demand=0):
+    """The dry-run JSON object for inventory nodes (no current profiles)."""
+    candidates = [selection.Candidate(n.name, n.family) for n in nodes]
+    plan = policies.plan_from_conf(power_conf, candidates, demand=demand)
+    return {
+        "policy": plan.policy,
+        "hp_count": plan.hp_count,
+        "families": plan.families(candidates),
+        "performance_nodes": sorted(plan.performance),
+    }
+
+
+def _print_plan(out, as_json):
+    if as_json:
+        print(json.dumps(out))
+        return
+    print(f"policy {out['policy']}: {out['hp_count']} performance nodes")
+    width = max((len(f) for f in out["families"]), default=6)
+    print(f"{'family':<{width}}  {'nodes':>6}  {'performance':>11}")
+    for family, counts in out["families"].items():
+        print(f"{family:<{width}}  {counts['nodes']:>6}  {counts['performance']:>11}")
+
+
+def _tick_json(result):
+    return {
+        "policy": result.policy, "hp_count": result.hp_count,
+        "demand": {"running": result.running, "pending": result.pending},
+        "families": result.families, "written": result.written,
+        "draining": result.draining,
+        "transitions": [{"node": d.name, "from": d.from_state, "to": d.to_state,
+                         "result": d.result} for d in result.transitions],
+        "seconds": round(result.seconds, 3),
+    }
+
+
+def main(argv=None):
+    args, rest = _parser().parse_known_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        conf = conf_mod.make_conf(args=rest, default_config_files=None)
+        policy = conf.power.policy  # touch one option: bad values fail here, clearly
+    except (cfg.Error, ValueError) as exc:
+        print(f"power-controller: configuration error: {exc}", file=sys.stderr)
+        return 2
+
+    if args.dry_run:
+        if not args.inventory:
+            print("power-controller: --dry-run needs --inventory FILE", file=sys.stderr)
+            return 2
+        try:
+            nodes = inventory_mod.load(args.inventory)
+        except inventory_mod.InventoryError as exc:
+            print(f"power-controller: {exc}", file=sys.stderr)
+            return 2
+        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand)), args.json)
+        return 0
+
+    try:
+        controller_mod.Selector(conf.power.node_selector)
+    except controller_mod.SelectorError as exc:
+        print(f"power-controller: configuration error: {exc}", file=sys.stderr)
+        return 2
+    metrics = metrics_mod.Metrics()
+    controller = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(
+        conf.power), metrics)
+
+    if args.once:
+        try:
+            result = controller.tick()
+        except client_mod.PlacementError as exc:
+            print(f"power-controller: reconcile failed: {exc}", file=sys.stderr)
+            return 1
+        if args.json:
+            print(json.dumps(_tick_json(result)))
+        return 0
+
+    if conf.power.metrics_port:
+        metrics.serve(conf.power.metrics_port, addr=conf.power.metrics_host)
+        LOG.info("metrics on http://%s:%d/metrics", conf.power.metrics_host,
+                 conf.power.metrics_port)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    LOG.info("power controller running policy %s every %ss against %s", policy,
+             conf.power.reconcile_interval, conf.power.placement_endpoint)
+    controller.run_forever(stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

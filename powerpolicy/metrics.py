@@ -1,0 +1,82 @@
+"""Prometheus metrics of the power controller (prometheus-client).
+
+The family gauges describe the cluster *after* the downgrade guard: a draining
+node counts in ``joulie_policy_family_nodes`` but not in
+``joulie_policy_family_performance_nodes``, so the gauges always agree with
+the schedulable classes stored in the twins.
+"""
+
+import prometheus_client as prom
+
+
+class Metrics:
+    """One registry per controller, so tests and several controllers never collide."""
+
+    def __init__(self, registry=None):
+        self.registry = registry or prom.CollectorRegistry()
+        r = self.registry
+        self.family_nodes = prom.Gauge(
+            "joulie_policy_family_nodes",
+            "Eligible nodes per hardware family.", ["family"], registry=r)
+        self.family_performance_nodes = prom.Gauge(
+            "joulie_policy_family_performance_nodes",
+            "Nodes per hardware family whose schedulable class is performance (after the "
+            "downgrade guard; draining nodes are not counted).", ["family"], registry=r)
+        self.hp_count = prom.Gauge(
+            "joulie_policy_hp_count",
+            "Performance slots of the current plan (after the family floor and node cap).",
+            registry=r)
+        self.requested_hp_count = prom.Gauge(
+            "joulie_policy_requested_hp_count",
+            "Performance slots the policy asked for, before the family floor and node cap.",
+            registry=r)
+        self.demand = prom.Gauge(
+            "joulie_policy_performance_demand",
+            "Demand P: running plus pending performance consumers.", ["source"], registry=r)
+        self.draining_nodes = prom.Gauge(
+            "joulie_policy_draining_nodes",
+            "Nodes planned eco that keep performance caps while performance work finishes.",
+            registry=r)
+        self.transitions = prom.Counter(
+            "joulie_policy_state_transitions",
+            "Schedulable-class transitions written by the controller; result is applied or "
+            "deferred (a downgrade held back as draining).",
+            ["from_state", "to_state", "result"], registry=r)
+        self.reconciles = prom.Counter(
+            "joulie_policy_reconciles", "Reconcile ticks by outcome.", ["outcome"], registry=r)
+        self.tick_seconds = prom.Gauge(
+            "joulie_policy_reconcile_duration_seconds", "Duration of the last reconcile tick.",
+            registry=r)
+        self.written_nodes = prom.Counter(
+            "joulie_policy_written_nodes", "Twins written (only nodes that changed).",
+            registry=r)
+
+    def record_tick(self, result):
+        """Publish the outcome of a successful tick (a controller.TickResult)."""
+        self.family_nodes.clear()
+        self.family_performance_nodes.clear()
+        for family, counts in result.families.items():
+            self.family_nodes.labels(family).set(counts["nodes"])
+            self.family_performance_nodes.labels(family).set(counts["performance"])
+        self.hp_count.set(result.hp_count)
+        self.requested_hp_count.set(result.requested_hp_count)
+        self.demand.labels("running").set(result.running)
+        self.demand.labels("pending").set(result.pending)
+        self.draining_nodes.set(result.draining)
+        for decision in result.transitions:
+            self.transitions.labels(decision.from_state, decision.to_state,
+                                    decision.result).inc()
+        self.written_nodes.inc(result.written)
+        self.tick_seconds.set(result.seconds)
+        self.reconciles.labels("ok").inc()
+
+    def record_failure(self):
+        self.reconciles.labels("error").inc()
+
+    def value(self, name, **labels):
+        """A sample's current value (tests, the dry run); None when absent."""
+        return self.registry.get_sample_value(name, labels or None)
+
+    def serve(self, port, addr="127.0.0.1"):
+        """Serve /metrics in a background thread; returns (server, thread)."""
+        return prom.start_http_server(port, addr=addr, registry=self.registry)

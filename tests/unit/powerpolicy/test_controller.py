@@ -1,0 +1,193 @@
+"""The reconcile tick against a fake placement client (no HTTP, no database)."""
+
+import pytest
+
+from powerpolicy import client as client_mod
+from powerpolicy import conf as conf_mod
+from powerpolicy import controller as controller_mod
+from powerpolicy import metrics as metrics_mod
+
+
+def _node(name, family="cpu:EPYC", gpus=0, labels=None, reserved=False, unschedulable=False,
+          hardware=True):
+    hw = None
+    if hardware:
+        hw = {"cpu_model": family.split(":", 1)[1] if not gpus else "EPYC",
+              "gpu_model": family.split(":", 1)[1] if gpus else None, "gpu_count": gpus,
+              "cpu_min_cap_watts": 100.0 if not gpus else None,
+              "cpu_max_cap_watts": 400.0 if not gpus else None,
+              "gpu_min_cap_watts": 200.0 if gpus else None,
+              "gpu_max_cap_watts": 400.0 if gpus else None}
+    return {"uuid": f"uuid-{name}", "name": name, "cell": None, "labels": labels or {},
+            "reserved": reserved, "unschedulable": unschedulable, "generation": 0,
+            "hardware": hw, "twin": None}
+
+
+class FakeClient:
+    """Placement as the controller sees it; twin writes land in the node list."""
+
+    def __init__(self, nodes, usages=None, pending=0, pending_missing=False,
+                 usages_missing=False, inventories=None):
+        self.nodes = nodes
+        self.usages = usages or {}
+        self.pending = pending
+        self.pending_missing = pending_missing
+        self.usages_missing = usages_missing
+        self.inventories = inventories or {}
+        self.writes = []
+
+    def list_nodes(self):
+        return [dict(n) for n in self.nodes]
+
+    def workload_usages(self):
+        if self.usages_missing:
+            raise client_mod.FeatureMissing("GET /workload_usages: 501", status=501)
+        return self.usages
+
+    def pending_performance_builds(self):
+        if self.pending_missing:
+            raise client_mod.FeatureMissing("GET /build_requests: 404", status=404)
+        return self.pending
+
+    def provider_inventories(self, uuid):
+        return self.inventories.get(uuid, {})
+
+    def write_twins(self, twins):
+        self.writes.append(twins)
+        by_uuid = {n["uuid"]: n for n in self.nodes}
+        for t in twins:
+            node = by_uuid[t["uuid"]]
+            gen = None if node["twin"] is None else node["twin"]["generation"]
+            assert t["generation"] == gen
+            twin = {k: v for k, v in t.items() if k not in ("uuid", "generation")}
+            twin["generation"] = 0 if gen is None else gen + 1
+            node["twin"] = twin
+        return twins
+
+
+def _controller(client, **opts):
+    conf = conf_mod.make_conf(overrides=opts)
+    metrics = metrics_mod.Metrics()
+    return controller_mod.Controller(conf, client, metrics), metrics
+
+
+def _classes(client):
+    return {n["name"]: n["twin"]["schedulable_class"] for n in client.nodes if n["twin"]}
+
+
+def test_eligibility_selector_reserved_unschedulable():
+    nodes = [_node("a", labels={"role": "worker"}), _node("b", labels={"role": "worker"}),
+             _node("c", labels={"role": "infra"}),
+             _node("d", labels={"role": "worker"}, reserved=True),
+             _node("e", labels={"role": "worker"}, unschedulable=True)]
+    client = FakeClient(nodes)
+    ctl, _ = _controller(client, node_selector="role=worker", static_hp_frac=0.5)
+    result = ctl.tick()
+    assert sorted(_classes(client)) == ["a", "b"]
+    assert result.families == {"cpu:EPYC": {"nodes": 2, "performance": 1}}
+
+
+def test_selector_syntax():
+    sel = controller_mod.Selector("a, b=1, c!=2, !d")
+    assert sel.matches({"a": "", "b": "1"})
+    assert not sel.matches({"a": "", "b": "1", "d": "x"})
+    assert not sel.matches({"a": "", "b": "1", "c": "2"})
+    assert not sel.matches({"b": "1"})
+    assert controller_mod.Selector("").matches({})
+    with pytest.raises(controller_mod.SelectorError):
+        controller_mod.Selector("=x")
+
+
+def test_second_tick_writes_nothing_and_caps_follow_profile():
+    nodes = [_node(f"cpu-{i}") for i in range(4)] + [_node(f"gpu-{i}", "gpu:H100", gpus=4)
+                                                     for i in range(4)]
+    client = FakeClient(nodes)
+    ctl, metrics = _controller(client, static_hp_frac=0.5)
+    first = ctl.tick()
+    assert first.written == 8 and first.hp_count == 4
+    twins = {n["name"]: n["twin"] for n in client.nodes}
+    assert twins["cpu-0"]["cpu_cap_watts"] == 400.0 and twins["cpu-0"]["gpu_cap_watts"] is None
+    assert twins["cpu-3"]["cpu_cap_watts"] == 240.0  # 60 % of 400
+    assert twins["gpu-0"]["gpu_cap_watts"] == 400.0 and twins["gpu-0"]["cpu_cap_watts"] is None
+    assert twins["gpu-3"]["gpu_cap_watts"] == 240.0
+    assert twins["gpu-0"]["managed_by"] == "static-partition-v1"
+    second = ctl.tick()
+    assert second.written == 0 and client.writes[-1] == []
+    assert metrics.value("joulie_policy_written_nodes_total") == 8
+    assert metrics.value("joulie_policy_family_performance_nodes", family="gpu:H100") == 2
+
+
+def test_demand_counts_pending_work():
+    """Joulie gap: its demand ignored pending performance work."""
+    nodes = [_node(f"n-{i:02d}") for i in range(10)]
+    opts = dict(policy="queue_aware_v1", queue_hp_base_frac=0.0, queue_hp_min=0,
+                queue_perf_per_hp_node=2)
+    running_only = FakeClient([dict(n) for n in nodes], usages={"uuid-n-00": {"performance": 2}})
+    ctl, _ = _controller(running_only, **opts)
+    assert ctl.tick().hp_count == 1
+    with_pending = FakeClient([dict(n) for n in nodes], usages={"uuid-n-00": {"performance": 2}},
+                              pending=6)
+    ctl, metrics = _controller(with_pending, **opts)
+    result = ctl.tick()
+    assert (result.running, result.pending, result.hp_count) == (2, 6, 4)
+    assert metrics.value("joulie_policy_performance_demand", source="pending") == 6
+
+
+def test_missing_build_request_queue_counts_running_only():
+    nodes = [_node(f"n-{i}") for i in range(4)]
+    client = FakeClient(nodes, usages={"uuid-n-0": {"performance": 3}}, pending_missing=True)
+    ctl, _ = _controller(client, policy="queue_aware_v1", queue_hp_base_frac=0.0,
+                         queue_perf_per_hp_node=1)
+    assert ctl.tick().hp_count == 3
+
+
+def test_missing_workload_usages_writes_nothing():
+    client = FakeClient([_node("a")], usages_missing=True)
+    ctl, metrics = _controller(client)
+    with pytest.raises(client_mod.FeatureMissing):
+        ctl.tick()
+    assert client.writes == []
+    assert metrics.value("joulie_policy_reconciles_total", outcome="error") == 1
+
+
+def test_drain_lifecycle_metrics_agree_with_twins():
+    nodes = [_node("a"), _node("b")]
+    client = FakeClient(nodes)
+    ctl, metrics = _controller(client, static_hp_frac=1.0)
+    ctl.tick()
+    assert _classes(client) == {"a": "performance", "b": "performance"}
+    # Demand falls: b is planned eco but still runs performance work.
+    ctl.conf.set_override("static_hp_frac", 0.5, group="power")
+    client.usages = {"uuid-b": {"performance": 1}}
+    result = ctl.tick()
+    assert _classes(client) == {"a": "performance", "b": "draining"}
+    b = client.nodes[1]["twin"]
+    assert (b["profile"], b["cpu_cap_watts"]) == ("eco", 400.0)  # performance caps kept
+    assert [(d.from_state, d.to_state, d.result) for d in result.transitions] == [
+        ("performance", "draining", "deferred")]
+    assert metrics.value("joulie_policy_family_performance_nodes", family="cpu:EPYC") == 1
+    assert metrics.value("joulie_policy_draining_nodes") == 1
+    # Still running: nothing to write.
+    assert ctl.tick().written == 0
+    # Work done: b turns eco, and the end of the drain is counted.
+    client.usages = {}
+    ctl.tick()
+    assert _classes(client) == {"a": "performance", "b": "eco"}
+    assert client.nodes[1]["twin"]["cpu_cap_watts"] == 240.0
+    assert metrics.value("joulie_policy_state_transitions_total", from_state="draining",
+                         to_state="eco", result="applied") == 1
+    assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
+                         to_state="draining", result="deferred") == 1
+    assert metrics.value("joulie_policy_draining_nodes") == 0
+
+
+def test_hardware_fallback_labels_then_inventory():
+    nodes = [_node("lab", hardware=False, labels={"nvidia.com/gpu.product": "L40S",
+                                                  "nvidia.com/gpu.count": "4"}),
+             _node("inv", hardware=False, labels={"nvidia.com/gpu.product": "L40S"}),
+             _node("cpu", hardware=False, labels={"joulie.io/cpu.model": "EPYC 9655"})]
+    client = FakeClient(nodes, inventories={"uuid-inv": {"PGPU": {"total": 2}}})
+    ctl, _ = _controller(client)
+    result = ctl.tick()
+    assert result.families == {"cpu:EPYC 9655": {"nodes": 1, "performance": 1},
+                               "gpu:L40S": {"nodes": 2, "performance": 1}}
