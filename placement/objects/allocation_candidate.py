@@ -53,6 +53,7 @@ class Page:
         self.summaries = {}  # root id -> {rp uuid: summary}
         self.anchor_roots = []  # roots that produced candidates, in order
         self.next_marker = None  # root id to resume after, or None
+        self.provider_summaries = {}
 
 
 class _Engine:
@@ -403,7 +404,9 @@ class _Engine:
             resources[name] = {"capacity": item.capacity, "used": item.used}
         out = {"resources": resources}
         if self.version >= (1, 17):
-            out["traits"] = sorted(self._trait_name(t) for t in data.traits[rp])
+            # Trait id order, as upstream's join returns them (clients and gabbits
+            # compare the list as it comes).
+            out["traits"] = [self._trait_name(t) for t in sorted(data.traits[rp])]
         if self.version >= (1, 29):
             parent = data.parent[rp]
             out["parent_provider_uuid"] = data.uuid[parent] if parent is not None else None
