@@ -48,6 +48,10 @@ class NoValidHost(SchedulerError):
     pass
 
 
+class PlacementUnavailable(SchedulerError):
+    """Placement could not be reached; the request's claims were released."""
+
+
 @dataclasses.dataclass
 class Selection:
     """One host for one instance: claimed when selected, not for alternates."""
@@ -58,6 +62,9 @@ class Selection:
     cell: str | None
     allocation_request: dict
     claimed: bool = False
+    # Node data at selection time, for the conductor's records and the demo.
+    schedulable_class: str | None = None
+    family: str | None = None
 
     def to_dict(self):
         return dataclasses.asdict(self)
@@ -110,7 +117,7 @@ class Scheduler:
                 report.page(body)
                 pages.append(body)
         except client_mod.PlacementUnreachable as exc:
-            raise SchedulerError(str(exc))
+            raise PlacementUnavailable(str(exc)) from exc
         except client_mod.PlacementError as exc:
             if exc.status == 400:
                 raise SchedulerError(f"placement rejected the request {spec.request_id}: "
@@ -152,8 +159,8 @@ class Scheduler:
                                            max_attempts)
                 report.claimed(instance, host, alts)
                 result.append(
-                    [Selection(instance, host.uuid, host.name, host.cell, areq, True)]
-                    + [Selection(instance, h.uuid, h.name, h.cell, a, False) for h, a in alts])
+                    [_selection(instance, host, areq, True)]
+                    + [_selection(instance, h, a, False) for h, a in alts])
         except _Unreachable as exc:
             # The last claim's outcome is unknown: release it too (idempotent).
             self._unwind(claimed + [exc.instance], spec)
@@ -207,7 +214,7 @@ class Scheduler:
             except client_mod.PlacementUnreachable as exc:
                 # The claim may or may not have been written; _unwind releases
                 # this instance as well as the earlier ones.
-                raise _Unreachable(str(exc), instance)
+                raise _Unreachable(str(exc), instance) from exc
             except client_mod.PlacementError as exc:
                 raise SchedulerError(f"claim for instance {instance} failed: {exc}")
         return None, None
@@ -240,7 +247,12 @@ class Scheduler:
             LOG.warning("scheduling report of %s not written: %s", spec.request_id, exc)
 
 
-class _Unreachable(SchedulerError):
+def _selection(instance, host, areq, claimed):
+    return Selection(instance, host.uuid, host.name, host.cell, areq, claimed,
+                     host.schedulable_class, host.family)
+
+
+class _Unreachable(PlacementUnavailable):
     def __init__(self, message, instance):
         super().__init__(message)
         self.instance = instance
