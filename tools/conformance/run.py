@@ -21,6 +21,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,6 +135,15 @@ def one_line(message, width=200):
     text = first if detail is None else f"{first}: {detail}"
     text = re.sub(r"\s+", " ", text)
     return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _git_head():
+    try:
+        out = subprocess.run(["git", "-C", REPO, "log", "-1", "--format=%h %s"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown commit"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown commit"
 
 
 def resolve_files(gabbits_dir, names):
@@ -253,8 +263,12 @@ def main(argv=None):
                 emit(f"{name} :: {test_name} :: SKIPPED: {message}")
 
     if args.report:
+        header = (f"# conformance run {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
+                  f"--db {args.db}, working tree of {REPO} at {_git_head()}\n"
+                  f"# regenerate: {sys.executable} tools/conformance/run.py "
+                  f"--db {args.db} --report {args.report}\n\n")
         with open(args.report, "w") as f:
-            f.write("\n".join(out_lines) + "\n")
+            f.write(header + "\n".join(out_lines) + "\n")
     return 1 if failed or skipped else 0
 
 
