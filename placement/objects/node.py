@@ -313,7 +313,7 @@ def set_twins(db, entries):
                 # Lock the twins we compare against, so the check and the
                 # update are one step for concurrent writers.
                 query = query.with_for_update()
-            current.update(conn.execute(query).tuples().all())
+            current.update(conn.execute(query).all())
 
         updates, inserts, out = [], [], []
         for entry in entries:
@@ -358,7 +358,7 @@ def _profile_trait_ids(conn, create=True):
     tr = m.traits
     names = list(PROFILE_TRAITS.values())
     found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
-                 .tuples().all())
+                 .all())
     if create and len(found) < len(names):
         now = db_mod.utcnow()
         for name in names:
@@ -370,7 +370,7 @@ def _profile_trait_ids(conn, create=True):
             except sa.exc.IntegrityError:
                 pass  # created by a concurrent writer: fine, read it below
         found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
-                     .tuples().all())
+                     .all())
     return {profile: found[name] for profile, name in PROFILE_TRAITS.items() if name in found}
 
 
@@ -383,7 +383,7 @@ def _sync_profile_traits(conn, profiles):
         for rp_id, trait_id in conn.execute(
                 sa.select(rpt.c.resource_provider_id, rpt.c.trait_id).where(
                     rpt.c.resource_provider_id.in_(chunk),
-                    rpt.c.trait_id.in_(list(trait_ids.values())))).tuples():
+                    rpt.c.trait_id.in_(list(trait_ids.values())))):
             have.setdefault(rp_id, set()).add(trait_id)
     changed = [rp_id for rp_id, profile in profiles.items()
                if have.get(rp_id, set()) != {trait_ids[profile]}]

@@ -1,0 +1,167 @@
+"""End to end: the power controller against a live placement over HTTP.
+
+A node running a performance consumer, planned eco, becomes draining (with
+performance caps, the eco profile trait, and a schedulable class that keeps
+new performance work off it while standard work still lands) and turns eco
+once the consumer's allocations are gone. At every step the metrics agree
+with the twins placement stores.
+"""
+
+import json
+import types
+
+import pytest
+
+from powerpolicy import client as client_mod
+from powerpolicy import cmd
+from powerpolicy import conf as conf_mod
+from powerpolicy import controller as controller_mod
+from powerpolicy import metrics as metrics_mod
+from tests import builders
+from tests.conftest import new_uuid
+
+CPU = "AMD EPYC 9655 96-Core Processor"
+
+
+def _register(client, db, name, labels=None):
+    rp = builders.create_provider(db, name=name)
+    builders.set_inventory(db, rp, "VCPU", 64)
+    builders.set_inventory(db, rp, "MEMORY_MB", 65536)
+    client.put_node(rp, cell="cell1", labels=labels or {"role": "worker"})
+    client.put_hardware(rp, {"cpu_model": CPU, "gpu_count": 0, "cpu_min_cap_watts": 150,
+                             "cpu_max_cap_watts": 400})
+    return rp
+
+
+def _stored(client):
+    return {n["name"]: n for n in client.list_nodes()}
+
+
+def _assert_metrics_match_twins(metrics, client):
+    per_family = {}
+    for node in client.list_nodes():
+        family = f"cpu:{node['hardware']['cpu_model']}"
+        entry = per_family.setdefault(family, [0, 0])
+        entry[0] += 1
+        entry[1] += node["twin"]["schedulable_class"] == "performance"
+    for family, (nodes, perf) in per_family.items():
+        assert metrics.value("joulie_policy_family_nodes", family=family) == nodes
+        assert metrics.value("joulie_policy_family_performance_nodes", family=family) == perf
+    draining = sum(n["twin"]["schedulable_class"] == "draining" for n in client.list_nodes())
+    assert metrics.value("joulie_policy_draining_nodes") == draining
+
+
+def _joulie_verdicts(api, performance):
+    """What the scheduler's joulie filter says of each candidate host (node data)."""
+    from scheduler.filters.joulie import JoulieFilter
+    from scheduler.hosts import HostState
+
+    resp = api.session.get(api.endpoint + "/allocation_candidates",
+                           params={"resources": "VCPU:1", "node_data": "true"})
+    assert resp.status_code == 200, resp.text
+    nodes = resp.json()["nodes"]
+    spec = types.SimpleNamespace(is_performance=performance)
+    return {node["name"]: JoulieFilter().host_passes(
+        HostState(uuid=uuid, name=node["name"], schedulable_class=node["schedulable_class"]),
+        spec) for uuid, node in nodes.items()}
+
+
+def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
+    api = client_mod.PlacementClient(live_server.url)
+    a = _register(api, db, "cn-a")
+    b = _register(api, db, "cn-b")
+    _register(api, db, "cn-infra", labels={"role": "infra"})
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0, "node_selector": "role=worker",
+                                         "placement_endpoint": live_server.url})
+    metrics = metrics_mod.Metrics()
+    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power),
+                                    metrics)
+
+    first = ctl.tick()
+    assert first.written == 2
+    stored = _stored(api)
+    assert stored["cn-infra"]["twin"] is None  # not selected, never touched
+    assert {n: stored[n]["twin"]["schedulable_class"] for n in ("cn-a", "cn-b")} == {
+        "cn-a": "performance", "cn-b": "performance"}
+    _assert_metrics_match_twins(metrics, _OnlySelected(api))
+
+    # A performance consumer runs on cn-b.
+    consumer = new_uuid()
+    resp = api.session.put(f"{live_server.url}/allocations/{consumer}", json={
+        "allocations": {b: {"resources": {"VCPU": 2}}}, "project_id": "p", "user_id": "u",
+        "consumer_generation": None, "consumer_type": "INSTANCE",
+        "workload_class": "performance"})
+    assert resp.status_code == 204, resp.text
+
+    # Demand falls to one node: cn-b (second by name) is planned eco but drains.
+    ctl.conf.set_override("static_hp_frac", 0.5, group="power")
+    second = ctl.tick()
+    assert second.written == 1
+    twin_b = _stored(api)["cn-b"]["twin"]
+    assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "draining")
+    assert twin_b["cpu_cap_watts"] == 400.0  # performance caps until the work ends
+    traits = api.session.get(f"{live_server.url}/resource_providers/{b}/traits").json()
+    assert "CUSTOM_POWER_PROFILE_ECO" in traits["traits"]
+    assert "CUSTOM_POWER_PROFILE_PERFORMANCE" not in traits["traits"]
+    assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
+                         to_state="draining", result="deferred") == 1
+    _assert_metrics_match_twins(metrics, _OnlySelected(api))
+    # New performance work stays off the draining node; standard work still lands.
+    assert _joulie_verdicts(api, performance=True) == {
+        "cn-a": True, "cn-b": False, "cn-infra": True}
+    assert _joulie_verdicts(api, performance=False)["cn-b"] is True
+
+    # Nothing changes while the consumer runs.
+    assert ctl.tick().written == 0
+
+    # The consumer goes away: cn-b turns eco with eco caps, the drain's end is counted.
+    assert api.session.delete(f"{live_server.url}/allocations/{consumer}").status_code == 204
+    third = ctl.tick()
+    assert third.written == 1
+    twin_b = _stored(api)["cn-b"]["twin"]
+    assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "eco")
+    assert twin_b["cpu_cap_watts"] == 240.0
+    assert metrics.value("joulie_policy_state_transitions_total", from_state="draining",
+                         to_state="eco", result="applied") == 1
+    _assert_metrics_match_twins(metrics, _OnlySelected(api))
+
+
+class _OnlySelected:
+    """The placement client seen through the controller's selector (role=worker)."""
+
+    def __init__(self, api):
+        self.api = api
+
+    def list_nodes(self):
+        return [n for n in self.api.list_nodes() if n["labels"].get("role") == "worker"]
+
+
+def test_pending_performance_builds_raise_demand(live_server, db):
+    api = client_mod.PlacementClient(live_server.url)
+    for i in range(4):
+        _register(api, db, f"cn-{i}")
+    conf = conf_mod.make_conf(overrides={
+        "policy": "queue_aware_v1", "queue_hp_base_frac": 0.0, "queue_hp_min": 0,
+        "queue_perf_per_hp_node": 1, "placement_endpoint": live_server.url})
+    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power))
+    assert ctl.tick().hp_count == 1
+    for _ in range(3):
+        resp = api.session.post(f"{live_server.url}/build_requests", json={
+            "instance_uuid": new_uuid(), "request_id": "req-1",
+            "workload_class": "performance", "spec": {}})
+        if resp.status_code in (404, 501):
+            pytest.skip("build requests are not served yet")
+        assert resp.status_code == 201, resp.text
+    result = ctl.tick()
+    assert (result.pending, result.hp_count) == (3, 3)
+    assert sum(n["twin"]["profile"] == "performance" for n in api.list_nodes()) == 3
+
+
+def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
+    api = client_mod.PlacementClient(live_server.url)
+    _register(api, db, "cn-x")
+    monkeypatch.setenv("OS_POWER__PLACEMENT_ENDPOINT", live_server.url)
+    assert cmd.main(["--once", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["written"] == 1 and out["hp_count"] == 1
+    assert api.list_nodes()[0]["twin"]["profile"] == "performance"
