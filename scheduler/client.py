@@ -94,8 +94,9 @@ class PlacementClient:
             except (requests.ConnectionError, requests.Timeout) as exc:
                 if attempt + 1 >= attempts:
                     raise PlacementUnreachable(
-                        f"placement at {self.endpoint} is unreachable ({method} {path}): "
-                        f"{exc.__class__.__name__}: {_short(exc)}") from exc
+                        f"placement at {self.endpoint} is unreachable "
+                        f"({method} {path.split('?', 1)[0]}): {_reason(exc, self.timeout)}"
+                    ) from exc
                 time.sleep(min(0.2 * (attempt + 1), 1.0))
         if resp.status_code not in ok:
             code, detail = _error_of(resp)
@@ -178,6 +179,15 @@ class PlacementClient:
         return self.request("GET", "/build_requests", params=params).json()["build_requests"]
 
 
-def _short(exc):
+def _reason(exc, timeout):
+    """A short cause instead of urllib3's nested retry message."""
+    if isinstance(exc, requests.Timeout):
+        return f"no answer within {timeout} s"
     text = str(exc)
-    return text if len(text) < 300 else text[:300] + "..."
+    for marker, short in (("Connection refused", "connection refused"),
+                          ("Name or service not known", "unknown host name"),
+                          ("Connection aborted", "connection dropped"),
+                          ("RemoteDisconnected", "connection dropped")):
+        if marker in text:
+            return short
+    return text if len(text) < 200 else text[:200] + "..."

@@ -101,7 +101,8 @@ class Scheduler:
             exc.report = report.finish(
                 "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc))
             self.stats["failed"] += 1
-            self._write_report(spec, exc.report)
+            if not isinstance(exc, PlacementUnavailable):
+                self._write_report(spec, exc.report)
             raise
         self.stats["placed"] += 1
         self._write_report(spec, report.finish("placed"))

@@ -1,0 +1,105 @@
+"""``scheduler-worker``: schedule request specs read as JSON lines.
+
+Each input line is one request spec (see scheduler.request); each output line
+is its outcome: ``{"request_id", "status": "placed"|"failed"|"invalid",
+"selections": [[selected, *alternates], ...], "error"}``. A summary goes to
+stderr at the end. Several workers may run at once against one placement:
+claims are atomic there, lost races are retried here.
+
+    scheduler-worker --config-file etc/scheduler/scheduler.conf --requests specs.jsonl
+"""
+
+import json
+import logging
+import sys
+
+from oslo_config import cfg
+
+from scheduler import client as client_mod
+from scheduler import conf as conf_mod
+from scheduler import filters as filters_mod
+from scheduler import worker as worker_mod
+from scheduler.request import InvalidRequestSpec
+
+LOG = logging.getLogger("scheduler-worker")
+
+cli_opts = [
+    cfg.StrOpt("requests", default="-", positional=False,
+               help="File of request specs, one JSON object per line; - for stdin."),
+    cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each; - for stdout."),
+    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
+]
+
+
+def _open(path, mode):
+    if path == "-":
+        return sys.stdin if "r" in mode else sys.stdout
+    return open(path, mode, encoding="utf-8")
+
+
+def run(conf, lines, out, client=None):
+    """Schedule every spec of ``lines``; write outcomes to ``out``; return stats."""
+    client = client or client_mod.PlacementClient.from_conf(conf)
+    sched = worker_mod.Scheduler(conf, client)
+    counts = {"requests": 0, "placed": 0, "failed": 0, "invalid": 0}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        counts["requests"] += 1
+        outcome = {"line": number}
+        try:
+            spec = json.loads(line)
+            outcome["request_id"] = spec.get("request_id") if isinstance(spec, dict) else None
+            selections = sched.select_destinations(spec)
+        except (ValueError, InvalidRequestSpec) as exc:
+            counts["invalid"] += 1
+            outcome.update(status="invalid", error=str(exc))
+        except worker_mod.PlacementUnavailable as exc:
+            # No point reading on: every later request would fail the same way.
+            counts["failed"] += 1
+            outcome.update(status="failed", error=str(exc))
+            out.write(json.dumps(outcome) + "\n")
+            out.flush()
+            raise
+        except worker_mod.SchedulerError as exc:
+            counts["failed"] += 1
+            outcome.update(status="failed", error=str(exc))
+        else:
+            counts["placed"] += 1
+            outcome.update(status="placed", selections=[[s.to_dict() for s in hosts]
+                                                        for hosts in selections])
+        out.write(json.dumps(outcome) + "\n")
+    out.flush()
+    counts["races_lost"] = sched.stats["races_lost"]
+    return counts
+
+
+def main(argv=None):
+    conf = cfg.ConfigOpts()
+    conf_mod.register_opts(conf)
+    conf.register_cli_opts(cli_opts)
+    try:
+        conf(args=sys.argv[1:] if argv is None else argv, project="scheduler",
+             prog="scheduler-worker", default_config_files=[])
+        filters_mod.load(conf.filter_scheduler.enabled_filters)
+    except (cfg.Error, filters_mod.UnknownFilter) as exc:
+        print(f"scheduler-worker: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        with _open(conf.requests, "r") as src, _open(conf.output, "w") as out:
+            counts = run(conf, src, out)
+    except OSError as exc:
+        print(f"scheduler-worker: {exc}", file=sys.stderr)
+        return 2
+    except worker_mod.PlacementUnavailable as exc:
+        print(f"scheduler-worker: {exc}", file=sys.stderr)
+        return 3
+    print(json.dumps(counts), file=sys.stderr)
+    return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,174 @@
+"""End to end over a live placement server (SQLite and PostgreSQL): the scheduler
+and conductor talk REST only, as in production."""
+
+import pytest
+import requests
+
+from conductor import driver as driver_mod
+from conductor import manager
+from scheduler import client as client_mod
+from scheduler import conf as sconf_mod
+from scheduler import worker
+from scheduler.request import InvalidRequestSpec
+from tests import builders
+
+PROFILE = {"performance": "performance", "eco": "eco", "draining": "eco"}
+
+
+def add_hosts(db, client, specs):
+    """Create root providers with VCPU/MEMORY_MB, node records and twins.
+
+    ``specs``: (name, cell, schedulable_class, vcpu, ram_mb). Returns {name: uuid}.
+    """
+    out = {}
+    for name, cell, klass, vcpu, ram in specs:
+        uuid = builders.create_provider(db, name=name)
+        builders.set_inventory(db, uuid, "VCPU", vcpu)
+        builders.set_inventory(db, uuid, "MEMORY_MB", ram)
+        resp = client.put(f"/nodes/{uuid}", json={"cell": cell, "labels": {"rack": name[:1]}})
+        assert resp.status_code in (200, 201), resp.get_json()
+        if klass is not None:
+            resp = client.put(f"/nodes/{uuid}/twin", json={
+                "profile": PROFILE[klass], "schedulable_class": klass})
+            assert resp.status_code in (200, 201), resp.get_json()
+        out[name] = uuid
+    return out
+
+
+def make_scheduler(live_server, session=None, **opts):
+    overrides = {("placement_client", "endpoint"): live_server.url}
+    overrides.update({("filter_scheduler", k): v for k, v in opts.items()})
+    conf = sconf_mod.make_conf(overrides=overrides)
+    client = client_mod.PlacementClient.from_conf(conf, session=session)
+    return worker.Scheduler(conf, client), client
+
+
+def spec(**kw):
+    data = {"resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "proj", "user_id": "usr"}
+    data.update(kw)
+    return data
+
+
+def holders(client, rp_uuid):
+    return set(client.get(f"/resource_providers/{rp_uuid}/allocations").get_json()
+               ["allocations"])
+
+
+def test_performance_never_on_eco_or_draining(db, client, live_server):
+    hosts = add_hosts(db, client, [
+        ("p1", "c1", "performance", 4, 4096), ("p2", "c1", "performance", 4, 4096),
+        ("e1", "c1", "eco", 16, 16384), ("e2", "c1", "eco", 16, 16384),
+        ("d1", "c1", "draining", 16, 16384)])
+    by_uuid = {u: n for n, u in hosts.items()}
+    sched, _pc = make_scheduler(live_server, page_size=2)
+    perf = sched.select_destinations(spec(workload_class="performance", num_instances=6))
+    assert {by_uuid[hl[0].host_uuid] for hl in perf} <= {"p1", "p2"}
+    for hl in perf:
+        assert all(by_uuid[s.host_uuid] in ("p1", "p2") for s in hl)
+    std = sched.select_destinations(spec(num_instances=4))
+    assert {by_uuid[hl[0].host_uuid] for hl in std} <= {"e1", "e2", "d1"}
+    # The ledger agrees: no performance consumer on eco/draining hosts.
+    perf_consumers = {hl[0].instance_uuid for hl in perf}
+    for name in ("e1", "e2", "d1"):
+        assert not holders(client, hosts[name]) & perf_consumers
+    # Performance work beyond the performance hosts' capacity: a clear refusal.
+    with pytest.raises(worker.NoValidHost) as err:
+        sched.select_destinations(spec(workload_class="performance", num_instances=3,
+                                       request_id="req-too-many"))
+    assert "JoulieFilter removed 3" in str(err.value)
+    report = client.get("/scheduling_reports/req-too-many").get_json()["report"]
+    assert report["removed_per_filter"]["JoulieFilter"] == 3
+    assert report["result"] == "no_valid_host"
+    assert report["pages_fetched"] == 3  # 5 hosts fit the resources, 2 per page
+
+
+def test_alternates_same_cell_with_their_own_allocation_requests(db, client, live_server):
+    hosts = add_hosts(db, client, [
+        ("a1", "cellA", "performance", 8, 32768), ("a2", "cellA", "performance", 8, 16384),
+        ("a3", "cellA", "performance", 8, 16384), ("b1", "cellB", "performance", 8, 24576),
+        ("b2", "cellB", "performance", 8, 8192)])
+    cells = {u: n[0] for n, u in hosts.items()}
+    sched, _pc = make_scheduler(live_server, max_attempts=3)
+    out = sched.select_destinations(spec(num_instances=2, request_id="req-alts"))
+    assert len(out) == 2
+    for selected, *alts in out:
+        assert selected.claimed and alts
+        assert all(not a.claimed for a in alts)
+        assert all(cells[a.host_uuid] == cells[selected.host_uuid] for a in alts)
+        assert len(alts) <= 2
+        for a in alts:
+            assert list(a.allocation_request["allocations"]) == [a.host_uuid]
+            assert a.instance_uuid == selected.instance_uuid
+        # Only the selected host holds the instance.
+        allocs = client.get(f"/allocations/{selected.instance_uuid}").get_json()["allocations"]
+        assert list(allocs) == [selected.host_uuid]
+    report = client.get("/scheduling_reports/req-alts").get_json()
+    assert report["report"]["result"] == "placed"
+    assert len(report["report"]["claims"]) == 2
+
+
+def test_failed_build_moves_claim_and_all_failed_leaves_nothing(db, client, live_server):
+    hosts = add_hosts(db, client, [
+        ("bad", "c1", "performance", 8, 65536), ("good", "c1", "performance", 8, 16384),
+        ("other", "c2", "performance", 8, 8192)])
+    sched, pc = make_scheduler(live_server, max_attempts=3)
+    cond = manager.Conductor(sched, pc, driver_mod.SimulatedDriver(failing_hosts={"bad"}))
+    [res] = cond.build(spec(workload_class="performance"))
+    assert res.status == "placed" and res.host_uuid == hosts["good"] and res.rescheduled == 1
+    assert holders(client, hosts["bad"]) == set()
+    allocs = client.get(f"/allocations/{res.instance_uuid}").get_json()
+    assert list(allocs["allocations"]) == [hosts["good"]]
+    br = client.get(f"/build_requests/{res.instance_uuid}").get_json()
+    assert br["status"] == "placed" and br["host_uuid"] == hosts["good"]
+
+    cond = manager.Conductor(sched, pc, driver_mod.SimulatedDriver(failure_rate=1.0))
+    [res] = cond.build(spec(workload_class="performance"))
+    assert res.status == "failed" and "failed on all 2 host(s)" in res.reason
+    assert client.get(f"/allocations/{res.instance_uuid}").get_json()["allocations"] == {}
+    br = client.get(f"/build_requests/{res.instance_uuid}").get_json()
+    assert br["status"] == "failed" and "injected failure" in br["reason"]
+    pending = client.get("/build_requests?status=pending").get_json()["build_requests"]
+    assert pending == []
+
+
+class DropAfterWrite(requests.Session):
+    """Forwards every request, but loses the answer of the Nth claim: the
+    placement outage hits after the write landed, the worst case."""
+
+    def __init__(self, fail_claim):
+        super().__init__()
+        self.claims = 0
+        self.fail_claim = fail_claim
+
+    def request(self, method, url, *args, **kwargs):
+        resp = super().request(method, url, *args, **kwargs)
+        if method == "PUT" and "/allocations/" in url:
+            self.claims += 1
+            if self.claims == self.fail_claim:
+                raise requests.ConnectionError("Connection aborted")
+        return resp
+
+
+def test_outage_mid_claim_leaves_no_half_made_claim(db, client, live_server):
+    hosts = add_hosts(db, client, [(f"h{i}", "c1", "performance", 4, 8192) for i in range(3)])
+    sched, _pc = make_scheduler(live_server, session=DropAfterWrite(fail_claim=2))
+    s = spec(num_instances=3)
+    with pytest.raises(worker.PlacementUnavailable, match="unreachable"):
+        sched.select_destinations(s)
+    for uuid in hosts.values():
+        assert holders(client, uuid) == set()
+
+
+def test_bad_spec_and_unreachable_placement_are_clear(db, client, live_server):
+    sched, _pc = make_scheduler(live_server)
+    with pytest.raises(InvalidRequestSpec, match="resources.VCPU must be a positive integer"):
+        sched.select_destinations(spec(resources={"VCPU": -1}))
+    with pytest.raises(worker.SchedulerError, match="placement rejected the request"):
+        sched.select_destinations(spec(resources={"CUSTOM_NOPE": 1}))
+    conf = sconf_mod.make_conf(overrides={("placement_client", "endpoint"): "http://127.0.0.1:9",
+                                          ("placement_client", "connect_retries"): 0})
+    down = worker.Scheduler(conf, client_mod.PlacementClient.from_conf(conf))
+    with pytest.raises(worker.PlacementUnavailable,
+                       match=r"placement at http://127.0.0.1:9 is unreachable "
+                             r"\(GET /allocation_candidates\): connection refused"):
+        down.select_destinations(spec())
