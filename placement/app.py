@@ -6,6 +6,7 @@ handler. Every error, including routing errors and unexpected exceptions,
 leaves as upstream's JSON error body.
 """
 
+import json
 import logging
 import uuid
 
@@ -91,10 +92,7 @@ def _before_request():
         g.version = microversion.extract(req.headers)
     except ValueError as exc:
         raise errors.ApiError(
-            406, f"Invalid microversion: {exc}",
-            explanation="The resource could not be generated that was acceptable by "
-            "your request.",
-        )
+            406, f"Invalid microversion: {exc}", explanation=_not_acceptable(req))
     except TypeError as exc:
         raise errors.ApiError(400, f"Invalid microversion: {exc}")
 
@@ -116,16 +114,58 @@ def _before_request():
         if has_body and not req.headers.get("Content-Type"):
             raise errors.bad_request("content-type header required when content-length > 0")
 
+    # What follows upstream does in its handlers (their errors carry Vary).
+    g.dispatched = True
+
     # Upstream checks Accept in the handlers, after routing: an unknown path or a
     # wrong method answers 404/405 whatever the Accept header says.
     if (req.method == "GET" and req.headers.get("Accept")
             and req.routing_exception is None):
         if req.accept_mimetypes.best_match(["application/json"]) is None:
             raise errors.ApiError(
-                406, "Only application/json is provided",
-                explanation="The resource could not be generated that was acceptable "
-                "by your request.",
-            )
+                406, "Only application/json is provided", explanation=_not_acceptable(req))
+
+    # Upstream routes only the methods it declares: HEAD is not one of them
+    # (Flask would answer HEAD with the GET handler).
+    if req.method == "HEAD" and req.routing_exception is None:
+        raise _method_not_allowed()
+
+
+def _not_acceptable(req):
+    """webob's 406 explanation, naming the Accept header upstream saw."""
+    return ("The resource could not be generated that was acceptable to your browser "
+            f"(content of type {_effective_accept(req)}.")
+
+
+def _effective_accept(req):
+    # Upstream's request log middleware turns a missing or "*/*" Accept into
+    # application/json before anything else looks at it.
+    accept = req.headers.get("Accept")
+    return "application/json" if not accept or accept == "*/*" else accept
+
+
+def _method_not_allowed():
+    """A 405 naming the methods of the requested path, in routes.py order."""
+    req = flask.request
+    adapter = flask.current_app.url_map.bind_to_environ(req.environ)
+    allowed = []
+    for method in ("GET", "PUT", "POST", "DELETE", "PATCH"):
+        try:
+            rule, _args = adapter.match(method=method, return_rule=True)
+        except werkzeug.exceptions.HTTPException:
+            continue
+        allowed = list(routes.ROUTES.get(rule.rule, {}))
+        break
+    return _method_not_allowed_error(allowed)
+
+
+def _method_not_allowed_error(allowed):
+    return errors.ApiError(
+        405,
+        "The method specified is not allowed for this resource.",
+        headers={"Allow": ", ".join(allowed)},
+        explanation=f"The method {flask.request.method} is not allowed for this resource.",
+    )
 
 
 def _noauth2(environ):
@@ -155,14 +195,25 @@ def _after_request(resp):
     version = getattr(g, "version", None)
     if version is not None:
         resp.headers[microversion.HEADER] = f"{microversion.SERVICE_TYPE} {version}"
-        if resp.status_code < 400:
+        if _varies(resp):
             # Upstream's value is the lower-case header name.
             resp.headers.add("Vary", microversion.HEADER.lower())
     return resp
 
 
+def _varies(resp):
+    """Whether upstream would send Vary: what its handlers answer, errors
+    included, but not what its outer layers refuse first (auth, bad
+    microversion, content-length, unknown path) nor a policy denial."""
+    if resp.status_code < 400:
+        return True
+    if not getattr(flask.g, "dispatched", False) or resp.status_code == 403:
+        return False
+    return not isinstance(flask.request.routing_exception, werkzeug.exceptions.NotFound)
+
+
 def error_response(exc):
-    """Render an ApiError as upstream does (JSON, or HTML when only HTML is accepted)."""
+    """Render an ApiError as upstream does: JSON, HTML or plain text by Accept."""
     req = flask.request
     version = getattr(flask.g, "version", None)
     item = {"status": exc.status, "title": exc.title, "detail": exc.body_detail()}
@@ -172,27 +223,57 @@ def error_response(exc):
     if exc.status == 406 and version is None:
         item["max_version"] = microversion.MAX_VERSION
         item["min_version"] = microversion.MIN_VERSION
-    if _prefers_html(req):
-        body = (
-            f"<html><head><title>{exc.status} {exc.title}</title></head><body>"
-            f"<h1>{exc.status} {exc.title}</h1>{markupsafe.escape(exc.body_detail())}"
-            "</body></html>"
-        )
+    media_type = _error_media_type(req)
+    status = f"{exc.status} {exc.title}"
+    if media_type == "text/html":
+        esc = markupsafe.escape
+        body = (f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n"
+                f"  <h1>{status}</h1>\n  {esc(exc.head())}<br /><br />\n{esc(exc.detail)}\n\n"
+                " </body>\n</html>")
         resp = flask.Response(body, status=exc.status, content_type="text/html; charset=UTF-8")
+    elif media_type == "text/plain":
+        resp = flask.Response(f"{status}\n\n{exc.body_detail()}", status=exc.status,
+                              content_type="text/plain; charset=UTF-8")
     else:
-        resp = flask.jsonify({"errors": [item]})
-        resp.status_code = exc.status
+        # json.dumps, not jsonify: upstream's spacing and no trailing newline.
+        resp = flask.Response(json.dumps({"errors": [item]}), status=exc.status,
+                              content_type="application/json")
     for name, value in exc.headers.items():
         resp.headers[name] = value
     return resp
 
 
-def _prefers_html(req):
-    """Upstream answers errors in HTML only to a client that asks for HTML, not JSON."""
-    if not req.headers.get("Accept"):
-        return False
-    return req.accept_mimetypes.best_match(["application/json", "text/html"]) == "text/html" \
-        and req.accept_mimetypes["application/json"] == 0
+def _error_media_type(req):
+    """webob's choice for an error body: the better of text/html and
+    application/json by quality (HTML on a tie, e.g. a browser's Accept),
+    text/plain when the client accepts neither."""
+    accept = _effective_accept(req)
+    q_html = _quality(req, accept, "text/html")
+    q_json = _quality(req, accept, "application/json")
+    if q_html == 0 and q_json == 0:
+        return "text/plain"
+    return "text/html" if q_html >= q_json else "application/json"
+
+
+def _quality(req, accept, offer):
+    """Quality of ``offer`` under its most specific matching media range (RFC 7231)."""
+    if accept == "application/json":
+        return 1.0 if offer == "application/json" else 0.0
+    kind = offer.split("/")[0]
+    best = None  # (specificity, quality)
+    for value, quality in req.accept_mimetypes:
+        value = value.split(";")[0].strip().lower()
+        if value == offer:
+            specificity = 2
+        elif value == f"{kind}/*":
+            specificity = 1
+        elif value == "*/*":
+            specificity = 0
+        else:
+            continue
+        if best is None or specificity > best[0]:
+            best = (specificity, quality)
+    return best[1] if best else 0.0
 
 
 def _api_error(exc):
@@ -201,30 +282,16 @@ def _api_error(exc):
 
 def _http_error(exc):
     if isinstance(exc, werkzeug.exceptions.MethodNotAllowed):
-        allowed = sorted(m for m in (exc.valid_methods or []) if m not in ("HEAD", "OPTIONS"))
-        err = errors.ApiError(
-            405,
-            "The method specified is not allowed for this resource.",
-            headers={"Allow": ", ".join(allowed)},
-            explanation=f"The method {flask.request.method} is not allowed for this "
-            "resource. ",
-        )
-        return _method_not_allowed(err)
+        if exc is flask.request.routing_exception:
+            return error_response(_method_not_allowed())
+        # A handler refusing a method at this microversion names what is allowed.
+        allowed = [m for m in (exc.valid_methods or []) if m not in ("HEAD", "OPTIONS")]
+        return error_response(_method_not_allowed_error(allowed))
     if isinstance(exc, werkzeug.exceptions.NotFound):
         return error_response(errors.not_found(""))
     if isinstance(exc, werkzeug.exceptions.RequestEntityTooLarge):
         return error_response(errors.ApiError(413, ""))
     return error_response(errors.ApiError(exc.code or 500, exc.description or ""))
-
-
-def _method_not_allowed(err):
-    # webob's 405 detail has no trailing blanks: "<explanation>\n\n <detail>".
-    resp = error_response(err)
-    if resp.is_json:
-        body = resp.get_json()
-        body["errors"][0]["detail"] = f"{err.explanation}\n\n {err.detail}"
-        resp.set_data(flask.json.dumps(body))
-    return resp
 
 
 def _unexpected_error(exc):

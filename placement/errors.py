@@ -44,9 +44,11 @@ class ApiError(Exception):
     """An HTTP error with upstream's JSON error body.
 
     ``detail`` is the specific message; the body's ``detail`` field is built
-    as upstream builds it (``<explanation>\\n\\n <detail>  ``), so clients that
-    match on substrings keep working. ``explanation`` overrides the generic
-    first line (405, 406 and 415 carry their own).
+    as upstream's webob builds it, so clients that match on substrings keep
+    working: ``<generic explanation>\\n\\n <detail>  `` (even when ``detail``
+    is empty), or, when ``explanation`` is given (webob's own templates of 405,
+    406 and 415, which name the method or media type),
+    ``<explanation> \\n\\n <detail>``.
     """
 
     def __init__(self, status, detail="", code=None, headers=None, explanation=None):
@@ -64,13 +66,16 @@ class ApiError(Exception):
         except ValueError:
             return "Error"
 
+    def head(self):
+        """The first line of the detail: the explanation of the status."""
+        if self.explanation is not None:
+            return self.explanation.rstrip()
+        return _EXPLANATIONS.get(self.status, _EXPLANATIONS[400])
+
     def body_detail(self):
-        explanation = self.explanation
-        if explanation is None:
-            explanation = _EXPLANATIONS.get(self.status, _EXPLANATIONS[400])
-        if self.detail:
-            return f"{explanation}\n\n {self.detail}  "
-        return explanation
+        if self.explanation is not None:
+            return f"{self.head()} \n\n {self.detail}"
+        return f"{self.head()}\n\n {self.detail}  "
 
 
 def bad_request(detail, code=None):

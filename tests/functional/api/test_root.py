@@ -96,3 +96,65 @@ def test_content_length_not_an_integer_is_400(app):
     assert resp.status_code == 400
     assert "content-length header must be an integer" in \
         resp.get_json()["errors"][0]["detail"]
+
+
+def test_head_is_405_as_upstream(client):
+    resp = client.request("HEAD", "/resource_providers")
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "GET, POST"
+    assert resp.get_data() == b""
+
+
+def test_allow_lists_methods_in_upstream_order(client):
+    resp = client.request("PATCH", "/resource_providers/" + "a" * 32)
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "GET, DELETE, PUT"
+    detail = resp.get_json()["errors"][0]["detail"]
+    assert detail == ("The method PATCH is not allowed for this resource. \n\n "
+                      "The method specified is not allowed for this resource.")
+    assert "openstack-api-version" in resp.headers.get_all("vary")
+
+
+def test_error_json_is_spaced_like_upstream(client):
+    resp = client.get("/no_such_thing", version="1.23")
+    assert resp.headers["content-type"] == "application/json"
+    body = resp.get_data(as_text=True)
+    assert body.startswith('{"errors": [{"status": 404, "title": "Not Found", ')
+    assert resp.get_json()["errors"][0]["detail"] == "The resource could not be found.\n\n   "
+    # Routing refusals come before upstream's handlers: no Vary.
+    assert "vary" not in resp.headers
+
+
+@pytest.mark.parametrize("accept,media_type", [
+    ("text/html", "text/html"),
+    ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "text/html"),
+    ("application/json, text/html;q=0.5", "application/json"),
+    ("*/*", "application/json"),
+    ("text/plain", "text/plain"),
+])
+def test_error_body_follows_accept(client, accept, media_type):
+    resp = client.get("/no_such_thing", headers={"accept": accept})
+    assert resp.status_code == 404
+    assert resp.mimetype == media_type
+    assert "The resource could not be found." in resp.get_data(as_text=True)
+
+
+def test_406_names_the_accept_header(client):
+    resp = client.get("/", version="1.99", headers={"accept": None})
+    detail = resp.get_json()["errors"][0]["detail"]
+    assert detail == ("The resource could not be generated that was acceptable to your "
+                      "browser (content of type application/json. \n\n Invalid microversion: "
+                      "Unacceptable version header: 1.99")
+    resp = client.get("/resource_providers", headers={"accept": "text/html"})
+    assert resp.status_code == 406
+    assert resp.mimetype == "text/html"
+    assert "(content of type text/html." in resp.get_data(as_text=True)
+
+
+def test_415_names_the_media_type(client):
+    resp = client.request("POST", "/resource_providers", data=b"x",
+                          headers={"content-type": "text/plain"})
+    assert resp.status_code == 415
+    assert resp.get_json()["errors"][0]["detail"] == (
+        "The request media type text/plain is not supported by this server. \n\n "
+        "The media type text/plain is not supported, use application/json")
