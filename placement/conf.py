@@ -110,12 +110,13 @@ placement_opts = [
 
 
 def register_opts(conf):
-    conf.register_group(api_group)
-    conf.register_opts(api_opts, group=api_group)
-    conf.register_group(database_group)
-    conf.register_opts(database_opts, group=database_group)
-    conf.register_group(placement_group)
-    conf.register_opts(placement_opts, group=placement_group)
+    for group, opts in ((api_group, api_opts), (database_group, database_opts),
+                        (placement_group, placement_opts)):
+        # A fresh OptGroup per ConfigOpts: register_group() copies the group
+        # only shallowly, so a shared group object would carry one ConfigOpts'
+        # set_override() into every other one (tests, two apps in a process).
+        conf.register_group(cfg.OptGroup(group.name, title=group.title))
+        conf.register_opts(opts, group=group.name)
     # Library groups are registered up front so that config files, overrides
     # and OS_<GROUP>__<OPTION> variables for them work before the app starts.
     conf.register_opts(cors.CORS_OPTS, group="cors")
