@@ -56,6 +56,9 @@ def get_all(conn, rp_id):
 def class_ids(conn, names):
     """{name: id} for resource class names; ResourceClassNotFound for the first unknown."""
     names = list(names)
+    for name in names:
+        if not rp_obj.storable(name):
+            raise rp_obj.ResourceClassNotFound(name)
     found = {}
     if names:
         found = {

@@ -39,6 +39,8 @@ def list_all(conn):
 
 
 def get_by_name(conn, name):
+    if not rp_obj.storable(name):
+        raise rp_obj.ResourceClassNotFound(name)
     row = conn.execute(sa.select(_RC).where(_RC.c.name == name)).first()
     if row is None:
         raise rp_obj.ResourceClassNotFound(name)

@@ -62,6 +62,15 @@ class ProviderInUse(ObjectError):
         super().__init__("Resource provider has allocations.")
 
 
+def storable(text):
+    """False for strings no provider, class or trait can be named by.
+
+    PostgreSQL text cannot hold NUL; querying with one is a driver error
+    there, so such a value is answered as "matches nothing" before any SQL.
+    """
+    return isinstance(text, str) and "\x00" not in text
+
+
 def _provider_select():
     """Provider columns plus the uuids of its root and parent."""
     root = _RP.alias("root_rp")
@@ -93,6 +102,8 @@ def _as_dict(row):
 
 def find(conn, uuid):
     """The provider with ``uuid`` as a dict, or None."""
+    if not storable(uuid):
+        return None
     row = conn.execute(_provider_select().where(_RP.c.uuid == uuid)).first()
     return _as_dict(row) if row is not None else None
 
@@ -137,6 +148,8 @@ def create(db, uuid, name, parent_uuid=None):
     :raise ActionError: the parent is the provider itself or does not exist.
     :raise DuplicateProvider: the uuid or the name is taken.
     """
+    if not storable(name):
+        raise ActionError("create", "name must not contain NUL characters.")
     if parent_uuid is not None and parent_uuid == uuid:
         raise ActionError(
             "create",
@@ -205,6 +218,8 @@ def update(db, uuid, name=None, parent_uuid=_UNSET, allow_reparenting=False):
         parent keeps it.
     :raise NotFound, ActionError, DuplicateProvider.
     """
+    if name is not None and not storable(name):
+        raise ActionError("update", "name must not contain NUL characters.")
     try:
         with db.write() as conn:
             rp = get_by_uuid(conn, uuid)
@@ -317,6 +332,9 @@ def _trait_ids(conn, names):
     names = set(names)
     if not names:
         return {}
+    unstorable = {n for n in names if not storable(n)}
+    if unstorable:
+        raise TraitNotFound(unstorable)
     found = {
         row.name: row.id
         for row in conn.execute(
@@ -348,6 +366,8 @@ def list_providers(db, name=None, uuid=None, in_tree=None, resources=None,
     agg = m.placement_aggregates
     with db.read() as conn:
         query = _provider_select().order_by(_RP.c.id)
+        if not all(storable(v) for v in (name, uuid, in_tree) if v is not None):
+            return []
         if name is not None:
             query = query.where(_RP.c.name == name)
         if uuid is not None:
@@ -384,6 +404,8 @@ def list_providers(db, name=None, uuid=None, in_tree=None, resources=None,
                 .where(agg.c.uuid.in_(sorted(forbidden_aggs)))
             ))
         for rc_name, amount in (resources or {}).items():
+            if not storable(rc_name):
+                raise ResourceClassNotFound(rc_name)
             rc_id = conn.execute(
                 sa.select(m.resource_classes.c.id).where(m.resource_classes.c.name == rc_name)
             ).scalar_one_or_none()

@@ -22,6 +22,8 @@ class CannotDeleteStandard(rp_obj.ObjectError):
 
 
 def get_by_name(conn, name):
+    if not rp_obj.storable(name):
+        raise rp_obj.TraitNotFound([name])
     row = conn.execute(sa.select(_TR).where(_TR.c.name == name)).first()
     if row is None:
         raise rp_obj.TraitNotFound([name])
@@ -60,8 +62,11 @@ def list_traits(conn, name_in=None, prefix=None, associated=None):
     """Traits filtered by exact names, a name prefix and being on some provider."""
     query = sa.select(_TR).order_by(_TR.c.name)
     if name_in is not None:
+        name_in = [n for n in name_in if rp_obj.storable(n)]
         query = query.where(_TR.c.name.in_(list(name_in)))
     if prefix is not None:
+        if not rp_obj.storable(prefix):
+            return []
         # A literal prefix: escape LIKE's wildcards ('_' is common in traits).
         escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = query.where(_TR.c.name.like(escaped + "%", escape="\\"))

@@ -186,3 +186,20 @@ def test_list_filters(client, db):
         resp = client.get(f"/resource_providers?{query}", version=version)
         assert resp.status_code == 400, query
         assert text in _detail(resp), (query, _detail(resp))
+
+
+def test_nul_characters_are_client_errors(client):
+    # PostgreSQL cannot store or even compare NUL: these must not reach SQL.
+    rp = client.post("/resource_providers", json={"name": "rp"}).get_json()["uuid"]
+    assert client.post("/resource_providers", json={"name": "a\u0000"}).status_code == 400
+    assert client.put(f"/resource_providers/{rp}", json={"name": "a\u0000"}).status_code == 400
+    assert client.get("/resource_providers?name=%00").get_json() == {"resource_providers": []}
+    assert client.get("/resource_providers?required=A%00").status_code == 400
+    assert client.get("/resource_providers?resources=A%00:1").status_code == 400
+    assert client.get("/resource_providers/%00").status_code == 404
+    assert client.get("/resource_classes/A%00").status_code == 404
+    assert client.get("/traits/A%00").status_code == 404
+    assert client.get("/traits?name=in:A%00").get_json() == {"traits": []}
+    assert client.put(f"/resource_providers/{rp}/traits", json={
+        "traits": ["A\u0000"], "resource_provider_generation": 0}).status_code == 400
+    assert client.delete(f"/resource_providers/{rp}/inventories/A%00").status_code == 404
