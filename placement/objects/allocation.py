@@ -401,7 +401,10 @@ def _write_attempt(conn, writes):
             )
 
     a = m.allocations
-    conn.execute(a.delete().where(a.c.consumer_id.in_(consumer_uuids)))
+    # A consumer without a row holds no allocation (its rows go with it).
+    rewritten = [u for u in consumer_uuids if u in existing]
+    if rewritten:
+        conn.execute(a.delete().where(a.c.consumer_id.in_(rewritten)))
     rows = [
         {"resource_provider_id": state[rp_uuid]["id"], "consumer_id": w.uuid,
          "resource_class_id": rc_ids[rc_name], "used": amount, "created_at": now}

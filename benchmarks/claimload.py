@@ -1,0 +1,196 @@
+"""Claim/release load against any Placement-compatible API, plus a usage sampler.
+
+Shared by ``tests/functional/test_allocation_stress.py`` (modest size, in the
+suite) and ``benchmarks/claims.py`` (ours vs upstream). Speaks only the public
+REST API (microversion 1.28, ``consumer_generation: null`` for new consumers)
+so it runs unchanged against upstream OpenStack Placement; the sampler reads
+the database directly (both use the same table names) so that sampling never
+competes with the clients for API workers.
+"""
+
+import collections
+import dataclasses
+import random
+import threading
+import time
+import uuid as uuid_lib
+
+import requests
+import sqlalchemy as sa
+
+HEADERS = {
+    "x-auth-token": "admin",
+    "openstack-api-version": "placement 1.28",
+    "accept": "application/json",
+}
+PROJECT = "5a2c0f3e-bench-proj"
+USER = "5a2c0f3e-bench-user"
+
+
+@dataclasses.dataclass
+class Outcome:
+    """Everything the clients saw, merged."""
+
+    claims_ok: int = 0
+    claims_refused: int = 0
+    releases_ok: int = 0
+    bad: list = dataclasses.field(default_factory=list)  # (op, status, body) not 204/409
+    held: dict = dataclasses.field(default_factory=dict)  # consumer -> (rp, amount)
+    released: set = dataclasses.field(default_factory=set)
+    elapsed: float = 0.0
+
+    @property
+    def operations(self):
+        return self.claims_ok + self.claims_refused + self.releases_ok + len(self.bad)
+
+
+def _is_clean_refusal(resp):
+    """A 409 in the error format, either "does not fit" or a concurrent update."""
+    if resp.status_code != 409:
+        return False
+    try:
+        err = resp.json()["errors"][0]
+    except (ValueError, KeyError, IndexError):
+        return False
+    detail = err.get("detail", "")
+    return err.get("status") == 409 and (
+        "exceed the capacity" in detail or "placement.concurrent_update" == err.get("code")
+        or "changed while attempting to allocate" in detail
+    )
+
+
+def run(base_url, providers, clients, ops_per_client, resource_class="VCPU",
+        release_probability=0.45, max_held_per_client=6, seed=1):
+    """``clients`` threads, each doing ``ops_per_client`` claims or releases.
+
+    A client claims 1 unit of ``resource_class`` on a random provider for a new
+    consumer, or releases one of the consumers it holds (with
+    ``release_probability``, always when it holds ``max_held_per_client``).
+    """
+    outcome = Outcome()
+    lock = threading.Lock()
+    start_barrier = threading.Barrier(clients + 1)
+
+    def client(index):
+        rnd = random.Random(seed * 1000 + index)
+        session = requests.Session()
+        session.headers.update(HEADERS)
+        held = collections.deque()
+        local = Outcome()
+        start_barrier.wait()
+        for _ in range(ops_per_client):
+            release = held and (len(held) >= max_held_per_client
+                                or rnd.random() < release_probability)
+            if release:
+                consumer, rp_uuid, amount = held.popleft()
+                resp = session.delete(f"{base_url}/allocations/{consumer}", timeout=120)
+                if resp.status_code == 204:
+                    local.releases_ok += 1
+                    local.released.add(consumer)
+                    local.held.pop(consumer, None)
+                else:
+                    local.bad.append(("release", resp.status_code, resp.text[:300]))
+                continue
+            consumer = str(uuid_lib.uuid4())
+            rp_uuid = rnd.choice(providers)
+            body = {"allocations": {rp_uuid: {"resources": {resource_class: 1}}},
+                    "project_id": PROJECT, "user_id": USER, "consumer_generation": None}
+            resp = session.put(f"{base_url}/allocations/{consumer}", json=body, timeout=120)
+            if resp.status_code == 204:
+                local.claims_ok += 1
+                held.append((consumer, rp_uuid, 1))
+                local.held[consumer] = (rp_uuid, 1)
+            elif _is_clean_refusal(resp):
+                local.claims_refused += 1
+            else:
+                local.bad.append(("claim", resp.status_code, resp.text[:300]))
+        with lock:
+            outcome.claims_ok += local.claims_ok
+            outcome.claims_refused += local.claims_refused
+            outcome.releases_ok += local.releases_ok
+            outcome.bad.extend(local.bad)
+            outcome.held.update(local.held)
+            outcome.released |= local.released
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    start_barrier.wait()
+    began = time.monotonic()
+    for t in threads:
+        t.join()
+    outcome.elapsed = time.monotonic() - began
+    return outcome
+
+
+class UsageSampler(threading.Thread):
+    """Reads every provider's usage and capacity, in one statement, until stopped.
+
+    ``worst`` maps provider uuid to the largest ``used - capacity`` seen
+    (> 0 means over-committed at that moment); ``samples`` counts reads.
+    """
+
+    def __init__(self, db_url, providers, resource_class="VCPU", interval=0.01):
+        super().__init__(daemon=True)
+        self.engine = sa.create_engine(db_url)
+        self.providers = list(providers)
+        self.resource_class = resource_class
+        self.interval = interval
+        self.samples = 0
+        self.worst = {}
+        self.over_samples = 0
+        self._halt = threading.Event()
+
+    # One statement: one snapshot on PostgreSQL, consistent on SQLite.
+    SQL = sa.text(
+        "SELECT rp.uuid, (i.total - i.reserved) * i.allocation_ratio AS capacity, "
+        "(SELECT COALESCE(SUM(a.used), 0) FROM allocations a "
+        "  WHERE a.resource_provider_id = rp.id AND a.resource_class_id = i.resource_class_id) "
+        "  AS used "
+        "FROM resource_providers rp JOIN inventories i ON i.resource_provider_id = rp.id "
+        "JOIN resource_classes rc ON rc.id = i.resource_class_id "
+        "WHERE rc.name = :rc"
+    )
+
+    def read(self):
+        with self.engine.connect() as conn:
+            rows = conn.execute(self.SQL, {"rc": self.resource_class}).all()
+        return {r.uuid: (float(r.capacity), int(r.used)) for r in rows if r.uuid in self.providers}
+
+    def run(self):
+        while not self._halt.is_set():
+            over = False
+            for rp_uuid, (capacity, used) in self.read().items():
+                excess = used - capacity
+                self.worst[rp_uuid] = max(self.worst.get(rp_uuid, excess), excess)
+                over = over or excess > 0
+            self.samples += 1
+            self.over_samples += int(over)
+            self._halt.wait(self.interval)
+
+    def stop(self):
+        self._halt.set()
+        self.join(timeout=30)
+        self.engine.dispose()
+
+    @property
+    def max_excess(self):
+        return max(self.worst.values()) if self.worst else 0
+
+
+def stored_allocations(db_url, resource_class="VCPU"):
+    """{consumer_uuid: [(rp_uuid, used), ...]} as stored, for the end-of-run audit."""
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text(
+                "SELECT a.consumer_id, rp.uuid, a.used FROM allocations a "
+                "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+                "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rc.name = :rc"
+            ), {"rc": resource_class}).all()
+    finally:
+        engine.dispose()
+    found = collections.defaultdict(list)
+    for consumer, rp_uuid, used in rows:
+        found[consumer].append((rp_uuid, int(used)))
+    return dict(found)
