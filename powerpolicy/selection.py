@@ -25,7 +25,6 @@ import dataclasses
 import decimal
 import heapq
 import math
-from fractions import Fraction
 
 PERFORMANCE = "performance"
 ECO = "eco"
@@ -78,6 +77,29 @@ def group_families(nodes):
     return members
 
 
+class _Claim:
+    """A family's claim on the next slot: size / (2 * slots + 1), ties to the smaller key.
+
+    Compared by integer cross-multiplication, so the order is exact (no
+    float rounding) and cheap (no Fraction normalisation): one heap entry per
+    family, ordered so that the heap's smallest is the most deserving.
+    """
+
+    __slots__ = ("size", "divisor", "family")
+
+    def __init__(self, size, slots, family):
+        self.size = size
+        self.divisor = 2 * slots + 1
+        self.family = family
+
+    def __lt__(self, other):
+        mine = self.size * other.divisor
+        theirs = other.size * self.divisor
+        if mine != theirs:
+            return mine > theirs
+        return self.family < other.family
+
+
 def family_slots(sizes, hp_count):
     """Sainte-Lague slots per family: {family: slots}.
 
@@ -90,15 +112,14 @@ def family_slots(sizes, hp_count):
     total = sum(sizes.values())
     hp_count = min(max(hp_count, len(sizes)), total)
     slots = {family: 1 for family in sizes}
-    # Max-heap on the quotient size / (2 * slots + 1); Fraction keeps the
-    # comparison exact, and the family key breaks ties (smaller key first).
-    heap = [(-Fraction(size, 3), family) for family, size in sizes.items() if size > 1]
+    heap = [_Claim(size, 1, family) for family, size in sizes.items() if size > 1]
     heapq.heapify(heap)
     for _ in range(hp_count - len(sizes)):
-        _quotient, family = heapq.heappop(heap)
+        claim = heapq.heappop(heap)
+        family = claim.family
         slots[family] += 1
-        if slots[family] < sizes[family]:
-            heapq.heappush(heap, (-Fraction(sizes[family], 2 * slots[family] + 1), family))
+        if slots[family] < sizes[family]:  # a full family claims no more
+            heapq.heappush(heap, _Claim(sizes[family], slots[family], family))
     return slots
 
 

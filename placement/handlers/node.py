@@ -147,10 +147,42 @@ def put_twin(uuid):
     return util.json_response(twin, status=status, last_modified="now")
 
 
+_TWIN_KEYS = frozenset(schema.POST_TWINS["properties"]["twins"]["items"]["properties"])
+_PROFILES = frozenset(schema.PUT_TWIN["properties"]["profile"]["enum"])
+_CLASSES = frozenset(schema.PUT_TWIN["properties"]["schedulable_class"]["enum"])
+
+
+def _plain_twin(item):
+    """True when ``item`` certainly matches the twin item schema.
+
+    jsonschema costs about 0.2 ms an item, a second per 5,000-node tick; this
+    check accepts a subset of what the schema accepts and costs a few
+    microseconds. Anything it does not accept goes through the schema.
+    """
+    if not item.keys() <= _TWIN_KEYS:
+        return False
+    uuid = item.get("uuid")
+    if not util.is_uuid(uuid) or item.get("profile") not in _PROFILES:
+        return False
+    if "schedulable_class" in item and item["schedulable_class"] not in _CLASSES:
+        return False
+    for key in ("cpu_cap_watts", "gpu_cap_watts"):
+        value = item.get(key)
+        if value is not None and (type(value) not in (int, float) or not 0 <= value <= 1000000):
+            return False
+    managed_by = item.get("managed_by")
+    if managed_by is not None and (type(managed_by) is not str or len(managed_by) > 255):
+        return False
+    generation = item.get("generation")
+    return generation is None or (type(generation) is int and generation >= 0)
+
+
 def put_twins():
     """POST /nodes/twins: write many twins in one transaction, all or nothing."""
     util.context().can(policies.UPDATE)
-    body = util.extract_json(schema.POST_TWINS)
+    body = util.extract_json(schema.POST_TWINS_ENVELOPE)
+    if not all(_plain_twin(item) for item in body["twins"]):
+        util.extract_json(schema.POST_TWINS, body=body)  # raises the precise 400
     entries, seen = [], set()
     for index, item in enumerate(body["twins"]):
         entry = _twin_entry(item, where=f"twins[{index}]: ")

@@ -81,3 +81,14 @@ LIST_QUERY = {
     "properties": {"cell": _STR255},
     "additionalProperties": False,
 }
+
+# The envelope alone: POST /nodes/twins checks its (up to 100,000) items with
+# placement.handlers.node._plain_twin first, and only runs the full schema
+# (for its precise message) when one of them does not pass.
+POST_TWINS_ENVELOPE = {
+    "type": "object",
+    "properties": {"twins": {"type": "array", "maxItems": 100000,
+                             "items": {"type": "object"}}},
+    "required": ["twins"],
+    "additionalProperties": False,
+}

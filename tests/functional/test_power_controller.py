@@ -68,7 +68,7 @@ def _joulie_verdicts(api, performance):
 
 def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     api = client_mod.PlacementClient(live_server.url)
-    a = _register(api, db, "cn-a")
+    _register(api, db, "cn-a")
     b = _register(api, db, "cn-b")
     _register(api, db, "cn-infra", labels={"role": "infra"})
     conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0, "node_selector": "role=worker",

@@ -187,6 +187,13 @@ def test_validation(client, db):
         resp = client.put(path, json=body)
         assert resp.status_code == 400, (path, body)
         assert message in _detail(resp), (body, _detail(resp))
+    for item, message in (({"uuid": rp, "profile": "turbo"}, "'turbo' is not one of"),
+                          ({"uuid": rp, "profile": "eco", "generation": -1},
+                           "less than the minimum"),
+                          ({"uuid": "nope", "profile": "eco"}, "is not a 'uuid'"),
+                          ({"profile": "eco"}, "'uuid' is a required property")):
+        resp = client.post("/nodes/twins", json={"twins": [item]})
+        assert resp.status_code == 400 and message in _detail(resp), (item, _detail(resp))
     resp = client.post("/nodes/twins", json={"twins": [
         {"uuid": rp, "profile": "eco"}, {"uuid": rp, "profile": "eco"}]})
     assert resp.status_code == 400 and "appears twice" in _detail(resp)
