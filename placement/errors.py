@@ -6,6 +6,7 @@ them. Do not change a value once set. Extension codes use the same
 """
 
 import http
+import re
 
 DEFAULT = "placement.undefined_code"
 INVENTORY_INUSE = "placement.inventory.inuse"
@@ -22,6 +23,11 @@ QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
 NODE_NOT_FOUND = "placement.node.not_found"
 REPORT_NOT_FOUND = "placement.scheduling_report.not_found"
 PAGE_MARKER_INVALID = "placement.query.bad_page_marker"
+
+# How webob turns its HTML error template into text.
+_BR_RE = re.compile(r"<br.*?>", re.I | re.S)
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+_TAG_RE = re.compile(r"<.*?>", re.S)
 
 # webob's explanations, which upstream puts in front of every detail.
 _EXPLANATIONS = {
@@ -72,10 +78,19 @@ class ApiError(Exception):
             return self.explanation.rstrip()
         return _EXPLANATIONS.get(self.status, _EXPLANATIONS[400])
 
+    def flat_detail(self):
+        """The detail as webob renders it in a JSON or plain body: markup
+        stripped and line breaks turned into spaces (so a multi-line
+        jsonschema message arrives on one line, as from upstream)."""
+        text = str(self.detail).replace("\n", " ").replace("\r", "")
+        text = _BR_RE.sub("\n", text)
+        text = _COMMENT_RE.sub("", text)
+        return _TAG_RE.sub("", text)
+
     def body_detail(self):
         if self.explanation is not None:
-            return f"{self.head()} \n\n {self.detail}"
-        return f"{self.head()}\n\n {self.detail}  "
+            return f"{self.head()} \n\n {self.flat_detail()}"
+        return f"{self.head()}\n\n {self.flat_detail()}  "
 
 
 def bad_request(detail, code=None):

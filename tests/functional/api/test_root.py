@@ -158,3 +158,13 @@ def test_415_names_the_media_type(client):
     assert resp.get_json()["errors"][0]["detail"] == (
         "The request media type text/plain is not supported by this server. \n\n "
         "The media type text/plain is not supported, use application/json")
+
+
+def test_multi_line_details_arrive_on_one_line(client):
+    resp = client.get("/resource_providers?uuid=abc", version="1.23")
+    assert resp.status_code == 400
+    detail = resp.get_json()["errors"][0]["detail"]
+    head, _sep, rest = detail.partition("\n\n ")
+    assert head.startswith("The server could not comply")
+    assert "\n" not in rest
+    assert "'abc' is not a 'uuid'  Failed validating 'format'" in rest
