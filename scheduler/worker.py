@@ -23,6 +23,7 @@ Every request leaves a scheduling report in placement.
 import dataclasses
 import logging
 import random
+import time
 
 from scheduler import alternates as alternates_mod
 from scheduler import claim as claim_mod
@@ -34,6 +35,11 @@ from scheduler.report import Report
 from scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
+
+# upstream's code of a provider (or consumer) generation conflict; a capacity
+# shortage is a 409 without it ("Unable to allocate inventory").
+CONCURRENT_UPDATE = "placement.concurrent_update"
+GENERATION_RETRIES = 3
 
 
 class SchedulerError(Exception):
@@ -194,6 +200,7 @@ class Scheduler:
 
     def _claim_one(self, spec, instance, ranked, lost, rng, subset, report):
         available = [item for item in ranked if item[2].usable_request() is not None]
+        retries = {}
         while available:
             choice = self._pick(available, rng, subset)
             host = choice[2]
@@ -206,6 +213,15 @@ class Scheduler:
                     raise SchedulerError(
                         f"instance {instance} already holds allocations (consumer "
                         f"generation conflict); release them before scheduling it again")
+                if exc.code == CONCURRENT_UPDATE and retries.get(host.uuid, 0) < \
+                        GENERATION_RETRIES:
+                    # Placement ran out of its own retries against concurrent
+                    # writers of this provider; capacity may well be left. Retry
+                    # the same host after a jittered pause, as nova's report
+                    # client does for provider generation conflicts.
+                    retries[host.uuid] = retries.get(host.uuid, 0) + 1
+                    time.sleep(rng.uniform(0, 0.05 * retries[host.uuid]))
+                    continue
                 # Lost a race: someone else took the capacity. Never retry this
                 # host in this request; its next allocation request would race too.
                 report.race_lost(host)
