@@ -98,7 +98,8 @@ def _allocate_performance(db, rp_ids):
     """One performance consumer on each provider (direct SQL, as the allocation API would)."""
     now = db_mod.utcnow()
     with db.write() as conn:
-        project = conn.execute(m.projects.insert().values(external_id="bench")).inserted_primary_key[0]
+        project = conn.execute(
+            m.projects.insert().values(external_id="bench")).inserted_primary_key[0]
         user = conn.execute(m.users.insert().values(external_id="bench")).inserted_primary_key[0]
         vcpu = conn.execute(sa.select(m.resource_classes.c.id).where(
             m.resource_classes.c.name == "VCPU")).scalar_one()
@@ -133,9 +134,12 @@ def run(backend, url=None, repeat=3):
         rows = []
 
         def tick(label):
-            start = time.perf_counter()
+            # Client and server run in this process, so its CPU time is what
+            # the tick costs whatever else competes for the machine.
+            start, cpu = time.perf_counter(), time.process_time()
             result = ctl.tick()
             rows.append({"step": label, "seconds": round(time.perf_counter() - start, 3),
+                         "cpu_seconds": round(time.process_time() - cpu, 3),
                          "written": result.written, "hp_count": result.hp_count,
                          "draining": result.draining})
             return result
@@ -172,10 +176,12 @@ def main(argv=None):
         return
     print(f"backend {args.backend}, {len(inventory.load(INVENTORY))} nodes")
     for row in rows:
-        print(f"  {row['step']:<34} {row['seconds']:>6.3f} s  wrote {row['written']:>5}  "
+        print(f"  {row['step']:<30} {row['seconds']:>6.3f} s wall {row['cpu_seconds']:>6.3f} s cpu"
+              f"  wrote {row['written']:>5}  "
               f"hp_count {row['hp_count']:>5}  draining {row['draining']}")
     steady = [r["seconds"] for r in rows if r["step"].startswith("constant")]
-    print(f"  median constant-demand tick: {statistics.median(steady):.3f} s")
+    print(f"  median constant-demand tick: {statistics.median(steady):.3f} s wall; "
+          f"load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

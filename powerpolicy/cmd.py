@@ -95,7 +95,8 @@ def main(argv=None):
                         stream=sys.stderr)
     try:
         conf = conf_mod.make_conf(args=rest, default_config_files=None)
-        policy = conf.power.policy  # touch one option: bad values fail here, clearly
+        conf_mod.check(conf)
+        policy = conf.power.policy
     except (cfg.Error, ValueError) as exc:
         print(f"power-controller: configuration error: {exc}", file=sys.stderr)
         return 2

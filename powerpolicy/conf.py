@@ -129,6 +129,16 @@ def list_opts():
     return [(power_group, power_opts)]
 
 
+def check(conf):
+    """Read every [power] option once, so a bad value fails now with its name.
+
+    oslo.config checks a value from a file or the environment only when it is
+    first read; the service should refuse to start instead of failing a tick.
+    """
+    for opt in power_opts:
+        getattr(conf.power, opt.dest)
+
+
 def make_conf(args=None, default_config_files=None, overrides=None):
     """A fresh ConfigOpts with [power] registered (never the global one).
 
