@@ -61,7 +61,7 @@ def list_for_resource_provider(uuid):
     return util.json_response(body, last_modified=found["last_modified"] or "now")
 
 
-def _consumer_write(consumer_uuid, data, conf):
+def consumer_write(consumer_uuid, data, conf):
     """Turn one validated consumer body (any microversion) into a ConsumerWrite."""
     allocations = data["allocations"]
     if isinstance(allocations, list):
@@ -122,7 +122,7 @@ def set_allocations_for_consumer(consumer_uuid):
         raise errors.bad_request(f"Malformed consumer_uuid: {consumer_uuid}")
     consumer_uuid = util.normalize_uuid(consumer_uuid)
     data = util.extract_json(schema.put_schema(util.version()))
-    write = _consumer_write(consumer_uuid, data, util.deps().conf)
+    write = consumer_write(consumer_uuid, data, util.deps().conf)
     _write([write], f"Unable to allocate inventory for consumer {consumer_uuid}: ")
     return util.empty_response(204)
 
@@ -134,7 +134,7 @@ def set_allocations():
     util.context().can("placement:allocations:manage")
     data = util.extract_json(schema.post_schema(util.version()))
     conf = util.deps().conf
-    writes = [_consumer_write(uuid, body, conf) for uuid, body in data.items()]
+    writes = [consumer_write(uuid, body, conf) for uuid, body in data.items()]
     _write(writes, "Unable to allocate inventory ")
     return util.empty_response(204)
 
