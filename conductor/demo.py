@@ -1,0 +1,276 @@
+"""``placement-demo``: the whole system in one process, for a first look.
+
+Starts placement in-process on the embedded default (a temporary SQLite file,
+removed at exit, so every run starts clean; ``--database URL`` keeps one),
+loads a heterogeneous inventory (the 41-node one by default), runs the power
+controller once, then schedules and builds a stream of mixed performance and
+standard requests through the scheduler and conductor, over REST like the
+real services, with injected build failures. Prints a summary table; with
+``--json`` the last line is the summary as one JSON object.
+
+    placement-demo --requests 200 --seed 1 --failure-rate 0.05 --json
+"""
+
+import argparse
+import collections
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+import werkzeug.serving
+
+import powerpolicy
+from conductor import driver as driver_mod
+from conductor import manager
+from scheduler import client as client_mod
+from scheduler import conf as sconf_mod
+from scheduler import worker as worker_mod
+
+DEFAULT_INVENTORY = os.path.join(os.path.dirname(powerpolicy.__file__), "data",
+                                 "cluster-nodes-41.yaml")
+CELLS = 2
+BLOCKED = ("eco", "draining")
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="placement-demo", description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=200, help="requests to schedule (200)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the request mix and the "
+                   "injected failures (0)")
+    p.add_argument("--failure-rate", type=float, default=0.05,
+                   help="probability that a build fails on its host (0.05)")
+    p.add_argument("--performance-share", type=float, default=0.3,
+                   help="share of performance requests in the stream (0.3)")
+    p.add_argument("--inventory", default=DEFAULT_INVENTORY,
+                   help="cluster inventory in the YAML format of the shared data "
+                   "(default: the shipped 41-node inventory)")
+    p.add_argument("--database", default=None,
+                   help="SQLAlchemy URL of the placement database (default: a temporary "
+                   "SQLite file, removed at exit)")
+    p.add_argument("--static-hp-frac", type=float, default=0.5,
+                   help="power controller: share of every family kept in performance (0.5)")
+    p.add_argument("--max-attempts", type=int, default=3,
+                   help="hosts per instance: selected plus alternates (3)")
+    p.add_argument("--json", action="store_true",
+                   help="print the summary as one JSON object on the last line")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return p
+
+
+class _Server:
+    """Placement served over HTTP on 127.0.0.1 in a background thread."""
+
+    def __init__(self, app):
+        self._srv = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self._srv.server_port}"
+        self._thread = threading.Thread(target=self._srv.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._srv.shutdown()
+        self._thread.join(timeout=10)
+
+
+def load_inventory(client, nodes):
+    """Providers, inventories, node records and hardware for ``nodes`` over REST."""
+    out = []
+    for index, node in enumerate(nodes):
+        hw = node.hardware
+        resp = client.request("POST", "/resource_providers", json={"name": node.name})
+        uuid = resp.json()["uuid"]
+        inventories = {
+            "VCPU": {"total": hw.get("cpu_cores") or 1},
+            "MEMORY_MB": {"total": (hw.get("memory_gib") or 1) * 1024},
+        }
+        if hw.get("gpu_count"):
+            inventories["PGPU"] = {"total": hw["gpu_count"]}
+        client.request("PUT", f"/resource_providers/{uuid}/inventories",
+                       json={"resource_provider_generation": 0, "inventories": inventories})
+        # Cells alternate so that alternates (same cell only) are a real constraint.
+        cell = f"cell{index % CELLS + 1}"
+        client.request("PUT", f"/nodes/{uuid}", json={"cell": cell, "labels": {
+            "joulie.io/managed": "true", "family": node.family}}, ok=(200, 201))
+        client.request("PUT", f"/nodes/{uuid}/hardware", json=hw, ok=(200, 201))
+        out.append((uuid, node))
+    return out
+
+
+def make_request(rng, performance_share):
+    """One request of the demo's mix: performance work often wants a GPU."""
+    if rng.random() < performance_share:
+        resources = {"VCPU": rng.choice((8, 16, 32)), "MEMORY_MB": rng.choice((32768, 65536))}
+        if rng.random() < 0.6:
+            resources["PGPU"] = rng.choice((1, 2))
+        wc = "performance"
+    else:
+        resources = {"VCPU": rng.choice((2, 4, 8)), "MEMORY_MB": rng.choice((4096, 8192, 16384))}
+        wc = "standard"
+    return {"resources": resources, "workload_class": wc, "project_id": "demo",
+            "user_id": "demo"}
+
+
+def _progress(done, total, counts, enabled):
+    """A bar redrawn in place on a terminal; on a pipe, one line per tenth."""
+    if not enabled or not total:
+        return
+    line = (f"[{'#' * (30 * done // total)}{'.' * (30 - 30 * done // total)}] "
+            f"{done}/{total} placed {counts['placed']} failed {counts['failed']}")
+    if sys.stderr.isatty():
+        sys.stderr.write("\r" + line + ("\n" if done == total else ""))
+    elif done == total or done % max(1, total // 10) == 0:
+        sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def run(args, log=print):
+    """Run the demo; return the summary dict."""
+    from placement import app as app_mod
+    from placement import conf as pconf_mod
+    from powerpolicy import client as power_client
+    from powerpolicy import conf as power_conf
+    from powerpolicy import controller as power_controller
+    from powerpolicy import inventory as inventory_mod
+
+    nodes = inventory_mod.load(args.inventory)
+    tmpdir = None
+    url = args.database
+    if url is None:
+        tmpdir = tempfile.mkdtemp(prefix="placement-demo-")
+        url = f"sqlite:///{os.path.join(tmpdir, 'placement.sqlite')}"
+        log(f"placement: embedded SQLite at {url[10:]} (temporary, removed at exit, so "
+            "every run starts clean; --database URL keeps one)", file=sys.stderr)
+    server = None
+    try:
+        pconf = pconf_mod.make_conf(overrides={("placement_database", "connection"): url,
+                                               ("api", "auth_strategy"): "noauth2"})
+        app = app_mod.create_app(pconf, sync=True)
+        server = _Server(app)
+        sconf = sconf_mod.make_conf(overrides={
+            ("placement_client", "endpoint"): server.url,
+            ("filter_scheduler", "max_attempts"): args.max_attempts})
+        client = client_mod.PlacementClient.from_conf(sconf)
+        hosts = load_inventory(client, nodes)
+        log(f"loaded {len(hosts)} nodes from {args.inventory} into placement at {server.url}",
+            file=sys.stderr)
+
+        pc = power_conf.make_conf(overrides={
+            "placement_endpoint": server.url, "static_hp_frac": args.static_hp_frac})
+        tick = power_controller.Controller(
+            pc, power_client.PlacementClient.from_conf(pc.power)).tick()
+        log(f"power controller: policy {tick.policy}, {tick.hp_count} of {len(hosts)} nodes "
+            "in performance", file=sys.stderr)
+
+        driver = driver_mod.SimulatedDriver(failure_rate=args.failure_rate, seed=args.seed)
+        cond = manager.Conductor(worker_mod.Scheduler(sconf, client,
+                                                      rng=random.Random(args.seed)),
+                                 client, driver)
+        rng = random.Random(args.seed)
+        counts = collections.Counter()
+        results = []
+        start = time.perf_counter()
+        show = not args.no_progress
+        for n in range(args.requests):
+            spec = make_request(rng, args.performance_share)
+            spec["request_id"] = f"req-demo-{args.seed}-{n}"
+            for res in cond.build(spec):
+                results.append(res)
+                counts[res.status] += 1
+                counts["rescheduled"] += res.rescheduled
+            _progress(n + 1, args.requests, counts, show)
+        elapsed = time.perf_counter() - start
+        return _summary(args, client, hosts, results, counts, cond, elapsed)
+    finally:
+        if server is not None:
+            server.stop()
+        if tmpdir is not None:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _summary(args, client, hosts, results, counts, cond, elapsed):
+    # The ledger's view, not the scheduler's: the twins as stored now.
+    nodes = {n["uuid"]: n for n in client.request("GET", "/nodes").json()["nodes"]}
+    family_of = {uuid: node.family for uuid, node in hosts}
+    families = {}
+    for uuid, fam in family_of.items():
+        entry = families.setdefault(fam, {"nodes": 0, "performance_nodes": 0,
+                                          "performance_placed": 0, "standard_placed": 0})
+        entry["nodes"] += 1
+        twin = nodes[uuid].get("twin") or {}
+        if twin.get("schedulable_class") == "performance":
+            entry["performance_nodes"] += 1
+    perf_on_eco = 0
+    for res in results:
+        if res.status != manager.PLACED:
+            continue
+        families[family_of[res.host_uuid]][f"{res.workload_class}_placed"] += 1
+        twin = nodes[res.host_uuid].get("twin") or {}
+        if res.workload_class == "performance" and twin.get("schedulable_class") in BLOCKED:
+            perf_on_eco += 1
+    return {
+        "requests": args.requests,
+        "instances": len(results),
+        "placed": counts[manager.PLACED],
+        "failed": counts[manager.FAILED],
+        "rescheduled": counts["rescheduled"],
+        "races_lost": cond.scheduler.stats["races_lost"],
+        "performance_on_eco": perf_on_eco,
+        "performance_requests": sum(r.workload_class == "performance" for r in results),
+        "seconds": round(elapsed, 3),
+        "requests_per_second": round(args.requests / elapsed, 1) if elapsed else None,
+        "seed": args.seed,
+        "failure_rate": args.failure_rate,
+        "families": dict(sorted(families.items())),
+    }
+
+
+def format_table(summary):
+    lines = [
+        f"{'requests':<28}{summary['requests']:>8}",
+        f"{'placed':<28}{summary['placed']:>8}",
+        f"{'failed':<28}{summary['failed']:>8}",
+        f"{'rescheduled (to alternate)':<28}{summary['rescheduled']:>8}",
+        f"{'races lost':<28}{summary['races_lost']:>8}",
+        f"{'performance on eco/draining':<28}{summary['performance_on_eco']:>8}",
+        f"{'requests per second':<28}{summary['requests_per_second']:>8}",
+        "",
+        f"{'family':<40}{'nodes':>6}{'perf':>6}{'perf placed':>13}{'std placed':>12}",
+    ]
+    for fam, e in summary["families"].items():
+        lines.append(f"{fam[:39]:<40}{e['nodes']:>6}{e['performance_nodes']:>6}"
+                     f"{e['performance_placed']:>13}{e['standard_placed']:>12}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    if args.requests < 0 or not 0.0 <= args.failure_rate <= 1.0 or \
+            not 0.0 <= args.performance_share <= 1.0:
+        print("placement-demo: --requests must be >= 0 and --failure-rate / "
+              "--performance-share within [0, 1]", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
+    # werkzeug logs every request at INFO; the demo's output is the table.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        summary = run(args)
+    except Exception as exc:  # one clear line, not a traceback, for a first run
+        from powerpolicy import inventory as inventory_mod
+        if isinstance(exc, (inventory_mod.InventoryError, client_mod.PlacementError,
+                            client_mod.PlacementUnreachable, OSError)):
+            print(f"placement-demo: {exc}", file=sys.stderr)
+            return 2
+        raise
+    print(format_table(summary))
+    if args.json:
+        print(json.dumps(summary, sort_keys=True))
+    return 0 if summary["performance_on_eco"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
