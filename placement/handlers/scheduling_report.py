@@ -44,9 +44,7 @@ def get_report(request_id):
 
 
 def put_report(request_id):
-    # Writers are the scheduler's service identity, the same ones that
-    # record build requests; no separate rule exists for report writes yet.
-    util.context().can("placement:build_requests:update")
+    util.context().can("placement:scheduling_reports:update")
     request_id = _request_id(request_id)
     body = util.extract_json(schema.PUT_REPORT)
     if len(json.dumps(body["report"])) > schema.MAX_REPORT_BYTES:
