@@ -69,9 +69,9 @@ def wait_up(url, proc, log_path):
         if proc.poll() is not None:
             break
         try:
-            if requests.get(url + "/", timeout=2).status_code == 200:
+            if requests.get(url + "/", timeout=10).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:
             pass
         time.sleep(0.3)
     proc.kill()
@@ -213,9 +213,9 @@ def main(argv=None):
     for clients in clients_list:
         print(f"| {clients} | " + " | ".join(
             f"{all_results[k][clients]['claims_per_s']:.1f}" for k in kinds) + " |")
+    probes = [all_results[k]["probe"] for k in kinds]
     print("| over-commit probe (VCPU beyond 8 at end / worst sample) | " + " | ".join(
-        f"{all_results[k]['probe']['overcommit']} / {all_results[k]['probe']['worst_sample_excess']:.0f}"
-        for k in kinds) + " |")
+        f"{p['overcommit']} / {p['worst_sample_excess']:.0f}" for p in probes) + " |")
     return 0
 
 
