@@ -292,7 +292,7 @@ class _Engine:
         sharing = candidate_sql.sharing_providers(self.conn, req.sharing_trait_id)
         req.sharing_ids = {sid for sid, _root in sharing}
         req.shared_rcs = candidate_sql.shared_rc_ids(self.conn, req.sharing_ids)
-        sdata = candidate_sql.load_trees(self.conn, {root for _sid, root in sharing}) \
+        sdata = candidate_sql.load_trees(self.conn, {root for _sid, root in sharing}, exact=True) \
             if sharing else candidate_sql.TreeData()
 
         limit = req.limit

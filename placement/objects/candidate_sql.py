@@ -175,19 +175,39 @@ def driver_roots(conn, req, after_id, limit):
     return [row[0] for row in conn.execute(sel)]
 
 
-def _root_filter(col, root_ids):
+def _root_filter(col, root_ids, exact=False):
+    """Trees of ``root_ids`` by id range: the driver hands out ascending ids, and
+    two bounds cost the database (and the driver's parameter conversion) far
+    less than a thousand-element IN list. Extra trees in the range are
+    harmless: only the driver's roots are ever anchored."""
     if root_ids is None:
         return sa.true()
-    return col.in_(sa.bindparam("root_ids", expanding=True))
+    if exact:
+        return col.in_(sa.bindparam("root_ids", expanding=True))
+    return col.between(sa.bindparam("lo"), sa.bindparam("hi"))
 
 
-def load_trees(conn, root_ids):
-    """Everything about the trees rooted at ``root_ids`` (None: every tree)."""
+def _root_params(root_ids, exact=False):
+    if root_ids is None:
+        return {}
+    ids = list(root_ids)
+    if exact:
+        return {"root_ids": ids}
+    return {"lo": min(ids), "hi": max(ids)}
+
+
+def load_trees(conn, root_ids, exact=False):
+    """Everything about the trees rooted at ``root_ids`` (None: every tree).
+
+    ``exact``: only those trees (for scattered ids such as sharing
+    providers'); otherwise every tree in their id range (driver windows)."""
     data = TreeData()
-    params = {} if root_ids is None else {"root_ids": list(root_ids)}
+    params = _root_params(root_ids, exact) if root_ids else {}
+    if root_ids is not None and not root_ids:
+        return data
     rows = conn.execute(
         sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id)
-        .where(_root_filter(RP.c.root_provider_id, root_ids))
+        .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
         .order_by(RP.c.id),
         params,
     )
@@ -199,7 +219,7 @@ def load_trees(conn, root_ids):
         data.inv[rp_id] = {}
         data.traits[rp_id] = set()
         data.aggs[rp_id] = set()
-    data.loaded_roots = set(data.by_root) if root_ids is None else set(root_ids)
+    data.loaded_roots = set(data.by_root)
     if not data.uuid:
         return data
 
@@ -208,7 +228,7 @@ def load_trees(conn, root_ids):
                   ALLOC.c.resource_class_id.label("rc"),
                   sa.func.sum(ALLOC.c.used).label("used"))
         .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids))
+        .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery()
     )
@@ -220,7 +240,7 @@ def load_trees(conn, root_ids):
             INV.join(RP, RP.c.id == INV.c.resource_provider_id)
             .outerjoin(usage, sa.and_(usage.c.rp == INV.c.resource_provider_id,
                                       usage.c.rc == INV.c.resource_class_id)))
-        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
     )
     for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
@@ -231,14 +251,14 @@ def load_trees(conn, root_ids):
     for rp_id, trait_id in conn.execute(
         sa.select(RPT.c.resource_provider_id, RPT.c.trait_id)
         .select_from(RPT.join(RP, RP.c.id == RPT.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
     ):
         data.traits[rp_id].add(trait_id)
     for rp_id, agg_id in conn.execute(
         sa.select(RPA.c.resource_provider_id, RPA.c.aggregate_id)
         .select_from(RPA.join(RP, RP.c.id == RPA.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids)),
+        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
     ):
         data.aggs[rp_id].add(agg_id)
@@ -279,8 +299,8 @@ def sharing_anchors(conn, sharing_ids, root_ids):
     )
     params = {"sids": list(sharing_ids)}
     if root_ids is not None:
-        sel = sel.where(other.c.root_provider_id.in_(sa.bindparam("root_ids", expanding=True)))
-        params["root_ids"] = list(root_ids)
+        sel = sel.where(_root_filter(other.c.root_provider_id, root_ids))
+        params.update(_root_params(root_ids))
     out = {}
     for sid, root in conn.execute(sel, params):
         out.setdefault(sid, set()).add(root)
