@@ -191,3 +191,38 @@ def test_hardware_fallback_labels_then_inventory():
     result = ctl.tick()
     assert result.families == {"cpu:EPYC 9655": {"nodes": 1, "performance": 1},
                                "gpu:L40S": {"nodes": 2, "performance": 1}}
+
+
+def test_service_loop_serves_metrics_and_survives_a_failed_tick():
+    import threading
+    import urllib.request
+
+    stop = threading.Event()
+
+    class Flaky(FakeClient):
+        calls = 0
+
+        def list_nodes(self):
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise client_mod.PlacementError("placement is down")
+            if Flaky.calls == 3:
+                stop.set()
+            return super().list_nodes()
+
+    client = Flaky([_node("a"), _node("b")])
+    ctl, metrics = _controller(client, reconcile_interval=1)
+    server, thread = metrics.serve(0)
+    try:
+        ctl.conf.set_override("reconcile_interval", 1, group="power")
+        stop_wait = stop.wait
+        stop.wait = lambda timeout: stop_wait(0.01)  # do not sleep a whole interval
+        ctl.run_forever(stop)
+        body = urllib.request.urlopen(
+            f"http://127.0.0.1:{server.server_port}/metrics").read().decode()
+    finally:
+        server.shutdown()
+    assert Flaky.calls == 3
+    assert 'joulie_policy_reconciles_total{outcome="error"} 1.0' in body
+    assert 'joulie_policy_reconciles_total{outcome="ok"} 2.0' in body
+    assert 'joulie_policy_family_performance_nodes{family="cpu:EPYC"} 1.0' in body
