@@ -92,8 +92,8 @@ def extract_json(schema, body=None):
             raise errors.ApiError(
                 415,
                 f"The media type {shown} is not supported, use application/json",
-                explanation=f"The request media type {shown} is not supported by this "
-                "server.",
+                explanation="The request media type "
+                f"{req.headers.get('Content-Type') or shown} is not supported by this server.",
             )
         raw = req.get_data(as_text=False)
         try:
