@@ -21,7 +21,10 @@ If step 4 matches no row, another writer committed a change to that provider
 after step 2: the whole transaction is rolled back and the request is retried
 from step 1 in a new transaction, up to ``allocation_conflict_retry_count``
 times with a little jitter, then the client gets 409
-``placement.concurrent_update``. On PostgreSQL (READ COMMITTED) an UPDATE that
+``placement.concurrent_update``. A retry first takes the provider row locks
+(``SELECT ... FOR UPDATE`` in id order) so that on a hot provider a loser
+waits its turn instead of losing again and again; only providers it touches
+are locked, never anything global. On PostgreSQL (READ COMMITTED) an UPDATE that
 waits for another writer's lock re-evaluates its WHERE against the row that
 writer committed, so a writer that read before the other committed always
 loses and re-reads. On SQLite ``BEGIN IMMEDIATE`` serializes writers, so the
@@ -161,7 +164,7 @@ def replace_all(db, writes, retry_count, before=None, after=None):
             with db.write() as conn:
                 if before is not None:
                     before(conn)
-                _write_attempt(conn, writes)
+                _write_attempt(conn, writes, lock_first=attempt > 0)
                 if after is not None:
                     after(conn)
             return
@@ -310,15 +313,30 @@ def _check_capacity(writes, state, rc_ids):
                     raise CapacityExceeded(rc_name, rp_uuid)
 
 
-def _write_attempt(conn, writes):
+def _write_attempt(conn, writes, lock_first=False):
+    """One attempt in the open transaction ``conn``; raise LostRace to retry.
+
+    ``lock_first`` (every retry): take the provider row locks, in id order,
+    before reading. A writer that already lost a race on a hot provider then
+    waits its turn instead of losing again; the statements after the lock see
+    everything its holder committed (READ COMMITTED), and the generation guard
+    below still checks. SQLite ignores FOR UPDATE (its writers are serialized).
+    """
     now = db_mod.utcnow()
+    rp_uuids = _ordered_unique(
+        rp_uuid for w in writes for rp_uuid in w.allocations
+    )
+    if lock_first and rp_uuids:
+        rp = m.resource_providers
+        # SELECT id FROM resource_providers WHERE uuid IN (...) ORDER BY id FOR UPDATE
+        conn.execute(
+            sa.select(rp.c.id).where(rp.c.uuid.in_(rp_uuids)).order_by(rp.c.id)
+            .with_for_update()
+        ).all()
     consumer_uuids = [w.uuid for w in writes]
     existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
     _check_consumer_generations(writes, existing)
 
-    rp_uuids = _ordered_unique(
-        rp_uuid for w in writes for rp_uuid in w.allocations
-    )
     rc_names = _ordered_unique(
         name for w in writes for res in w.allocations.values() for name in res
     )
