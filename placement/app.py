@@ -21,6 +21,7 @@ from placement import errors
 from placement import microversion
 from placement import migration
 from placement import policy
+from placement import request_id
 from placement import routes
 
 LOG = logging.getLogger(__name__)
@@ -80,13 +81,14 @@ def create_app(conf=None, db=None, sync=None):
         from oslo_middleware import cors
 
         app.wsgi_app = cors.CORS(app.wsgi_app, conf)
+    app.wsgi_app = request_id.RequestIdMiddleware(app.wsgi_app)
     return app
 
 
 def _before_request():
     g = flask.g
     req = flask.request
-    g.request_id = "req-" + str(uuid.uuid4())
+    g.request_id = req.environ.setdefault(request_id.ENVIRON_KEY, request_id.new_id())
     g.version = None
     try:
         g.version = microversion.extract(req.headers)
@@ -113,6 +115,12 @@ def _before_request():
             raise errors.bad_request("content-length header must be an integer")
         if has_body and not req.headers.get("Content-Type"):
             raise errors.bad_request("content-type header required when content-length > 0")
+
+    # PostgreSQL text cannot hold NUL; a lookup with one would be a driver error.
+    if "\x00" in req.path or any("\x00" in key or "\x00" in value
+                                  for key, value in req.args.items(multi=True)):
+        raise errors.bad_request("NUL characters are not allowed in the request path or "
+                                 "query string.")
 
     # What follows upstream does in its handlers (their errors carry Vary).
     g.dispatched = True

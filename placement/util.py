@@ -100,6 +100,10 @@ def extract_json(schema, body=None):
             body = json.loads(raw.decode("utf-8"))
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"Malformed JSON: {exc}")
+        if _has_nul(body):
+            # PostgreSQL text cannot hold NUL: refuse it before any SQL sees it.
+            raise errors.bad_request("JSON does not validate: strings must not contain NUL "
+                                     "characters")
     try:
         _validate(body, schema)
     except jsonschema.ValidationError as exc:
@@ -107,10 +111,21 @@ def extract_json(schema, body=None):
     return body
 
 
+def _has_nul(value):
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def validate_query(schema, params=None):
     """Validate the query string (a dict of single values) against ``schema``."""
     if params is None:
-        params = flask.request.args.to_dict()
+        # webob (upstream) keeps the last value of a repeated key.
+        params = {key: values[-1] for key, values in flask.request.args.lists()}
     try:
         _validate(params, schema)
     except jsonschema.ValidationError as exc:

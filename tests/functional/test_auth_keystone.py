@@ -203,6 +203,8 @@ def test_bad_token_gets_401(client, keystone, token):
     # The client is told where to authenticate.
     assert keystone.url in resp.headers["WWW-Authenticate"]
     assert resp.get_json()["error"]["code"] == 401
+    # Made by keystonemiddleware, outside Flask, yet it carries the request id.
+    assert resp.headers["x-openstack-request-id"].startswith("req-")
     if token is not None:
         # Keystone was asked; for the expired token it answered 200 and the
         # middleware itself refused the past expiry.

@@ -168,3 +168,37 @@ def test_multi_line_details_arrive_on_one_line(client):
     assert head.startswith("The server could not comply")
     assert "\n" not in rest
     assert "'abc' is not a 'uuid'  Failed validating 'format'" in rest
+
+
+@pytest.mark.parametrize("path", ["/resource_providers/%00", "/resource_providers?name=a%00b",
+                                  "/traits?name=in:%00"])
+def test_nul_in_path_or_query_is_400(client, path):
+    resp = client.get(path)
+    assert resp.status_code == 400
+    assert "NUL" in resp.get_json()["errors"][0]["detail"]
+
+
+def test_nul_in_json_body_is_400_and_changes_nothing(client):
+    resp = client.post("/resource_providers", json={"name": "a\x00b"})
+    assert resp.status_code == 400
+    assert "NUL" in resp.get_json()["errors"][0]["detail"]
+    assert client.get("/resource_providers").get_json()["resource_providers"] == []
+
+
+def test_request_id_outside_flask(app):
+    # A response made by an outer WSGI layer (here: a bare 401 from a wrapped
+    # middleware stand-in) still carries the request id header.
+    from placement import request_id
+
+    def bare_401(environ, start_response):
+        start_response("401 Unauthorized", [("Content-Type", "text/plain")])
+        return [b"no"]
+
+    wrapped = request_id.RequestIdMiddleware(bare_401)
+    seen = {}
+
+    def start_response(status, headers, exc_info=None):
+        seen.update(dict(headers))
+
+    wrapped({"REQUEST_METHOD": "GET", "PATH_INFO": "/x"}, start_response)
+    assert seen["x-openstack-request-id"].startswith("req-")
