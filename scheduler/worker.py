@@ -147,7 +147,7 @@ class Scheduler:
         lost = set()  # hosts that lost a race or no longer fit: never retried here
         selected_hosts = set()
         claimed = []  # consumers claimed so far, for unwinding
-        result = []
+        picks = []  # (instance, host, allocation request, hosts ranked for it)
         first = True
         try:
             for instance in spec.instance_uuids:
@@ -161,13 +161,7 @@ class Scheduler:
                 claimed.append(instance)
                 selected_hosts.add(host.uuid)
                 host.consume(areq)
-                ranked_hosts = [h for _w, _p, h in ranked]
-                alts = alternates_mod.pick(ranked_hosts, host, selected_hosts | lost,
-                                           max_attempts)
-                report.claimed(instance, host, alts)
-                result.append(
-                    [_selection(instance, host, areq, True)]
-                    + [_selection(instance, h, a, False) for h, a in alts])
+                picks.append((instance, host, areq, [h for _w, _p, h in ranked]))
         except _Unreachable as exc:
             # The last claim's outcome is unknown: release it too (idempotent).
             self._unwind(claimed + [exc.instance], spec)
@@ -175,6 +169,14 @@ class Scheduler:
         except BaseException:
             self._unwind(claimed, spec)
             raise
+        # Alternates once every instance is claimed (nova's order): they
+        # exclude every host selected for this request and fit what is left.
+        result = []
+        for instance, host, areq, ranked_hosts in picks:
+            alts = alternates_mod.pick(ranked_hosts, host, selected_hosts | lost, max_attempts)
+            report.claimed(instance, host, alts)
+            result.append([_selection(instance, host, areq, True)]
+                          + [_selection(instance, h, a, False) for h, a in alts])
         return result
 
     def _rank(self, hosts, spec, lost):

@@ -186,3 +186,14 @@ def test_outage_mid_claim_leaves_no_half_made_claim():
     with pytest.raises(worker.SchedulerError, match="unreachable"):
         sched.select_destinations(spec(num_instances=3))
     assert fake.consumers == {}
+
+
+def test_alternates_exclude_every_host_selected_for_the_request():
+    hosts = [host(f"h{i}", ram=10000 * (5 - i)) for i in range(4)]
+    fake, sched = make(hosts, max_attempts=4)
+    out = sched.select_destinations(spec(num_instances=2))
+    selected = {hl[0].host_uuid for hl in out}
+    assert len(selected) == 2
+    for _sel, *alts in out:
+        assert selected.isdisjoint(a.host_uuid for a in alts)
+        assert len(alts) == 2
