@@ -96,7 +96,7 @@ class Server:
         log_path = os.path.join(self.tmp, "api.log")
         log = open(log_path, "w")
         conf_path = os.path.join(self.tmp, "placement.conf")
-        if self.kind == "ours":
+        if self.kind == "ours":  # upstream and upstream-1x1 share the other branch
             with open(conf_path, "w") as f:
                 f.write(f"[placement_database]\nconnection = {self.sampler_url}\n"
                         "sync_on_startup = true\n[api]\nauth_strategy = noauth2\n")
@@ -194,15 +194,25 @@ def main(argv=None):
     parser.add_argument("--ops", type=int, default=400,
                         help="claims+releases per client count (split over clients)")
     parser.add_argument("--skip-upstream", action="store_true")
+    parser.add_argument("--no-serialized", action="store_true",
+                        help="skip upstream with 1 worker x 1 thread (its only correct "
+                        "setting)")
     args = parser.parse_args(argv)
     clients_list = [int(c) for c in args.clients.split(",")]
     kinds = ["ours"] if args.skip_upstream else ["ours", "upstream"]
+    if not args.skip_upstream and not args.no_serialized:
+        kinds.append("upstream-1x1")
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
           f"{platform.python_implementation()} {platform.python_version()}; "
           f"workers={args.workers} threads={args.threads}", flush=True)
     all_results = {}
     for kind in kinds:
-        server = Server(kind, args.workers, args.threads).start()
+        if kind == "upstream-1x1":
+            server = Server("upstream", 1, 1)
+            server.kind = kind
+            server.start()
+        else:
+            server = Server(kind, args.workers, args.threads).start()
         try:
             all_results[kind] = bench(server, clients_list, args.ops)
         finally:
