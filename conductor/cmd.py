@@ -59,7 +59,7 @@ def main(argv=None):
     def emit(results):
         for res in results:
             counts["instances"] += 1
-            counts[res.status] += 1
+            counts[res.status] = counts.get(res.status, 0) + 1
             counts["rescheduled"] += res.rescheduled
             out.write(json.dumps(dataclasses.asdict(res)) + "\n")
 

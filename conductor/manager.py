@@ -26,6 +26,7 @@ LOG = logging.getLogger(__name__)
 
 PLACED = "placed"
 FAILED = "failed"
+SKIPPED = "skipped"  # owned by another conductor; its build request is left alone
 
 
 @dataclasses.dataclass
@@ -96,6 +97,13 @@ class Conductor:
             # Nothing is claimed (the scheduler released it); the build
             # requests stay pending for a later resume.
             raise client_mod.PlacementUnreachable(str(exc)) from exc
+        except worker_mod.ConsumerInUse as exc:
+            # Another conductor holds (and so owns) one of these instances, e.g.
+            # two conductors resuming the same pending request: leave the build
+            # requests to the owner instead of failing what it may place.
+            LOG.warning("%s: %s", spec.request_id, exc)
+            return [BuildResult(i, spec.request_id, spec.workload_class, SKIPPED,
+                                reason=str(exc)) for i in spec.instance_uuids]
         except worker_mod.SchedulerError as exc:
             results = []
             for instance in spec.instance_uuids:

@@ -54,6 +54,11 @@ class NoValidHost(SchedulerError):
     pass
 
 
+class ConsumerInUse(SchedulerError):
+    """The instance already holds allocations: someone else (another
+    conductor resuming it, an earlier attempt) claimed it. Nothing was changed."""
+
+
 class PlacementUnavailable(SchedulerError):
     """Placement could not be reached; the request's claims were released."""
 
@@ -212,7 +217,7 @@ class Scheduler:
                 return host, areq
             except client_mod.ClaimConflict as exc:
                 if exc.consumer_conflict:
-                    raise SchedulerError(
+                    raise ConsumerInUse(
                         f"instance {instance} already holds allocations (consumer "
                         f"generation conflict); release them before scheduling it again")
                 if exc.code == CONCURRENT_UPDATE and retries.get(host.uuid, 0) < \

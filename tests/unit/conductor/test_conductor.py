@@ -129,3 +129,17 @@ def test_restarted_conductor_resumes_pending_requests():
     assert len(fake.holder_of(inst)) == 1
     assert sum(u["VCPU"] for u in fake.used.values()) == 2  # claimed once, not twice
     assert fresh.resume_pending() == []
+
+
+def test_instance_claimed_by_another_conductor_is_left_to_it():
+    fake, cond = make([host("a"), host("b")])
+    from scheduler.request import RequestSpec
+    parsed = RequestSpec.from_dict(spec(request_id="req-twice"))
+    inst = parsed.instance_uuids[0]
+    fake.create_build_request(inst, "req-twice", "standard", parsed.to_dict())
+    # The other conductor's scheduler claimed it first.
+    cond.scheduler.select_destinations(parsed)
+    [res] = cond._schedule_and_build(parsed)
+    assert res.status == "skipped" and "already holds allocations" in res.reason
+    assert fake.build_requests[inst]["status"] == "pending"
+    assert len(fake.holder_of(inst)) == 1
