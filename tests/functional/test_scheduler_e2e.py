@@ -6,6 +6,7 @@ import requests
 
 from conductor import driver as driver_mod
 from conductor import manager
+from scheduler import claim as claim_mod
 from scheduler import client as client_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker
@@ -172,3 +173,13 @@ def test_bad_spec_and_unreachable_placement_are_clear(db, client, live_server):
                        match=r"placement at http://127.0.0.1:9 is unreachable "
                              r"\(GET /allocation_candidates\): connection refused"):
         down.select_destinations(spec())
+
+
+def test_unclaim_is_idempotent_against_placement(db, client, live_server):
+    hosts = add_hosts(db, client, [("u1", "c1", "performance", 4, 4096)])
+    sched, pc = make_scheduler(live_server)
+    claim_mod.unclaim(pc, "6a6f8f3c-1111-4222-8333-944444444444")  # never claimed
+    [[sel]] = sched.select_destinations(spec(request_id="req-u"))
+    claim_mod.unclaim(pc, sel.instance_uuid)
+    claim_mod.unclaim(pc, sel.instance_uuid)
+    assert holders(client, hosts["u1"]) == set()
