@@ -75,9 +75,10 @@ def main(argv=None):
                     try:
                         emit(cond.build(json.loads(line)))
                     except (ValueError, InvalidRequestSpec) as exc:
+                        # JSONDecodeError is a ValueError; say which line.
                         counts["invalid"] += 1
                         out.write(json.dumps({"line": number, "status": "invalid",
-                                              "error": str(exc)}) + "\n")
+                                              "error": f"line {number}: {exc}"}) + "\n")
     except OSError as exc:
         print(f"conductor-worker: {exc}", file=sys.stderr)
         return 2

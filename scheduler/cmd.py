@@ -20,6 +20,7 @@ from scheduler import conf as conf_mod
 from scheduler import filters as filters_mod
 from scheduler import worker as worker_mod
 from scheduler.request import InvalidRequestSpec
+from scheduler.request import RequestSpec
 
 LOG = logging.getLogger("scheduler-worker")
 
@@ -49,10 +50,13 @@ def run(conf, lines, out, client=None):
         counts["requests"] += 1
         outcome = {"line": number}
         try:
-            spec = json.loads(line)
-            outcome["request_id"] = spec.get("request_id") if isinstance(spec, dict) else None
+            spec = RequestSpec.from_dict(json.loads(line))
+            outcome["request_id"] = spec.request_id  # generated when the line has none
             selections = sched.select_destinations(spec)
-        except (ValueError, InvalidRequestSpec) as exc:
+        except json.JSONDecodeError as exc:
+            counts["invalid"] += 1
+            outcome.update(status="invalid", error=f"line {number} is not JSON: {exc}")
+        except InvalidRequestSpec as exc:
             counts["invalid"] += 1
             outcome.update(status="invalid", error=str(exc))
         except worker_mod.PlacementUnavailable as exc:
