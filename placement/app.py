@@ -117,10 +117,11 @@ def _before_request():
             raise errors.bad_request("content-type header required when content-length > 0")
 
     # PostgreSQL text cannot hold NUL; a lookup with one would be a driver error.
-    if "\x00" in req.path or any("\x00" in key or "\x00" in value
-                                  for key, value in req.args.items(multi=True)):
-        raise errors.bad_request("NUL characters are not allowed in the request path or "
-                                 "query string.")
+    # A path with one names nothing that can exist (404); a query is malformed (400).
+    if "\x00" in req.path:
+        raise errors.not_found("No resource can have a NUL character in its path.")
+    if any("\x00" in key or "\x00" in value for key, value in req.args.items(multi=True)):
+        raise errors.bad_request("NUL characters are not allowed in the query string.")
 
     # What follows upstream does in its handlers (their errors carry Vary).
     g.dispatched = True

@@ -193,7 +193,7 @@ def test_nul_characters_are_client_errors(client):
     rp = client.post("/resource_providers", json={"name": "rp"}).get_json()["uuid"]
     assert client.post("/resource_providers", json={"name": "a\u0000"}).status_code == 400
     assert client.put(f"/resource_providers/{rp}", json={"name": "a\u0000"}).status_code == 400
-    assert client.get("/resource_providers?name=%00").get_json() == {"resource_providers": []}
+    assert client.get("/resource_providers?name=%00").status_code == 400
     assert client.get("/resource_providers?required=A%00").status_code == 400
     assert client.get("/resource_providers?resources=A%00:1").status_code == 400
     assert client.get("/resource_providers/%00").status_code == 404

@@ -170,11 +170,13 @@ def test_multi_line_details_arrive_on_one_line(client):
     assert "'abc' is not a 'uuid'  Failed validating 'format'" in rest
 
 
-@pytest.mark.parametrize("path", ["/resource_providers/%00", "/resource_providers?name=a%00b",
-                                  "/traits?name=in:%00"])
-def test_nul_in_path_or_query_is_400(client, path):
+@pytest.mark.parametrize("path,status", [("/resource_providers/%00", 404),
+                                         ("/resource_providers?name=a%00b", 400),
+                                         ("/traits?name=in:%00", 400),
+                                         ("/usages?project_id=%00", 400)])
+def test_nul_in_path_or_query(client, path, status):
     resp = client.get(path)
-    assert resp.status_code == 400
+    assert resp.status_code == status
     assert "NUL" in resp.get_json()["errors"][0]["detail"]
 
 
