@@ -1,8 +1,9 @@
 """HTTP handlers: /resource_providers/{uuid}/aggregates (1.1+).
 
-Before 1.19 the body in both directions is the bare list of aggregate
-UUIDs; from 1.19 it is an object with the provider generation, and a PUT is
-refused (409) when the generation it carries is stale.
+Responses are always ``{"aggregates": [...]}``, from 1.19 with the provider
+generation added. Before 1.19 a PUT body is the bare list of aggregate UUIDs;
+from 1.19 it is ``{"aggregates", "resource_provider_generation"}`` and a PUT
+is refused (409) when the generation it carries is stale.
 """
 
 from placement import errors
@@ -22,10 +23,9 @@ def _require_1_1():
 
 
 def _send(aggregates, generation):
+    body = {"aggregates": aggregates}
     if util.want(1, 19):
-        body = {"aggregates": aggregates, "resource_provider_generation": generation}
-    else:
-        body = aggregates
+        body["resource_provider_generation"] = generation
     # Association times are not recorded; upstream answers "now" as well.
     return util.json_response(body, last_modified="now")
 

@@ -148,6 +148,9 @@ def create(db, uuid, name, parent_uuid=None):
     :raise ActionError: the parent is the provider itself or does not exist.
     :raise DuplicateProvider: the uuid or the name is taken.
     """
+    if not name:
+        # The schema allows "" (upstream's too); upstream's object refuses it.
+        raise ActionError("create", "name is required")
     if not storable(name):
         raise ActionError("create", "name must not contain NUL characters.")
     if parent_uuid is not None and parent_uuid == uuid:
@@ -368,7 +371,8 @@ def list_providers(db, name=None, uuid=None, in_tree=None, resources=None,
         query = _provider_select().order_by(_RP.c.id)
         if not all(storable(v) for v in (name, uuid, in_tree) if v is not None):
             return []
-        if name is not None:
+        # As upstream, an empty ?name= filters nothing.
+        if name:
             query = query.where(_RP.c.name == name)
         if uuid is not None:
             query = query.where(_RP.c.uuid == uuid)

@@ -1,4 +1,4 @@
-"""Provider aggregates over HTTP: the 1.1 list form and the 1.19 form with generations."""
+"""Provider aggregates over HTTP: the 1.1 list body and the 1.19 form with generations."""
 
 from tests.conftest import new_uuid
 
@@ -9,9 +9,12 @@ def test_aggregates_before_and_after_1_19(client):
     agg1, agg2 = new_uuid(), new_uuid()
     assert client.get(url, version="1.0").status_code == 404
 
+    # Before 1.19 the request body is a bare list, the response an object
+    # (API reference; nova's report client reads resp.json()["aggregates"]).
     resp = client.put(url, json=[agg1, agg2], version="1.1")
-    assert resp.status_code == 200 and resp.get_json() == [agg1, agg2]
-    assert sorted(client.get(url, version="1.18").get_json()) == sorted([agg1, agg2])
+    assert resp.status_code == 200 and resp.get_json() == {"aggregates": [agg1, agg2]}
+    got = client.get(url, version="1.18").get_json()
+    assert list(got) == ["aggregates"] and sorted(got["aggregates"]) == sorted([agg1, agg2])
     # The pre-1.19 form moves no generation.
     assert client.get(f"/resource_providers/{rp}").get_json()["generation"] == 0
 
