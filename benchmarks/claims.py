@@ -155,15 +155,17 @@ def release_all(base_url, consumers):
         s.delete(f"{base_url}/allocations/{consumer}", timeout=60)
 
 
-def bench(server, clients_list, ops):
+def bench(server, clients_list, ops, processes):
     results = {}
     providers = [make_provider(server.url, f"tput-{i}", 64) for i in range(4)]
     for clients in clients_list:
         per_client = max(1, ops // clients)
         # Warm the connection pools of every worker first.
-        claimload.run(server.url, providers, clients, 4, seed=99)
+        warm = claimload.run(server.url, providers, clients, 4, seed=99, processes=processes)
+        release_all(server.url, warm.held)
         outcome = claimload.run(server.url, providers, clients, per_client,
-                                release_probability=0.4, max_held_per_client=4, seed=clients)
+                                release_probability=0.4, max_held_per_client=4, seed=clients,
+                                processes=processes)
         release_all(server.url, outcome.held)
         results[clients] = {
             "claims_per_s": outcome.claims_ok / outcome.elapsed,
@@ -176,7 +178,7 @@ def bench(server, clients_list, ops):
     sampler = claimload.UsageSampler(server.sampler_url, [target], interval=0.005)
     sampler.start()
     outcome = claimload.run(server.url, [target], 16, 10, release_probability=0.0,
-                            max_held_per_client=100, seed=5)
+                            max_held_per_client=100, seed=5, processes=processes)
     sampler.stop()
     final = sampler.read()[target][1]
     results["probe"] = {"allocated": final, "overcommit": max(0, final - 8),
@@ -193,6 +195,11 @@ def main(argv=None):
     parser.add_argument("--clients", default="1,4,16")
     parser.add_argument("--ops", type=int, default=400,
                         help="claims+releases per client count (split over clients)")
+    parser.add_argument("--client-processes", type=int, default=4,
+                        help="client processes the clients are spread over (threads "
+                        "within each)")
+    parser.add_argument("--systems", default=None,
+                        help="comma-separated subset of ours,upstream,upstream-1x1")
     parser.add_argument("--skip-upstream", action="store_true")
     parser.add_argument("--no-serialized", action="store_true",
                         help="skip upstream with 1 worker x 1 thread (its only correct "
@@ -202,9 +209,13 @@ def main(argv=None):
     kinds = ["ours"] if args.skip_upstream else ["ours", "upstream"]
     if not args.skip_upstream and not args.no_serialized:
         kinds.append("upstream-1x1")
+    if args.systems:
+        kinds = args.systems.split(",")
     print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
           f"{platform.python_implementation()} {platform.python_version()}; "
-          f"workers={args.workers} threads={args.threads}", flush=True)
+          f"workers={args.workers} threads={args.threads} "
+          f"client processes={args.client_processes}; load average "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     all_results = {}
     for kind in kinds:
         if kind == "upstream-1x1":
@@ -214,9 +225,10 @@ def main(argv=None):
         else:
             server = Server(kind, args.workers, args.threads).start()
         try:
-            all_results[kind] = bench(server, clients_list, args.ops)
+            all_results[kind] = bench(server, clients_list, args.ops, args.client_processes)
         finally:
             server.stop()
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
     print()
     print("| clients | " + " | ".join(f"{k} claims/s" for k in kinds) + " |")
     print("|---|" + "---|" * len(kinds))

@@ -40,8 +40,11 @@ import collections
 import dataclasses
 import logging
 import random
+import threading
 import time
+import weakref
 
+import os_resource_classes
 import sqlalchemy as sa
 
 from placement import db as db_mod
@@ -144,6 +147,58 @@ class ConsumerWrite:
     workload_class: str | None = None
 
 
+# --- ids that never change ---------------------------------------------------
+
+
+class _IdCache:
+    """Ids of rows that, once committed, keep their id for the database's life.
+
+    Project and user rows (by external id), consumer types (by name) and
+    standard resource classes (by name) are only ever inserted, never
+    updated or deleted by this service, so a claim need not look them up
+    every time. Custom resource classes are NOT cached (one can be deleted
+    and created again with another id). One cache per ``Database`` object
+    (tests truncate and restart identities between databases), filled only
+    after the transaction that read or created the rows committed, and
+    emptied whenever a write hits an integrity error (a row removed behind
+    our back would show up as a foreign key violation, then be re-read).
+    """
+
+    def __init__(self):
+        self.projects = {}
+        self.users = {}
+        self.types = {}
+        self.classes = {}
+
+    def update(self, other):
+        self.projects.update(other.projects)
+        self.users.update(other.users)
+        self.types.update(other.types)
+        self.classes.update(other.classes)
+
+    def clear(self):
+        for table in (self.projects, self.users, self.types, self.classes):
+            table.clear()
+
+
+_ID_CACHES = weakref.WeakKeyDictionary()
+_ID_CACHES_LOCK = threading.Lock()
+_STANDARD_CLASSES = frozenset(os_resource_classes.STANDARDS)
+
+
+def _id_cache(db):
+    cache = _ID_CACHES.get(db)
+    if cache is None:
+        with _ID_CACHES_LOCK:
+            cache = _ID_CACHES.setdefault(db, _IdCache())
+    return cache
+
+
+def forget_cached_ids(db):
+    """Drop the cached ids of ``db`` (after surgery on the database behind its back)."""
+    _id_cache(db).clear()
+
+
 # --- writes -----------------------------------------------------------------
 
 
@@ -158,23 +213,30 @@ def replace_all(db, writes, retry_count, before=None, after=None):
         InvalidInventory: the request cannot be applied (nothing is written).
     :raise ConcurrentUpdate: still losing races after ``retry_count`` retries.
     """
+    cache = _id_cache(db)
     attempt = 0
     while True:
+        learned = _IdCache()
         try:
             with db.write() as conn:
                 if before is not None:
                     before(conn)
-                _write_attempt(conn, writes, lock_first=attempt > 0)
+                _write_attempt(conn, writes, lock_first=attempt > 0, cache=cache,
+                               learned=learned)
                 if after is not None:
                     after(conn)
+            # Only ids of committed rows enter the shared cache.
+            cache.update(learned)
             return
         except LostRace:
             reason = "provider or consumer generation changed"
         except sa.exc.IntegrityError as exc:
             # A concurrent request created the same consumer (unique uuid) or
             # removed a provider we were writing to (foreign key): the next
-            # attempt sees the committed state and answers accordingly.
+            # attempt sees the committed state and answers accordingly. A
+            # cached id could be the culprit too: forget them all.
             reason = f"integrity error: {_first_line(exc)}"
+            cache.clear()
         except sa.exc.DBAPIError as exc:
             if not _is_transient(exc):
                 raise
@@ -206,11 +268,7 @@ def _ordered_unique(items):
     return list(dict.fromkeys(items))
 
 
-def _provider_state(conn, rp_uuids, rc_ids, consumer_uuids):
-    """Generation, inventory and committed usage of providers, in one statement.
-
-    Returns ``{rp_uuid: {"id", "generation", "inventory": {rc_id: row}}}``.
-    """
+def _build_provider_state_stmt(with_consumer=False):
     rp = m.resource_providers
     inv = m.inventories
     a = m.allocations
@@ -237,41 +295,114 @@ def _provider_state(conn, rp_uuids, rc_ids, consumer_uuids):
     )
     own = (
         sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
-        .where(same_inv, a.c.consumer_id.in_(consumer_uuids))
+        .where(same_inv, a.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
         .scalar_subquery()
     )
     join = rp.outerjoin(
         inv,
         sa.and_(inv.c.resource_provider_id == rp.c.id,
-                inv.c.resource_class_id.in_(rc_ids or [-1])),
+                inv.c.resource_class_id.in_(sa.bindparam("rc_ids", expanding=True))),
     )
-    stmt = (
-        sa.select(
-            rp.c.id, rp.c.uuid, rp.c.generation, inv.c.resource_class_id, inv.c.total,
-            inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-            inv.c.allocation_ratio, used.label("used"), own.label("own"),
-        )
+    columns = [
+        rp.c.id, rp.c.uuid, rp.c.generation, inv.c.resource_class_id, inv.c.total,
+        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
+        inv.c.allocation_ratio, used.label("used"), own.label("own"),
+    ]
+    if with_consumer:
+        # One consumer (PUT): its id and generation ride along, saving a round
+        # trip: (SELECT c.id FROM consumers c WHERE c.uuid = :consumer_uuid), ...
+        c = m.consumers
+        for col, label in ((c.c.id, "consumer_row_id"), (c.c.generation, "consumer_gen")):
+            columns.append(
+                sa.select(col).where(c.c.uuid == sa.bindparam("consumer_uuid"))
+                .scalar_subquery().label(label))
+    return (
+        sa.select(*columns)
         .select_from(join)
-        .where(rp.c.uuid.in_(rp_uuids))
+        .where(rp.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)))
     )
+
+
+# Statements of the claim path, built once (building one costs more CPU than
+# running it from SQLAlchemy's compiled cache).
+_PROVIDER_STATE = _build_provider_state_stmt()
+_PROVIDER_STATE_ONE_CONSUMER = _build_provider_state_stmt(with_consumer=True)
+_RP = m.resource_providers
+# SELECT id FROM resource_providers WHERE uuid IN (...) ORDER BY id FOR UPDATE
+_LOCK_PROVIDERS = (
+    sa.select(_RP.c.id).where(_RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)))
+    .order_by(_RP.c.id).with_for_update()
+)
+# UPDATE resource_providers SET generation = generation + 1, updated_at = :now
+# WHERE id = :id AND generation = :seen
+_GUARD_PROVIDER = (
+    _RP.update()
+    .where(_RP.c.id == sa.bindparam("g_id"), _RP.c.generation == sa.bindparam("g_seen"))
+    .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("g_now"))
+)
+_BUMP_PROVIDER = (
+    _RP.update().where(_RP.c.id == sa.bindparam("g_id"))
+    .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("g_now"))
+)
+_INSERT_ALLOCATIONS = m.allocations.insert()
+
+
+@dataclasses.dataclass
+class _ConsumerRow:
+    id: int
+    generation: int
+
+
+def _provider_state(conn, rp_uuids, rc_ids, consumer_uuids, with_consumer=False):
+    """Generation, inventory and committed usage of providers, in one statement.
+
+    Returns ``{rp_uuid: {"id", "generation", "inventory": {rc_id: row}}}``;
+    with ``with_consumer`` (exactly one consumer uuid) also, from the same
+    statement, ``{uuid: row}`` of that consumer if it exists (``id``,
+    ``generation``), as ``consumer_obj.get_by_uuids`` would answer.
+    """
     state = {}
-    for row in conn.execute(stmt):
+    params = {"rp_uuids": list(rp_uuids), "rc_ids": list(rc_ids) or [-1],
+              "consumer_uuids": list(consumer_uuids)}
+    stmt = _PROVIDER_STATE
+    if with_consumer:
+        (params["consumer_uuid"],) = consumer_uuids
+        stmt = _PROVIDER_STATE_ONE_CONSUMER
+    existing = {}
+    for row in conn.execute(stmt, params):
         entry = state.setdefault(
             row.uuid, {"id": row.id, "generation": row.generation, "inventory": {}}
         )
         if row.resource_class_id is not None:
             entry["inventory"][row.resource_class_id] = row
-    return state
+        if with_consumer and row.consumer_row_id is not None:
+            existing[consumer_uuids[0]] = _ConsumerRow(row.consumer_row_id, row.consumer_gen)
+    return (state, existing) if with_consumer else state
 
 
-def _resource_class_ids(conn, names):
-    rc = m.resource_classes
+def _resource_class_ids(conn, names, cache=None, learned=None):
+    """{name: id} of the existing classes among ``names``.
+
+    Standard classes come from ``cache`` once known (they cannot be deleted);
+    custom ones are always read.
+    """
     if not names:
         return {}
-    return {
-        row.name: row.id
-        for row in conn.execute(sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
-    }
+    found = {}
+    missing = []
+    for name in names:
+        rc_id = cache.classes.get(name) if cache is not None else None
+        if rc_id is None:
+            missing.append(name)
+        else:
+            found[name] = rc_id
+    if missing:
+        rc = m.resource_classes
+        for row in conn.execute(sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(missing))):
+            found[row.name] = row.id
+            if learned is not None and row.name in _STANDARD_CLASSES:
+                learned.classes[row.name] = row.id
+    return found
 
 
 def _check_consumer_generations(writes, existing):
@@ -313,7 +444,7 @@ def _check_capacity(writes, state, rc_ids):
                     raise CapacityExceeded(rc_name, rp_uuid)
 
 
-def _write_attempt(conn, writes, lock_first=False):
+def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     """One attempt in the open transaction ``conn``; raise LostRace to retry.
 
     ``lock_first`` (every retry): take the provider row locks, in id order,
@@ -321,30 +452,39 @@ def _write_attempt(conn, writes, lock_first=False):
     waits its turn instead of losing again; the statements after the lock see
     everything its holder committed (READ COMMITTED), and the generation guard
     below still checks. SQLite ignores FOR UPDATE (its writers are serialized).
+
+    ``cache`` (an _IdCache) spares the lookups of project, user, consumer type
+    and standard class ids; ids this attempt reads or creates go to
+    ``learned``, which the caller publishes once the transaction committed.
     """
+    cache = cache if cache is not None else _IdCache()
+    learned = learned if learned is not None else _IdCache()
     now = db_mod.utcnow()
     rp_uuids = _ordered_unique(
         rp_uuid for w in writes for rp_uuid in w.allocations
     )
     if lock_first and rp_uuids:
-        rp = m.resource_providers
-        # SELECT id FROM resource_providers WHERE uuid IN (...) ORDER BY id FOR UPDATE
-        conn.execute(
-            sa.select(rp.c.id).where(rp.c.uuid.in_(rp_uuids)).order_by(rp.c.id)
-            .with_for_update()
-        ).all()
+        conn.execute(_LOCK_PROVIDERS, {"rp_uuids": rp_uuids}).all()
     consumer_uuids = [w.uuid for w in writes]
-    existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
-    _check_consumer_generations(writes, existing)
-
     rc_names = _ordered_unique(
         name for w in writes for res in w.allocations.values() for name in res
     )
-    rc_ids = _resource_class_ids(conn, rc_names)
-    state = (
-        _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
-        if rp_uuids else {}
-    )
+    rc_ids = _resource_class_ids(conn, rc_names, cache, learned)
+    if len(writes) == 1 and rp_uuids:
+        # The common claim (PUT): the consumer comes with the provider read.
+        state, existing = _provider_state(conn, rp_uuids, list(rc_ids.values()),
+                                          consumer_uuids, with_consumer=True)
+        if not state:
+            # No provider row to carry it: ask for the consumer on its own
+            # (its generation is checked before "no such provider").
+            existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
+    else:
+        existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
+        state = (
+            _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
+            if rp_uuids else {}
+        )
+    _check_consumer_generations(writes, existing)
     for rp_uuid in rp_uuids:
         if rp_uuid not in state:
             raise ProviderNotFound(rp_uuid)
@@ -366,21 +506,25 @@ def _write_attempt(conn, writes, lock_first=False):
 
     # Consumers first (sorted), then providers (sorted): one lock order for all
     # writers. Project/user/type rows are get-or-create and harmless to share.
-    project_ids, user_ids, type_ids = {}, {}, {}
+    def cached(kind, key, lookup):
+        value = getattr(cache, kind).get(key)
+        if value is None:
+            value = getattr(learned, kind).get(key)
+        if value is None:
+            value = lookup()
+            getattr(learned, kind)[key] = value
+        return value
 
     def ids_for(w):
-        if w.project_id not in project_ids:
-            project_ids[w.project_id] = consumer_obj.ensure_external_id(
-                conn, m.projects, w.project_id)
-        if w.user_id not in user_ids:
-            user_ids[w.user_id] = consumer_obj.ensure_external_id(conn, m.users, w.user_id)
+        project_id = cached("projects", w.project_id, lambda: consumer_obj.ensure_external_id(
+            conn, m.projects, w.project_id))
+        user_id = cached("users", w.user_id, lambda: consumer_obj.ensure_external_id(
+            conn, m.users, w.user_id))
         type_id = None
         if w.consumer_type is not None:
-            if w.consumer_type not in type_ids:
-                type_ids[w.consumer_type] = consumer_obj.ensure_consumer_type(
-                    conn, w.consumer_type)
-            type_id = type_ids[w.consumer_type]
-        return project_ids[w.project_id], user_ids[w.user_id], type_id
+            type_id = cached("types", w.consumer_type, lambda: consumer_obj.ensure_consumer_type(
+                conn, w.consumer_type))
+        return project_id, user_id, type_id
 
     for w in sorted((w for w in writes if w.uuid in existing),
                     key=lambda w: existing[w.uuid].id):
@@ -399,24 +543,15 @@ def _write_attempt(conn, writes, lock_first=False):
         consumer_obj.create(conn, w.uuid, project_id, user_id, type_id,
                             w.workload_class or DEFAULT_WORKLOAD_CLASS)
 
-    rp = m.resource_providers
     guarded = {state[u]["id"]: state[u]["generation"] for u in rp_uuids}
     for rp_id in sorted(guarded.keys() | released):
         if rp_id in guarded:
-            # UPDATE resource_providers SET generation = generation + 1
-            # WHERE id = :id AND generation = :seen
             res = conn.execute(
-                rp.update()
-                .where(rp.c.id == rp_id, rp.c.generation == guarded[rp_id])
-                .values(generation=rp.c.generation + 1, updated_at=now)
-            )
+                _GUARD_PROVIDER, {"g_id": rp_id, "g_seen": guarded[rp_id], "g_now": now})
             if res.rowcount != 1:
                 raise LostRace()
         else:
-            conn.execute(
-                rp.update().where(rp.c.id == rp_id)
-                .values(generation=rp.c.generation + 1, updated_at=now)
-            )
+            conn.execute(_BUMP_PROVIDER, {"g_id": rp_id, "g_now": now})
 
     a = m.allocations
     # A consumer without a row holds no allocation (its rows go with it).
@@ -430,8 +565,10 @@ def _write_attempt(conn, writes, lock_first=False):
         for rp_uuid, resources in w.allocations.items()
         for rc_name, amount in resources.items()
     ]
-    if rows:
-        conn.execute(a.insert(), rows)
+    if len(rows) == 1:
+        conn.execute(_INSERT_ALLOCATIONS, rows[0])
+    elif rows:
+        conn.execute(_INSERT_ALLOCATIONS, rows)
     if emptied:
         conn.execute(m.consumers.delete().where(m.consumers.c.uuid.in_(emptied)))
 
@@ -443,23 +580,24 @@ def delete_for_consumer(db, consumer_uuid):
     Provider generations are left alone, as upstream: a release cannot
     over-commit anything.
     """
-    c = m.consumers
-    a = m.allocations
     try:
         with db.write() as conn:
-            # Lock the consumer row first, in the same order as replace_all, so
-            # a concurrent rewrite of this consumer waits instead of interleaving.
-            conn.execute(
-                c.update().where(c.c.uuid == consumer_uuid)
-                .values(generation=c.c.generation + 1, updated_at=db_mod.utcnow())
-            )
-            deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
+            # Remove (and so lock) the consumer row first, in the same order as
+            # replace_all: a concurrent rewrite of this consumer waits, then
+            # finds its generation guard matching nothing and starts over.
+            conn.execute(_DELETE_CONSUMER, {"d_uuid": consumer_uuid})
+            deleted = conn.execute(_DELETE_ALLOCATIONS, {"d_uuid": consumer_uuid}).rowcount
             if not deleted:
                 raise _NothingToDelete()
-            conn.execute(c.delete().where(c.c.uuid == consumer_uuid))
     except _NothingToDelete:
         return False
     return True
+
+
+# DELETE FROM consumers WHERE uuid = :uuid; DELETE FROM allocations WHERE consumer_id = :uuid
+_DELETE_CONSUMER = m.consumers.delete().where(m.consumers.c.uuid == sa.bindparam("d_uuid"))
+_DELETE_ALLOCATIONS = m.allocations.delete().where(
+    m.allocations.c.consumer_id == sa.bindparam("d_uuid"))
 
 
 class _NothingToDelete(Exception):

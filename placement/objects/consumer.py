@@ -51,16 +51,23 @@ def ensure_consumer_type(conn, name):
     return conn.execute(sa.select(ct.c.id).where(ct.c.name == name)).scalar_one()
 
 
+_c = m.consumers
+
+# Built once: statement construction costs more CPU than executing a cached one.
+# SELECT id, uuid, generation, ... FROM consumers WHERE uuid IN (:uuids)
+_GET_BY_UUIDS = sa.select(
+    _c.c.id, _c.c.uuid, _c.c.generation, _c.c.project_id, _c.c.user_id,
+    _c.c.consumer_type_id, _c.c.workload_class,
+).where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+
+_INSERT = _c.insert()
+
+
 def get_by_uuids(conn, uuids):
     """{uuid: row} of the existing consumers among ``uuids``."""
     if not uuids:
         return {}
-    c = m.consumers
-    rows = conn.execute(
-        sa.select(c.c.id, c.c.uuid, c.c.generation, c.c.project_id, c.c.user_id,
-                  c.c.consumer_type_id, c.c.workload_class)
-        .where(c.c.uuid.in_(sorted(uuids)))
-    )
+    rows = conn.execute(_GET_BY_UUIDS, {"uuids": sorted(uuids)})
     return {row.uuid: row for row in rows}
 
 
@@ -74,13 +81,11 @@ def create(conn, uuid, project_id, user_id, consumer_type_id, workload_class):
     (the unique index); the caller retries in a fresh transaction, where the
     consumer then exists and its generation is checked as usual.
     """
-    return conn.execute(
-        m.consumers.insert().values(
-            uuid=uuid, project_id=project_id, user_id=user_id, generation=1,
-            consumer_type_id=consumer_type_id, workload_class=workload_class,
-            created_at=db_mod.utcnow(),
-        )
-    ).inserted_primary_key[0]
+    return conn.execute(_INSERT, {
+        "uuid": uuid, "project_id": project_id, "user_id": user_id, "generation": 1,
+        "consumer_type_id": consumer_type_id, "workload_class": workload_class,
+        "created_at": db_mod.utcnow(),
+    }).inserted_primary_key[0]
 
 
 def bump(conn, consumer_id, seen_generation, values):

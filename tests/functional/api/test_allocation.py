@@ -368,3 +368,108 @@ def test_two_threads_race_for_the_last_unit(live_server, db):
     for t in threads:
         t.join()
     assert sorted(statuses) == [204, 409]
+
+
+def _stale_provider_reads(monkeypatch):
+    """Make every attempt read a provider generation one behind the stored one, so
+    its guard ``UPDATE ... WHERE generation = :seen`` matches no row: a forced,
+    real conflict. Returns the list of attempts (one per provider read)."""
+    from placement.objects import allocation as alloc_obj
+
+    real = alloc_obj._provider_state
+    attempts = []
+
+    def stale(conn, *args, **kwargs):
+        answer = real(conn, *args, **kwargs)
+        attempts.append(1)
+        state = answer[0] if isinstance(answer, tuple) else answer
+        for entry in state.values():
+            entry["generation"] -= 1
+        return answer
+
+    monkeypatch.setattr(alloc_obj, "_provider_state", stale)
+    return attempts
+
+
+@pytest.mark.parametrize("retries", [0, 3])
+def test_conflict_retry_count_bounds_the_attempts(db, db_url, rp, monkeypatch, retries):
+    """[placement] allocation_conflict_retry_count retries, then a clean 409."""
+    from placement import app as app_mod
+    from tests.conftest import ApiClient
+    from tests.conftest import make_conf
+
+    conf = make_conf(db_url, **{"placement.allocation_conflict_retry_count": retries})
+    client = ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
+    before = generation_of(client, rp)
+    guards = []
+
+    from sqlalchemy import event
+
+    def count_guards(conn, cursor, statement, params, context, executemany):
+        if statement.startswith("UPDATE resource_providers SET generation"):
+            guards.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", count_guards)
+    attempts = _stale_provider_reads(monkeypatch)
+    try:
+        resp = put(client, new_uuid(), {rp: {"resources": {"VCPU": 1}}})
+    finally:
+        event.remove(db.engine, "before_cursor_execute", count_guards)
+    assert resp.status_code == 409
+    assert error(resp)["code"] == "placement.concurrent_update"
+    assert len(attempts) == retries + 1
+    assert len(guards) == retries + 1
+    monkeypatch.undo()
+    assert usages(client, rp)["VCPU"] == 0
+    assert generation_of(client, rp) == before
+
+
+def test_rolled_back_attempt_leaves_no_cached_ids(client, db, rp, monkeypatch):
+    """A project/user created by an attempt that rolled back is not remembered:
+    the next claim with the same ids creates them again and succeeds."""
+    consumer = new_uuid()
+    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "consumer_generation": None,
+            "project_id": "rolled-back-project", "user_id": "rolled-back-user"}
+    _stale_provider_reads(monkeypatch)
+    assert client.put(f"/allocations/{consumer}", json=body,
+                      version="1.28").status_code == 409
+    monkeypatch.undo()
+    from placement.objects import allocation as alloc_obj
+
+    cache = alloc_obj._id_cache(db)
+    assert "rolled-back-project" not in cache.projects
+    assert "rolled-back-user" not in cache.users
+    assert client.put(f"/allocations/{consumer}", json=body, version="1.28").status_code == 204
+    got = client.get(f"/allocations/{consumer}", version="1.28").get_json()
+    assert (got["project_id"], got["user_id"]) == ("rolled-back-project", "rolled-back-user")
+    assert "rolled-back-project" in cache.projects
+    # And the cached ids serve the next claim of another consumer.
+    other = new_uuid()
+    assert client.put(f"/allocations/{other}", json=body, version="1.28").status_code == 204
+    got = client.get(f"/allocations/{other}", version="1.28").get_json()
+    assert (got["project_id"], got["user_id"]) == ("rolled-back-project", "rolled-back-user")
+
+
+def test_existing_consumer_checks_in_order(client, rp):
+    """The consumer read rides on the provider read: the answers keep their order
+    (consumer generation, then unknown provider, then capacity)."""
+    consumer = new_uuid()
+    assert put(client, consumer, {rp: {"resources": {"VCPU": 1}}}).status_code == 204
+    missing = new_uuid()
+    resp = put(client, consumer, {missing: {"resources": {"VCPU": 1}}}, generation=1)
+    assert resp.status_code == 400
+    assert f"resource provider '{missing}' that does not exist" in error(resp)["detail"]
+    resp = put(client, consumer, {missing: {"resources": {"VCPU": 1}}}, generation=7)
+    assert resp.status_code == 409
+    assert "expected 1 but got 7" in error(resp)["detail"]
+    resp = put(client, consumer, {rp: {"resources": {"VCPU": 2}}}, generation=None)
+    assert resp.status_code == 409
+    assert "consumer generation conflict" in error(resp)["detail"]
+    assert put(client, new_uuid(), {rp: {"resources": {"VCPU": 7}}}).status_code == 204
+    resp = put(client, consumer, {rp: {"resources": {"VCPU": 2}}}, generation=1)
+    assert resp.status_code == 409
+    assert "exceed the capacity" in error(resp)["detail"]
+    assert usages(client, rp)["VCPU"] == 8
+    # On the full provider, rewriting its own unit fits (its committed usage is its own).
+    assert put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, generation=1).status_code == 204
+    assert usages(client, rp)["VCPU"] == 8
