@@ -43,6 +43,14 @@ def want(major, minor):
     return flask.g.version.matches((major, minor))
 
 
+def require_version(major, minor):
+    """A plain 404 (empty detail) below major.minor, where the endpoint does
+    not exist yet. Called first, before policy, content type or body, as
+    upstream's version dispatch comes before all of them."""
+    if not want(major, minor):
+        raise errors.not_found("")
+
+
 def context():
     return flask.g.context
 

@@ -17,11 +17,6 @@ _STALE = ("Resource provider's generation already changed. Please update the gen
           "and try again.")
 
 
-def _require_1_1():
-    if not util.want(1, 1):
-        raise errors.not_found("")
-
-
 def _send(aggregates, generation):
     body = {"aggregates": aggregates}
     if util.want(1, 19):
@@ -31,7 +26,7 @@ def _send(aggregates, generation):
 
 
 def get_aggregates(uuid):
-    _require_1_1()
+    util.require_version(1, 1)
     util.context().can("placement:resource_providers:aggregates:list")
     with util.deps().db.read() as conn:
         rp = rp_handler.load(conn, uuid)
@@ -42,7 +37,7 @@ def get_aggregates(uuid):
 def set_aggregates(uuid):
     # Upstream checks the content type even before the microversion here.
     rp_handler.require_json_content()
-    _require_1_1()
+    util.require_version(1, 1)
     util.context().can("placement:resource_providers:aggregates:update")
     db = util.deps().db
     with db.read() as conn:

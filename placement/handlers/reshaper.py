@@ -15,8 +15,7 @@ def reshape():
     :raise 400: malformed body, unknown provider or resource class.
     :raise 409: generation conflicts, inventory in use, allocations that do not fit.
     """
-    if not util.want(1, 30):
-        raise errors.not_found("")
+    util.require_version(1, 30)
     util.context().can("placement:reshaper:reshape")
     data = util.extract_json(schema.post_schema(util.version()))
     inventories = {}

@@ -10,13 +10,6 @@ from placement.objects import resource_provider as rp_obj
 from placement.schemas import resource_class as schema
 
 
-def _require_1_2():
-    # Before 1.2 the endpoint does not exist: a plain 404, checked before
-    # anything else (content type, body) as upstream does.
-    if not util.want(1, 2):
-        raise errors.not_found("")
-
-
 def _url(name):
     return f"{flask.request.script_root}/resource_classes/{name}"
 
@@ -40,7 +33,7 @@ def _load(conn, name):
 
 
 def list_resource_classes():
-    _require_1_2()
+    util.require_version(1, 2)
     util.context().can("placement:resource_classes:list")
     with util.deps().db.read() as conn:
         classes = rc_obj.list_all(conn)
@@ -50,7 +43,7 @@ def list_resource_classes():
 
 
 def get_resource_class(name):
-    _require_1_2()
+    util.require_version(1, 2)
     util.context().can("placement:resource_classes:show")
     with util.deps().db.read() as conn:
         rc = _load(conn, name)
@@ -58,7 +51,7 @@ def get_resource_class(name):
 
 
 def create_resource_class():
-    _require_1_2()
+    util.require_version(1, 2)
     util.context().can("placement:resource_classes:create")
     body = util.extract_json(schema.RESOURCE_CLASS)
     try:
@@ -71,7 +64,7 @@ def create_resource_class():
 
 
 def update_resource_class(name):
-    _require_1_2()
+    util.require_version(1, 2)
     util.context().can("placement:resource_classes:update")
     if util.want(1, 7):
         return _ensure_resource_class(name)
@@ -114,7 +107,7 @@ def _ensure_resource_class(name):
 
 
 def delete_resource_class(name):
-    _require_1_2()
+    util.require_version(1, 2)
     util.context().can("placement:resource_classes:delete")
     try:
         rc_obj.delete(util.deps().db, name)

@@ -16,11 +16,6 @@ _INVALID_TRAIT = (
 )
 
 
-def _require_1_6():
-    if not util.want(1, 6):
-        raise errors.not_found("")
-
-
 def _url(name):
     return f"{flask.request.script_root}/traits/{name}"
 
@@ -30,7 +25,7 @@ def _traits_body(traits):
 
 
 def put_trait(name):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:traits:update")
     try:
         jsonschema.validate(name, schema.CUSTOM_TRAIT_NAME)
@@ -45,7 +40,7 @@ def put_trait(name):
 
 
 def get_trait(name):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:traits:show")
     with util.deps().db.read() as conn:
         try:
@@ -60,7 +55,7 @@ def get_trait(name):
 
 
 def delete_trait(name):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:traits:delete")
     try:
         trait_obj.delete(util.deps().db, name)
@@ -74,7 +69,7 @@ def delete_trait(name):
 
 
 def list_traits():
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:traits:list")
     params = util.validate_query(schema.LIST_TRAITS_QUERY)
     filters = {}
@@ -101,7 +96,7 @@ def list_traits():
 
 
 def list_traits_for_resource_provider(uuid):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:resource_providers:traits:list")
     with util.deps().db.read() as conn:
         rp = rp_obj.find(conn, uuid)
@@ -116,7 +111,7 @@ def list_traits_for_resource_provider(uuid):
 
 
 def update_traits_for_resource_provider(uuid):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:resource_providers:traits:update")
     rp_handler.require_json_content()
     body = util.extract_json(schema.SET_PROVIDER_TRAITS)
@@ -144,7 +139,7 @@ def update_traits_for_resource_provider(uuid):
 
 
 def delete_traits_for_resource_provider(uuid):
-    _require_1_6()
+    util.require_version(1, 6)
     util.context().can("placement:resource_providers:traits:delete")
     db = util.deps().db
     with db.read() as conn:

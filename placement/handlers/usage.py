@@ -33,8 +33,7 @@ def get_total_usages():
     :raise 404: before 1.9.
     :raise 400: missing project_id, bad or unknown parameters.
     """
-    if not util.want(1, 9):
-        raise errors.not_found("")
+    util.require_version(1, 9)
     params = flask.request.args.to_dict()
     project_id = params.get("project_id")
     util.context().can("placement:usages", target={"project_id": project_id})
