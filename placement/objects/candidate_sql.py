@@ -113,16 +113,50 @@ def _provider_filter(p, group, with_aggs=True):
     return conds
 
 
+MAX_CHUNK = 8192
+
+
 def driver_roots(conn, req, after_id, limit):
     """Root ids > after_id, in order, that may have candidates (necessary test).
+
+    Keyset-limited: the roots are scanned in id order in bounded chunks (an
+    index range scan with LIMIT), each chunk's roots tested by the conditions
+    below, until ``limit`` viable roots are found or the roots run out. The
+    cost follows the page, never the cluster; a single filtered query would
+    let the planner (which cannot estimate the capacity subqueries) sort
+    every viable root of the cluster to keep the first ones.
 
     :param req: a resolved CandidateRequest.
     :param limit: at most this many ids, or None for all.
     """
-    r = RP.alias("r")
-    conds = [r.c.id == r.c.root_provider_id]
-    if after_id is not None:
-        conds.append(r.c.id > after_id)
+    win = (
+        sa.select(RP.c.id)
+        .where(RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after"))
+        .order_by(RP.c.id)
+        .limit(sa.bindparam("chunk"))
+        .subquery("r")
+    )
+    sel = sa.select(win.c.id, sa.case((sa.and_(*_driver_conds(win, req)), 1), else_=0))
+    sel = sel.order_by(win.c.id)
+    out = []
+    cursor = -1 if after_id is None else after_id
+    chunk = max(64, limit or 0) if limit is not None else MAX_CHUNK
+    while True:
+        rows = conn.execute(sel, {"after": cursor, "chunk": chunk}).all()
+        for root, ok in rows:
+            if ok:
+                out.append(root)
+                if limit is not None and len(out) >= limit:
+                    return out
+        if len(rows) < chunk:
+            return out
+        cursor = rows[-1][0]
+        # Sparse matches: widen the scan, still bounded.
+        chunk = min(chunk * 2, MAX_CHUNK)
+
+
+def _driver_conds(r, req):
+    conds = [sa.true()]
     if req.root_required_ids:
         for t in req.root_required_ids:
             conds.append(_has_trait(r.c.id, {t}))
@@ -169,10 +203,7 @@ def driver_roots(conn, req, after_id, limit):
             conds.append(sa.or_(root_ok, some_ok))
         if group.forbidden_agg_ids:
             conds.append(~_in_agg(r.c.id, group.forbidden_agg_ids))
-    sel = sa.select(r.c.id).where(*conds).order_by(r.c.id)
-    if limit is not None:
-        sel = sel.limit(limit)
-    return [row[0] for row in conn.execute(sel)]
+    return conds
 
 
 def _root_filter(col, root_ids, exact=False):
