@@ -145,6 +145,45 @@ def test_bulk_twins_all_or_nothing(client, db):
     assert nodes["b"]["twin"]["schedulable_class"] == "eco"
 
 
+def test_bulk_twins_mixed_values_and_partial_profile_changes(client, db):
+    """The bulk path (one statement per step on PostgreSQL) stores every value
+    as sent: int and float caps in one batch, nulls, odd strings; and only the
+    providers whose profile trait changes get a new generation."""
+    names = [f"bulk-{i}" for i in range(6)]
+    rps = [builders.create_provider(db, name=n) for n in names]
+    caps = [150, 212.5, None, 0, 1000000, 99.25]
+    resp = client.post("/nodes/twins", json={"twins": [
+        {"uuid": rp, "profile": "performance" if i % 2 else "eco",
+         "cpu_cap_watts": caps[i], "gpu_cap_watts": caps[-1 - i],
+         "managed_by": None if i == 3 else f'ctl "{i}" \u00e9'}
+        for i, rp in enumerate(rps)]})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    gens = {rp: _rp_generation(db, rp) for rp in rps}
+    for i, rp in enumerate(rps):
+        twin = client.get(f"/nodes/{rp}/twin").get_json()
+        assert twin["cpu_cap_watts"] == caps[i] and twin["gpu_cap_watts"] == caps[-1 - i]
+        assert twin["managed_by"] == (None if i == 3 else f'ctl "{i}" \u00e9')
+        assert twin["generation"] == 0
+        assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_PERFORMANCE" if i % 2
+                                   else "CUSTOM_POWER_PROFILE_ECO"}
+    # Flip the first two, keep the rest: only the flipped providers move.
+    resp = client.post("/nodes/twins", json={"twins": [
+        {"uuid": rp, "generation": 0, "cpu_cap_watts": 1.5,
+         "profile": ("eco" if i % 2 else "performance") if i < 2
+         else ("performance" if i % 2 else "eco")}
+        for i, rp in enumerate(rps)]})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert [t["generation"] for t in resp.get_json()["twins"]] == [1] * 6
+    for i, rp in enumerate(rps):
+        twin = client.get(f"/nodes/{rp}/twin").get_json()
+        assert twin["cpu_cap_watts"] == 1.5 and twin["gpu_cap_watts"] is None
+        assert twin["generation"] == 1
+        assert _rp_generation(db, rp) == gens[rp] + (1 if i < 2 else 0)
+    assert _traits(db, rps[0]) == {"CUSTOM_POWER_PROFILE_PERFORMANCE"}
+    assert _traits(db, rps[1]) == {"CUSTOM_POWER_PROFILE_ECO"}
+    assert _traits(db, rps[2]) == {"CUSTOM_POWER_PROFILE_ECO"}
+
+
 def test_nested_and_unknown_providers(client, db):
     root = builders.create_provider(db)
     child = builders.create_provider(db, parent_uuid=root)
