@@ -36,6 +36,8 @@ def build_app(conf, db):
 
 
 def serve(app_factory, host, port, workers, threads):
+    import gc
+
     import gunicorn.app.base
 
     class Server(gunicorn.app.base.BaseApplication):
@@ -48,7 +50,14 @@ def serve(app_factory, host, port, workers, threads):
             self.cfg.set("timeout", 120)
 
         def load(self):
-            return app_factory()
+            app = app_factory()
+            # The worker's start-up objects (modules, app, SQLAlchemy metadata)
+            # live forever: freeze them so the collector's full passes,
+            # which large responses such as GET /allocation_candidates
+            # trigger, stop walking them.
+            gc.collect()
+            gc.freeze()
+            return app
 
     Server().run()
 

@@ -66,6 +66,10 @@ class _Engine:
         self.granular = [g for g in req.groups if g.granular]
         self.unnumbered = next((g for g in req.groups if not g.granular), None)
         self._gfit = {}
+        self._all_resources = self.version >= (1, 27)
+        self._with_traits = self.version >= (1, 17)
+        self._nested = self.version >= (1, 29)
+        self._requested = req.requested_rc_names
         self._full_anchors = {}
         self._root_attrs = {}
 
@@ -303,11 +307,16 @@ class _Engine:
             stop_at = self.max_candidates if stop_at is None else min(stop_at,
                                                                       self.max_candidates)
         window = page_size + 1 if page_size else WINDOW
+        # Without paging every root is examined exactly below and the trees of
+        # each window's id range are loaded whatever the driver says, so SQL
+        # pre-filtering would only repeat that work (it costs the database
+        # ~30 us per root). It pays when it bounds a page, or pins in_tree.
+        filtered = bool(page_size) or any(g.in_tree_root is not None for g in req.groups)
         cursor = after
         cands = []
         full = False
         while not full:
-            roots = candidate_sql.driver_roots(self.conn, req, cursor, window)
+            roots = candidate_sql.driver_roots(self.conn, req, cursor, window, filtered)
             if not roots:
                 break
             data = candidate_sql.load_trees(self.conn, roots)
@@ -389,8 +398,8 @@ class _Engine:
                         bucket[data.uuid[rp]] = self._summary(rp, data)
 
     def _summary(self, rp, data):
-        all_resources = self.version >= (1, 27)
-        requested = self.req.requested_rc_names
+        all_resources = self._all_resources
+        requested = self._requested
         names = self.req.rc_names
         resources = {}
         for rc, item in data.inv[rp].items():
@@ -403,11 +412,16 @@ class _Engine:
                 continue
             resources[name] = {"capacity": item.capacity, "used": item.used}
         out = {"resources": resources}
-        if self.version >= (1, 17):
+        if self._with_traits:
             # Trait id order, as upstream's join returns them (clients and gabbits
             # compare the list as it comes).
-            out["traits"] = [self._trait_name(t) for t in sorted(data.traits[rp])]
-        if self.version >= (1, 29):
+            tnames = self.req.trait_names
+            ids = sorted(data.traits[rp])
+            try:
+                out["traits"] = [tnames[t] for t in ids]
+            except KeyError:
+                out["traits"] = [self._trait_name(t) for t in ids]
+        if self._nested:
             parent = data.parent[rp]
             out["parent_provider_uuid"] = data.uuid[parent] if parent is not None else None
             out["root_provider_uuid"] = data.uuid[data.root[rp]]

@@ -116,8 +116,11 @@ def _provider_filter(p, group, with_aggs=True):
 MAX_CHUNK = 8192
 
 
-def driver_roots(conn, req, after_id, limit):
+def driver_roots(conn, req, after_id, limit, filtered=True):
     """Root ids > after_id, in order, that may have candidates (necessary test).
+
+    ``filtered=False``: every root, no condition (the caller examines each
+    root exactly anyway and would load its tree regardless).
 
     Keyset-limited: the roots are scanned in id order in bounded chunks (an
     index range scan with LIMIT), each chunk's roots tested by the conditions
@@ -131,12 +134,15 @@ def driver_roots(conn, req, after_id, limit):
     """
     win = (
         sa.select(RP.c.id)
-        .where(RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after"))
+        .where(RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after", type_=sa.Integer))
         .order_by(RP.c.id)
-        .limit(sa.bindparam("chunk"))
+        .limit(sa.bindparam("chunk", type_=sa.Integer))
         .subquery("r")
     )
-    sel = sa.select(win.c.id, sa.case((sa.and_(*_driver_conds(win, req)), 1), else_=0))
+    if filtered:
+        sel = sa.select(win.c.id, sa.case((sa.and_(*_driver_conds(win, req)), 1), else_=0))
+    else:
+        sel = sa.select(win.c.id, sa.literal(1))
     sel = sel.order_by(win.c.id)
     out = []
     cursor = -1 if after_id is None else after_id
@@ -241,7 +247,7 @@ def load_trees(conn, root_ids, exact=False):
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
         .order_by(RP.c.id),
         params,
-    )
+    ).all()
     for rp_id, uuid, parent, root in rows:
         data.uuid[rp_id] = uuid
         data.parent[rp_id] = parent
@@ -273,7 +279,7 @@ def load_trees(conn, root_ids, exact=False):
                                       usage.c.rc == INV.c.resource_class_id)))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    )
+    ).all()
     for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
         # Capacity as upstream reports it: int((total - reserved) * ratio).
         data.inv[rp_id][rc_id] = Inventory(
@@ -284,14 +290,14 @@ def load_trees(conn, root_ids, exact=False):
         .select_from(RPT.join(RP, RP.c.id == RPT.c.resource_provider_id))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    ):
+    ).all():
         data.traits[rp_id].add(trait_id)
     for rp_id, agg_id in conn.execute(
         sa.select(RPA.c.resource_provider_id, RPA.c.aggregate_id)
         .select_from(RPA.join(RP, RP.c.id == RPA.c.resource_provider_id))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    ):
+    ).all():
         data.aggs[rp_id].add(agg_id)
     return data
 
