@@ -77,9 +77,7 @@ def get_inventories(uuid):
     with util.deps().db.read() as conn:
         rp = rp_obj.find(conn, uuid)
         if rp is None:
-            raise errors.not_found(
-                f"No resource provider with uuid {uuid} found : No resource provider with "
-                f"uuid {uuid} found")
+            raise rp_handler.not_found_twice(uuid, sep=" : ")
         records = inv_obj.get_all(conn, rp["id"])
     body = {
         "inventories": {rc: _serialize(rec) for rc, rec in records.items()},
@@ -93,9 +91,7 @@ def get_inventory(uuid, resource_class):
     with util.deps().db.read() as conn:
         rp = rp_obj.find(conn, uuid)
         if rp is None:
-            raise errors.not_found(
-                f"No resource provider with uuid {uuid} found : No resource provider with "
-                f"uuid {uuid} found")
+            raise rp_handler.not_found_twice(uuid, sep=" : ")
         record = inv_obj.get_all(conn, rp["id"]).get(resource_class)
     if record is None:
         raise errors.not_found(f"No inventory of class {resource_class} for {uuid}")

@@ -57,6 +57,13 @@ def _modified(rp):
     return rp.get("updated_at") or rp.get("created_at") or "now"
 
 
+def not_found_twice(uuid, sep=": "):
+    """Upstream's 404 for a subresource of an unknown provider: its object
+    message quoted twice, joined by ``sep`` (" : " in the inventory handlers)."""
+    message = f"No resource provider with uuid {uuid} found"
+    return errors.not_found(f"{message}{sep}{message}")
+
+
 def load(conn, uuid):
     """The provider or a 404 in upstream's words (used by every provider subresource)."""
     try:

@@ -101,9 +101,7 @@ def list_traits_for_resource_provider(uuid):
     with util.deps().db.read() as conn:
         rp = rp_obj.find(conn, uuid)
         if rp is None:
-            raise errors.not_found(
-                f"No resource provider with uuid {uuid} found: No resource provider with "
-                f"uuid {uuid} found")
+            raise rp_handler.not_found_twice(uuid)
         traits = trait_obj.of_provider(conn, rp["id"])
     body = _traits_body(traits)
     body["resource_provider_generation"] = rp["generation"]

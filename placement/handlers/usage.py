@@ -2,8 +2,8 @@
 
 import flask
 
-from placement import errors
 from placement import util
+from placement.handlers import resource_provider as rp_handler
 from placement.objects import usage as usage_obj
 from placement.schemas import usage as schema
 
@@ -16,10 +16,7 @@ def list_usages(uuid):
     util.context().can("placement:resource_providers:usages")
     found = usage_obj.for_provider(util.deps().db, uuid)
     if found is None:
-        raise errors.not_found(
-            f"No resource provider with uuid {uuid} found: No resource provider with "
-            f"uuid {uuid} found"
-        )
+        raise rp_handler.not_found_twice(uuid)
     generation, usages = found
     # The answer is "usage now", so last-modified is now (as upstream).
     return util.json_response(
