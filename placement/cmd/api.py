@@ -31,10 +31,6 @@ def _is_loopback(host):
         return host == "localhost"
 
 
-def build_app(conf, db):
-    return app_mod.create_app(conf, db=db)
-
-
 def serve(app_factory, host, port, workers, threads):
     import gc
 
