@@ -4,7 +4,7 @@ Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
     /work/venv/bin/python -m benchmarks.schedule [--sizes 1000,10000]
         [--requests 200,40] [--workers 1,4,8] [--api-workers 2] [--threads 8]
-        [--page-size 1000]
+        [--page-size 1000] [--caps 0,1000]
 
 For each cluster size: a fresh PostgreSQL database bulk-loaded with root
 providers (VCPU 64, MEMORY_MB 256 GiB, DISK_GB 2 TB), node records in two
@@ -12,8 +12,11 @@ cells and twins (30% performance, the rest eco), served by our placement-api
 under gunicorn. Then, for each worker count, that many ``scheduler-worker``
 processes share the request stream (30% performance, 70% standard, 1-8 VCPU)
 and the wall time from start to the last worker's exit gives requests per
-second, end to end: every candidate page fetched with node data, filters,
+second, end to end: candidate pages fetched with node data, filters,
 weighers, the claim (PUT /allocations) and the scheduling report write.
+``--caps`` lists the ``[filter_scheduler] max_placement_results`` values to
+run: 0 walks every page, N stops after N candidate hosts (see
+scheduler/conf.py); each (size, cap, workers) triple is one row.
 """
 
 import argparse
@@ -128,29 +131,38 @@ def main(argv=None):
     parser.add_argument("--api-workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--page-size", type=int, default=1000)
+    parser.add_argument("--caps", default="0",
+                        help="max_placement_results values to run (0: every page)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(s) for s in args.requests.split(",")]
     workers = [int(s) for s in args.workers.split(",")]
+    caps = [int(s) for s in args.caps.split(",")]
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
     print(f"# {platform.node()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} "
-          f"api: {args.api_workers} gunicorn workers x {args.threads} threads, "
-          f"page_size={args.page_size}")
-    print("| hosts | workers | requests | placed | failed | races lost | wall s | req/s |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"commit={commit} api: {args.api_workers} gunicorn workers x {args.threads} "
+          f"threads, page_size={args.page_size}")
+    print("| hosts | max_placement_results | workers | requests | placed | failed | "
+          "races lost | wall s | req/s | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     tmpdir = tempfile.mkdtemp(prefix="bench-schedule-")
     for size, count in zip(sizes, counts, strict=True):
         server = ScheduleServer(size, args.api_workers, args.threads).start()
         try:
             bulk_load(server.sampler_url, size)
-            for n, w in enumerate(workers):
-                specs = make_specs(count, seed=n)
-                wall, sums = run_workers(server.url, specs, w, tmpdir, {
-                    "OS_FILTER_SCHEDULER__PAGE_SIZE": str(args.page_size)})
-                placed = sum(s["placed"] for s in sums)
-                failed = sum(s["failed"] for s in sums)
-                races = sum(s["races_lost"] for s in sums)
-                print(f"| {size} | {w} | {count} | {placed} | {failed} | {races} | "
-                      f"{wall:.1f} | {count / wall:.1f} |", flush=True)
+            for cap in caps:
+                for n, w in enumerate(workers):
+                    specs = make_specs(count, seed=n)
+                    wall, sums = run_workers(server.url, specs, w, tmpdir, {
+                        "OS_FILTER_SCHEDULER__PAGE_SIZE": str(args.page_size),
+                        "OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS": str(cap)})
+                    placed = sum(s["placed"] for s in sums)
+                    failed = sum(s["failed"] for s in sums)
+                    races = sum(s["races_lost"] for s in sums)
+                    print(f"| {size} | {cap or 'every page'} | {w} | {count} | {placed} | "
+                          f"{failed} | {races} | {wall:.1f} | {count / wall:.1f} | "
+                          f"{os.getloadavg()[0]:.1f} |", flush=True)
         finally:
             server.stop()
 

@@ -68,11 +68,28 @@ filter_opts = [
     ),
     cfg.IntOpt(
         "page_size",
-        default=500,
+        default=1000,
         min=1,
-        help="Root providers per page of GET /allocation_candidates. Every page is "
-        "fetched; larger pages mean fewer round trips, smaller ones less memory per "
-        "response on the server.",
+        max=1000,
+        help="Root providers per page of GET /allocation_candidates (placement's "
+        "maximum is 1000). Larger pages mean fewer round trips, smaller ones less "
+        "memory per response on the server. With max_placement_results > 0 a page "
+        "holds at most that many roots.",
+    ),
+    cfg.IntOpt(
+        "max_placement_results",
+        default=1000,
+        min=0,
+        help="Stop reading candidate pages once this many candidate hosts were read "
+        "and at least max_attempts per instance of them passed the filters (nova's "
+        "option of the same name). 0 reads every page, so the weighers rank the whole "
+        "cluster: the best placement, at a cost that grows with the cluster (about "
+        "one page per 1000 hosts per request). A cap makes a request cost about the "
+        "same at any cluster size, but the weighers only rank the hosts read (the "
+        "first ones in placement's stable order that still have room, so the cluster "
+        "fills in that order rather than spreading over every host). When too few "
+        "hosts pass the filters, or every claim on them loses its race, the walk "
+        "reads on, so a cap never fails a request that fits.",
     ),
     cfg.IntOpt(
         "report_top_hosts",

@@ -15,7 +15,7 @@ FREE_VCPU = "VCPU"
 FREE_DISK = "DISK_GB"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class HostState:
     uuid: str
     name: str | None = None
@@ -72,6 +72,68 @@ class HostState:
                 "schedulable_class": self.schedulable_class}
 
 
+class HostStateBuilder:
+    """Host states built page by page as the candidate walk goes.
+
+    ``add(body)`` returns the hosts first seen on that page, so filters run
+    on each page as it arrives and the walk can stop early. Provider
+    summaries, root ids and node data are kept across pages: an allocation
+    request that spans roots (a sharing provider) is attributed as if every
+    page had been read at once, and a host's providers are complete whatever
+    page listed them.
+    """
+
+    def __init__(self):
+        self.roots = {}  # rp uuid -> root uuid
+        self.summaries = {}  # rp uuid -> summary
+        self.tree = {}  # root uuid -> [rp uuid, ...] with a summary
+        self.nodes = {}
+        self.hosts = {}  # root uuid -> HostState, in placement's order
+
+    def add(self, body):
+        roots, summaries, tree, hosts = self.roots, self.summaries, self.tree, self.hosts
+        touched = set()
+        for rp, summary in (body.get("provider_summaries") or {}).items():
+            root = summary.get("root_provider_uuid") or rp
+            if rp not in summaries:
+                tree.setdefault(root, []).append(rp)
+            roots[rp] = root
+            summaries[rp] = summary
+            touched.add(root)
+        nodes = body.get("nodes")
+        if nodes:
+            self.nodes.update(nodes)
+        new = []
+        for areq in body.get("allocation_requests") or ():
+            allocations = areq["allocations"]
+            if len(allocations) == 1:
+                rp = next(iter(allocations))
+                root = roots.get(rp, rp)
+            else:
+                root = _root_of(areq, roots, self.nodes)
+            host = hosts.get(root)
+            if host is None:
+                host = _new_host(root, self.nodes.get(root) or {})
+                hosts[root] = host
+                new.append(host)
+                touched.add(root)
+            host.allocation_requests.append(areq)
+        for root in touched:
+            host = hosts.get(root)
+            if host is None:
+                continue
+            providers = host.providers
+            for rp in tree.get(root, ()):
+                if rp not in providers:
+                    providers[rp] = {
+                        rc: [v.get("capacity", 0), v.get("used", 0)]
+                        for rc, v in (summaries[rp].get("resources") or {}).items()}
+        return new
+
+    def all_hosts(self):
+        return list(self.hosts.values())
+
+
 def build_host_states(pages):
     """HostStates (in placement's order) from the candidate page bodies.
 
@@ -79,35 +141,10 @@ def build_host_states(pages):
     request spans several roots (a sharing provider), to the root that has
     node data, else to the root holding compute classes, else the first.
     """
-    roots = {}  # rp uuid -> root uuid
-    summaries = {}
-    nodes = {}
-    requests = []
+    builder = HostStateBuilder()
     for body in pages:
-        for rp, summary in body.get("provider_summaries", {}).items():
-            roots[rp] = summary.get("root_provider_uuid") or rp
-            summaries[rp] = summary
-        nodes.update(body.get("nodes") or {})
-        requests.extend(body.get("allocation_requests", []))
-
-    hosts = {}
-    for areq in requests:
-        root = _root_of(areq, roots, nodes)
-        host = hosts.get(root)
-        if host is None:
-            host = _new_host(root, nodes.get(root) or {})
-            hosts[root] = host
-        host.allocation_requests.append(areq)
-
-    for rp, summary in summaries.items():
-        host = hosts.get(roots[rp])
-        if host is None:
-            continue
-        host.providers[rp] = {
-            rc: [v.get("capacity", 0), v.get("used", 0)]
-            for rc, v in summary.get("resources", {}).items()
-        }
-    return list(hosts.values())
+        builder.add(body)
+    return builder.all_hosts()
 
 
 def _root_of(areq, roots, nodes):
@@ -136,7 +173,7 @@ def _new_host(root, node):
         family=node.get("family"),
         profile=node.get("profile"),
         schedulable_class=node.get("schedulable_class"),
-        labels=dict(node.get("labels") or {}),
+        labels=node.get("labels") or {},
         unschedulable=bool(node.get("unschedulable")),
         reserved=bool(node.get("reserved")),
     )

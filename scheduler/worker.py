@@ -121,30 +121,12 @@ class Scheduler:
 
     # -- stages --------------------------------------------------------------
 
-    def _fetch(self, spec, report):
-        pages = []
-        try:
-            for body in self.client.candidate_pages(
-                    spec.candidate_query(), self.conf.filter_scheduler.page_size):
-                report.page(body)
-                pages.append(body)
-        except client_mod.PlacementUnreachable as exc:
-            raise PlacementUnavailable(str(exc)) from exc
-        except client_mod.PlacementError as exc:
-            if exc.status == 400:
-                raise SchedulerError(f"placement rejected the request {spec.request_id}: "
-                                     f"{exc.detail}")
-            raise SchedulerError(str(exc))
-        return pages
-
     def _schedule(self, spec, report):
-        pages = self._fetch(spec, report)
-        hosts = hosts_mod.build_host_states(pages)
-        seen = len(hosts)
-        hosts, records = filters_mod.run_filters(hosts, spec, self.filters)
-        report.filtered(seen, records, len(hosts))
+        walk = _Walk(self, spec, report)
+        walk.fill()
+        hosts = walk.passed
         if not hosts:
-            raise NoValidHost(_explain(spec, seen, records))
+            raise NoValidHost(_explain(spec, walk.seen, walk.records))
 
         rng = self._rng or random.Random(spec.request_id)
         subset = self.conf.filter_scheduler.host_subset_size
@@ -161,8 +143,16 @@ class Scheduler:
                     report.top(ranked, self.conf.filter_scheduler.report_top_hosts)
                     first = False
                 host, areq = self._claim_one(spec, instance, ranked, lost, rng, subset, report)
+                while host is None and not walk.done:
+                    # A capped walk stopped early and every host it kept is
+                    # gone: read on rather than fail a request that may fit.
+                    if walk.fill(more=True):
+                        ranked = self._rank(hosts, spec, lost)
+                        host, areq = self._claim_one(spec, instance, ranked, lost, rng,
+                                                     subset, report)
                 if host is None:
-                    raise NoValidHost(self._partial(spec, len(claimed), seen, records, report))
+                    raise NoValidHost(self._partial(spec, len(claimed), walk.seen,
+                                                    walk.records, report))
                 claimed.append(instance)
                 selected_hosts.add(host.uuid)
                 host.consume(areq)
@@ -269,6 +259,73 @@ class Scheduler:
         except (client_mod.PlacementUnreachable, client_mod.PlacementError) as exc:
             # The report is for operators; losing one must not fail the request.
             LOG.warning("scheduling report of %s not written: %s", spec.request_id, exc)
+
+
+class _Walk:
+    """The candidate pages of one request, turned into filtered host states
+    page by page.
+
+    ``[filter_scheduler] max_placement_results`` = 0 reads every page, so
+    the weighers rank the whole cluster. N > 0 stops once N candidate hosts
+    were read and at least ``max_attempts`` x instances of them passed the
+    filters (nova's ``max_placement_results``, without its failure mode: a
+    selective filter or lost races make the walk read on, so a cap never
+    turns a request that fits into NoValidHost).
+    """
+
+    def __init__(self, sched, spec, report):
+        group = sched.conf.filter_scheduler
+        self.sched = sched
+        self.spec = spec
+        self.report = report
+        self.cap = group.max_placement_results
+        self.floor = group.max_attempts * spec.num_instances
+        page_size = group.page_size
+        if self.cap:
+            page_size = min(page_size, self.cap)
+        self.pages = sched.client.candidate_pages(spec.candidate_query(), page_size)
+        self.builder = hosts_mod.HostStateBuilder()
+        self.seen = 0
+        self.passed = []
+        self.records = []
+        self.done = False
+        self._target = self.cap
+
+    def fill(self, more=False):
+        """Read pages until the cap (or the end); ``more``: the next cap's
+        worth. Return the hosts that passed the filters on these pages."""
+        if more:
+            self._target = self.seen + (self.cap or 0)
+        new = []
+        while not self.done:
+            if self.cap and self.seen >= self._target and len(self.passed) >= self.floor \
+                    and (new or not more):
+                break
+            body = self._next_page()
+            if body is None:
+                self.done = True
+                break
+            self.report.page(body)
+            hosts = self.builder.add(body)
+            self.seen += len(hosts)
+            kept, records = filters_mod.run_filters(hosts, self.spec, self.sched.filters)
+            filters_mod.add_records(self.records, records)
+            self.passed.extend(kept)
+            new.extend(kept)
+        self.report.filtered(self.seen, self.records, len(self.passed))
+        return new
+
+    def _next_page(self):
+        spec = self.spec
+        try:
+            return next(self.pages, None)
+        except client_mod.PlacementUnreachable as exc:
+            raise PlacementUnavailable(str(exc)) from exc
+        except client_mod.PlacementError as exc:
+            if exc.status == 400:
+                raise SchedulerError(f"placement rejected the request {spec.request_id}: "
+                                     f"{exc.detail}")
+            raise SchedulerError(str(exc))
 
 
 def _selection(instance, host, areq, claimed):

@@ -53,3 +53,19 @@ def run_filters(hosts, spec, filters):
                      spec.request_id)
             break
     return hosts, records
+
+
+def add_records(total, records):
+    """Sum per-filter records of one batch of hosts into ``total`` (by filter
+    name, in chain order); a filter the batch never reached adds nothing."""
+    by_name = {r["name"]: r for r in total}
+    for rec in records:
+        have = by_name.get(rec["name"])
+        if have is None:
+            have = {"name": rec["name"], "before": 0, "after": 0, "removed": 0,
+                    "reason": rec["reason"]}
+            by_name[rec["name"]] = have
+            total.append(have)
+        for key in ("before", "after", "removed"):
+            have[key] += rec[key]
+    return total

@@ -197,3 +197,51 @@ def test_alternates_exclude_every_host_selected_for_the_request():
     for _sel, *alts in out:
         assert selected.isdisjoint(a.host_uuid for a in alts)
         assert len(alts) == 2
+
+
+def test_max_placement_results_stops_the_walk_early():
+    hosts = [host(f"h{i}") for i in range(10)]
+    fake, sched = make(hosts, page_size=100, max_placement_results=4, max_attempts=2)
+    [[sel, *alts]] = sched.select_destinations(spec(request_id="req-cap"))
+    report = fake.reports["req-cap"]
+    # page_size is capped too: one page of 4 roots, and nothing more is read.
+    assert report["pages_fetched"] == 1 and fake.pages_served == 1
+    assert report["hosts_seen"] == 4
+    assert sel.host_name in {"h0", "h1", "h2", "h3"} and len(alts) == 1
+
+
+def test_max_placement_results_zero_walks_every_page():
+    hosts = [host(f"h{i}") for i in range(10)]
+    fake, sched = make(hosts, page_size=3, max_placement_results=0)
+    sched.select_destinations(spec(request_id="req-all"))
+    assert fake.reports["req-all"]["pages_fetched"] == 4
+    assert fake.reports["req-all"]["hosts_seen"] == 10
+
+
+def test_capped_walk_reads_on_when_filters_leave_too_few():
+    # The first pages hold only eco hosts: a performance request reads on
+    # until enough hosts pass the filters, instead of failing.
+    hosts = [host(f"e{i}", klass="eco") for i in range(6)] + [host("p0"), host("p1")]
+    fake, sched = make(hosts, page_size=2, max_placement_results=2, max_attempts=1)
+    [[sel]] = sched.select_destinations(spec(workload_class="performance",
+                                             request_id="req-sel"))
+    assert sel.host_name in ("p0", "p1")
+    report = fake.reports["req-sel"]
+    assert report["pages_fetched"] == 4 and report["hosts_seen"] == 8
+    assert report["removed_per_filter"]["JoulieFilter"] == 6
+    # Nothing fits at all: the explanation counts every host of every page.
+    fake, sched = make([host(f"e{i}", klass="eco") for i in range(5)], page_size=2,
+                       max_placement_results=2)
+    with pytest.raises(worker.NoValidHost, match="placement returned 5 candidate host"):
+        sched.select_destinations(spec(workload_class="performance"))
+
+
+def test_capped_walk_reads_on_when_every_kept_host_loses_its_race():
+    hosts = [host(f"h{i}") for i in range(6)]
+    fake, sched = make(hosts, page_size=2, max_placement_results=2, max_attempts=1)
+    fake.steal = {hosts[0]["uuid"], hosts[1]["uuid"]}  # both hosts of the first page
+    [[sel]] = sched.select_destinations(spec(request_id="req-race"))
+    assert sel.host_name in ("h2", "h3")
+    report = fake.reports["req-race"]
+    assert report["races_lost"] == 2 and report["pages_fetched"] == 2
+    assert fake.holder_of(sel.instance_uuid) == [sel.host_uuid]
