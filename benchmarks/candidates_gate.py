@@ -10,7 +10,8 @@ For each system, in the same run, with the same gunicorn workers/threads on
 the same PostgreSQL server: a fresh database, ``placeload`` (PyPI, from
 /work/upstream-venv) creates the providers with inventory, aggregates and
 traits through the API, then ``--concurrency`` clients send the gate query
-(the one upstream's perfload job times) ``--requests`` times in total.
+(the one upstream's perfload job times) ``--requests`` times in total, after
+an ``ANALYZE`` of the database.
 Prints median / p95 latency and requests per second.
 """
 
@@ -22,6 +23,7 @@ import subprocess
 import time
 
 import requests
+import sqlalchemy as sa
 
 from benchmarks import claims
 
@@ -40,6 +42,15 @@ class GateServer(claims.Server):
 def load(url, providers):
     subprocess.run([f"{claims.UPSTREAM_VENV}/bin/placeload", url, str(providers), "20"],
                    check=True, stdout=subprocess.DEVNULL)
+
+
+def analyze(db_url):
+    """Fresh statistics for both systems alike (autovacuum may not have run
+    yet right after placeload), as any long-lived database has."""
+    engine = sa.create_engine(db_url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    engine.dispose()
 
 
 def hammer(url, concurrency, total):
@@ -85,6 +96,7 @@ def main(argv=None):
             t0 = time.perf_counter()
             load(server.url, args.providers)
             loaded = time.perf_counter() - t0
+            analyze(server.sampler_url)
             hammer(server.url, args.concurrency, args.concurrency * 2)  # warm up
             res = hammer(server.url, args.concurrency, args.requests)
             print(f"{kind:9s} providers={args.providers} load={loaded:.1f}s "

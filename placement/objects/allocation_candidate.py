@@ -174,6 +174,34 @@ class _Engine:
             opts.append(("", combo, rps))
         return opts
 
+    def _single_provider(self, root, data):
+        """The candidate of a tree of one provider for the lone unnumbered
+        group (no sharing providers): exactly what ``_options`` and
+        ``_combine`` decide for it, without the general machinery."""
+        group = self.unnumbered
+        if group.in_tree_root is not None and root != group.in_tree_root:
+            return None
+        inv = data.inv[root]
+        amounts = {}
+        for rc, amount in group.rc_amounts.items():
+            item = inv.get(rc)
+            if item is None or not item.fits(amount):
+                return None
+            amounts[(root, rc)] = amount
+        traits = data.traits[root]
+        if traits & group.forbidden_ids or not group.required_ids <= traits:
+            return None
+        for anyset in group.any_of_ids:
+            if not traits & anyset:
+                return None
+        aggs = data.aggs[root]
+        for aggset in group.member_of_ids:
+            if not aggs & aggset:
+                return None
+        if aggs & group.forbidden_agg_ids:
+            return None
+        return Candidate(root, amounts, {"": frozenset((root,))})
+
     # -- whole-request checks -------------------------------------------
     def _same_subtree_ok(self, parts, data):
         for suffixes in self.req.same_subtrees:
@@ -307,6 +335,10 @@ class _Engine:
             stop_at = self.max_candidates if stop_at is None else min(stop_at,
                                                                       self.max_candidates)
         window = page_size + 1 if page_size else WINDOW
+        # The common case: one unnumbered group and no sharing provider, so a
+        # tree of one provider has at most one candidate (that provider).
+        fast = (self.unnumbered is not None and not self.granular and not req.sharing_ids
+                and not req.same_subtrees and bool(self.unnumbered.rc_amounts))
         # Without paging every root is examined exactly below and the trees of
         # each window's id range are loaded whatever the driver says, so SQL
         # pre-filtering would only repeat that work (it costs the database
@@ -341,6 +373,12 @@ class _Engine:
                     if not req.root_required_ids <= traits or traits & req.root_forbidden_ids:
                         continue
                 own = data.by_root.get(root, [])
+                if fast and len(own) == 1:
+                    cand = self._single_provider(root, data)
+                    if cand is not None:
+                        page.anchor_roots.append(root)
+                        window_cands.append(cand)
+                    continue
                 extra = sorted(s for s in by_anchor.get(root, ()) if data.root[s] != root)
                 options = self._options(root, own + extra, data)
                 if options is None:
@@ -367,17 +405,24 @@ class _Engine:
     def _serialize(self, page, cands, data):
         dict_form = self.version >= (1, 12)
         with_mappings = self.version >= (1, 34)
-        nested = self.version >= (1, 29)
+        nested = self._nested
         rc_names = self.req.rc_names
+        uuid_of = data.uuid
+        root_of = data.root
+        summaries = page.summaries
         for cand in cands:
             by_rp = {}
             for (rp, rc), amt in cand.amounts.items():
-                by_rp.setdefault(data.uuid[rp], {})[rc_names[rc]] = amt
+                u = uuid_of[rp]
+                res = by_rp.get(u)
+                if res is None:
+                    res = by_rp[u] = {}
+                res[rc_names[rc]] = amt
             if dict_form:
                 body = {"allocations": {u: {"resources": r} for u, r in by_rp.items()}}
                 if with_mappings:
                     body["mappings"] = {
-                        suffix: sorted(data.uuid[rp] for rp in rps)
+                        suffix: sorted(uuid_of[rp] for rp in rps)
                         for suffix, rps in cand.mappings.items()
                     }
             else:
@@ -385,17 +430,21 @@ class _Engine:
                     {"resource_provider": {"uuid": u}, "resources": r} for u, r in by_rp.items()
                 ]}
             rps = {rp for rp, _rc in cand.amounts}
+            roots = {root_of[rp] for rp in rps}
             page.allocation_requests.append(body)
-            page.candidate_roots.append({data.root[rp] for rp in rps})
-            page.candidate_rps.append({data.uuid[rp] for rp in rps})
-            wanted = {data.root[rp] for rp in rps} if nested else rps
-            for key in wanted:
-                members = data.by_root[key] if nested else [key]
-                store_key = key if nested else data.root[key]
-                bucket = page.summaries.setdefault(store_key, {})
-                for rp in members:
-                    if data.uuid[rp] not in bucket:
-                        bucket[data.uuid[rp]] = self._summary(rp, data)
+            page.candidate_roots.append(roots)
+            if nested:
+                # A root's bucket is filled whole, with every provider of its tree.
+                for key in roots:
+                    if key not in summaries:
+                        summaries[key] = {uuid_of[rp]: self._summary(rp, data)
+                                          for rp in data.by_root[key]}
+                continue
+            page.candidate_rps.append({uuid_of[rp] for rp in rps})
+            for rp in rps:
+                bucket = summaries.setdefault(root_of[rp], {})
+                if uuid_of[rp] not in bucket:
+                    bucket[uuid_of[rp]] = self._summary(rp, data)
 
     def _summary(self, rp, data):
         all_resources = self._all_resources
