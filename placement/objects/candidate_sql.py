@@ -233,6 +233,17 @@ def _root_params(root_ids, exact=False):
     return {"lo": min(ids), "hi": max(ids)}
 
 
+def _rows(conn, sel, params):
+    """Plain DBAPI tuples: a window holds thousands of rows, and SQLAlchemy's
+    Row objects cost more than the rest of the loading (the selected columns
+    need no result processing)."""
+    result = conn.execute(sel, params)
+    try:
+        return result.cursor.fetchall()
+    finally:
+        result.close()
+
+
 def load_trees(conn, root_ids, exact=False):
     """Everything about the trees rooted at ``root_ids`` (None: every tree).
 
@@ -242,12 +253,13 @@ def load_trees(conn, root_ids, exact=False):
     params = _root_params(root_ids, exact) if root_ids else {}
     if root_ids is not None and not root_ids:
         return data
-    rows = conn.execute(
+    rows = _rows(
+        conn,
         sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id)
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
         .order_by(RP.c.id),
         params,
-    ).all()
+    )
     for rp_id, uuid, parent, root in rows:
         data.uuid[rp_id] = uuid
         data.parent[rp_id] = parent
@@ -269,7 +281,8 @@ def load_trees(conn, root_ids, exact=False):
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery()
     )
-    inv_rows = conn.execute(
+    inv_rows = _rows(
+        conn,
         sa.select(INV.c.resource_provider_id, INV.c.resource_class_id, INV.c.total,
                   INV.c.reserved, INV.c.min_unit, INV.c.max_unit, INV.c.step_size,
                   INV.c.allocation_ratio, sa.func.coalesce(usage.c.used, 0))
@@ -279,25 +292,27 @@ def load_trees(conn, root_ids, exact=False):
                                       usage.c.rc == INV.c.resource_class_id)))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    ).all()
+    )
     for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
         # Capacity as upstream reports it: int((total - reserved) * ratio).
         data.inv[rp_id][rc_id] = Inventory(
             int((total - reserved) * ratio), int(used), min_u, max_u, step or 1)
 
-    for rp_id, trait_id in conn.execute(
+    for rp_id, trait_id in _rows(
+        conn,
         sa.select(RPT.c.resource_provider_id, RPT.c.trait_id)
         .select_from(RPT.join(RP, RP.c.id == RPT.c.resource_provider_id))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    ).all():
+    ):
         data.traits[rp_id].add(trait_id)
-    for rp_id, agg_id in conn.execute(
+    for rp_id, agg_id in _rows(
+        conn,
         sa.select(RPA.c.resource_provider_id, RPA.c.aggregate_id)
         .select_from(RPA.join(RP, RP.c.id == RPA.c.resource_provider_id))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
-    ).all():
+    ):
         data.aggs[rp_id].add(agg_id)
     return data
 
