@@ -85,7 +85,7 @@ class Server:
         self.kind = kind
         self.workers = workers
         self.threads = threads
-        self.dbname = f"bench_claims_{kind}"
+        self.dbname = f"bench_claims_{kind.replace('-', '_')}_{os.getpid()}"
         self.tmp = tempfile.mkdtemp(prefix=f"bench-{kind}-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
