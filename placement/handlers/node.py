@@ -177,10 +177,26 @@ def _plain_twin(item):
     return generation is None or (type(generation) is int and generation >= 0)
 
 
+_ANY_OBJECT = {"type": "object"}
+_MAX_TWINS = schema.POST_TWINS_ENVELOPE["properties"]["twins"]["maxItems"]
+
+
+def _plain_envelope(body):
+    """True when ``body`` certainly matches POST_TWINS_ENVELOPE."""
+    twins = body.get("twins")
+    return (body.keys() == {"twins"} and type(twins) is list and len(twins) <= _MAX_TWINS
+            and all(type(item) is dict for item in twins))
+
+
 def put_twins():
     """POST /nodes/twins: write many twins in one transaction, all or nothing."""
     util.context().can(policies.UPDATE)
-    body = util.extract_json(schema.POST_TWINS_ENVELOPE)
+    # The envelope through jsonschema costs ~35 us an item (0.17 s for a
+    # 5,000-node tick); a body that plainly matches skips it, anything else
+    # gets the schema's own message.
+    body = util.extract_json(_ANY_OBJECT)
+    if not _plain_envelope(body):
+        util.extract_json(schema.POST_TWINS_ENVELOPE, body=body)
     if not all(_plain_twin(item) for item in body["twins"]):
         util.extract_json(schema.POST_TWINS, body=body)  # raises the precise 400
     entries, seen = [], set()

@@ -236,6 +236,13 @@ def test_validation(client, db):
     resp = client.post("/nodes/twins", json={"twins": [
         {"uuid": rp, "profile": "eco"}, {"uuid": rp, "profile": "eco"}]})
     assert resp.status_code == 400 and "appears twice" in _detail(resp)
+    for envelope, message in (([], "is not of type 'object'"),
+                              ({}, "'twins' is a required property"),
+                              ({"twins": {}}, "is not of type 'array'"),
+                              ({"twins": [1]}, "1 is not of type 'object'"),
+                              ({"twins": [], "more": 1}, "Additional properties")):
+        resp = client.post("/nodes/twins", json=envelope)
+        assert resp.status_code == 400 and message in _detail(resp), (envelope, _detail(resp))
     resp = client.put(f"/nodes/{rp}", data="{", headers={"content-type": "application/json"})
     assert resp.status_code == 400 and "Malformed JSON" in _detail(resp)
     assert client.put(f"/nodes/{rp}", data="x",
