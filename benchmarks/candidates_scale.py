@@ -148,18 +148,25 @@ def main(argv=None):
                 assert resp.status_code == 200, resp.text[:300]
             rss_before = peak_rss_kib(server.proc.pid)
             t = time.perf_counter()
-            nxt, pages, roots = first, 0, 0
+            nxt, pages, seen, repeats, cands = first, 0, set(), 0, 0
             while nxt:
                 body = s.get(server.url + nxt).json()
                 pages += 1
-                roots += len({next(iter(ar["allocations"])) for ar in
-                              body["allocation_requests"]})
+                sums = body["provider_summaries"]
+                page_roots = {sums[next(iter(ar["allocations"]))]["root_provider_uuid"]
+                              for ar in body["allocation_requests"]}
+                cands += len(body["allocation_requests"])
+                repeats += len(page_roots & seen)
+                seen |= page_roots
                 links = [x["href"] for x in body["links"] if x["rel"] == "next"]
                 nxt = links[0] if links else None
             walk = time.perf_counter() - t
             print(f"roots={size} load={loaded:.1f}s first_page_median="
-                  f"{statistics.median(lat) * 1000:.1f}ms full_walk={walk:.1f}s "
-                  f"pages={pages} peak_rss_before_walk={rss_before // 1024}MiB "
+                  f"{statistics.median(lat) * 1000:.1f}ms "
+                  f"first_page_p95={sorted(lat)[int(len(lat) * 0.95) - 1] * 1000:.1f}ms "
+                  f"full_walk={walk:.1f}s pages={pages} roots_seen={len(seen)} "
+                  f"roots_repeated={repeats} candidates={cands} "
+                  f"peak_rss_before_walk={rss_before // 1024}MiB "
                   f"peak_rss_after_walk={peak_rss_kib(server.proc.pid) // 1024}MiB",
                   flush=True)
         finally:
