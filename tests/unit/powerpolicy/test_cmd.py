@@ -8,8 +8,7 @@ import pytest
 from powerpolicy import cmd
 from powerpolicy import inventory
 
-SHARED = pathlib.Path("/work/shared/data")
-FIVE_K = str(SHARED / "cluster-nodes-5k.yaml")
+FIVE_K = str(pathlib.Path(__file__).parents[3] / "powerpolicy" / "data" / "cluster-nodes-5k.yaml")
 PACKAGED_41 = str(pathlib.Path(cmd.__file__).parent / "data" / "cluster-nodes-41.yaml")
 
 
