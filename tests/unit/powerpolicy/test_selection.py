@@ -2,11 +2,10 @@
 
 import functools
 import pathlib
-
-import pytest
 import random
 from fractions import Fraction
 
+import pytest
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
