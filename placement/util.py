@@ -162,13 +162,15 @@ def last_modified_of(rows, default_now=True):
     return latest
 
 
-def json_response(body, status=200, last_modified=None, headers=None):
+def json_response(body, status=200, last_modified=None, headers=None, text=None):
     """A JSON response; from 1.15 with last-modified and cache-control headers.
 
     ``last_modified`` is a datetime or the string "now"; None means no header.
+    ``text``: the body already encoded as JSON (``body`` is then ignored).
     """
     resp = flask.Response(
-        json.dumps(body), status=status, content_type="application/json"
+        json.dumps(body) if text is None else text, status=status,
+        content_type="application/json"
     )
     if want(1, 15) and last_modified is not None:
         when = None if last_modified == "now" else last_modified

@@ -4,6 +4,7 @@ and node data extensions; see docs/architecture.md)."""
 import base64
 import binascii
 import hashlib
+import json
 import re
 import urllib.parse
 
@@ -211,21 +212,24 @@ def list_allocation_candidates():
         randomize=conf.randomize_allocation_candidates,
         max_candidates=conf.max_allocation_candidates)
 
-    body = {
-        "allocation_requests": page.allocation_requests,
-        "provider_summaries": page.provider_summaries,
-    }
+    # The page holds its requests and summaries as JSON texts: join them once.
+    parts = ['{"allocation_requests": [', ", ".join(page.allocation_requests),
+             '], "provider_summaries": {',
+             ", ".join(f'"{u}": {text}' for u, text in page.provider_summaries.items()),
+             "}"]
     if want_nodes:
-        body["nodes"] = _nodes(deps.db, page)
+        parts.append(', "nodes": ' + json.dumps(_nodes(deps.db, page)))
     if page_size is not None:
-        body["links"] = []
+        links = []
         if page.next_marker is not None:
             items = [(k, v) for k, v in args.items(multi=True) if k != "page_marker"]
             items.append(("page_marker", encode_marker(page.next_marker, fingerprint)))
             href = flask.request.script_root + flask.request.path + "?" + \
                 urllib.parse.urlencode(items)
-            body["links"].append({"rel": "next", "href": href})
-    return util.json_response(body, last_modified="now")
+            links.append({"rel": "next", "href": href})
+        parts.append(', "links": ' + json.dumps(links))
+    parts.append("}")
+    return util.json_response(None, last_modified="now", text="".join(parts))
 
 
 def _nodes(db, page):

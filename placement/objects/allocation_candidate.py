@@ -3,11 +3,16 @@
 Pipeline (one read transaction):
 
 1. resolve the parsed request (names -> ids; ``candidate_request``);
-2. find anchor roots, in root-id order after the page marker, that pass every
-   condition SQL can decide (``candidate_sql.driver_roots``);
+2. find anchor roots, in root-id order after the page marker, scanning the
+   roots in bounded id-ordered chunks (``candidate_sql.driver_roots``); a
+   paged request (or one pinned by in_tree) keeps only roots that pass every
+   condition SQL can decide, so a page costs what the page needs; an unpaged
+   request takes every root, since it examines each one exactly anyway;
 3. load the trees of a window of those roots in four queries, plus the
    sharing providers anchored to them;
-4. per root: the options of every request group (a provider for a numbered
+4. per root: a tree of one provider under a lone unnumbered group without
+   sharing providers (the common case) is decided directly; otherwise
+   the options of every request group (a provider for a numbered
    group, a provider per resource class for the unnumbered one), their
    product, then group_policy, same_subtree, the summed capacity and the
    microversion's nesting rule;
@@ -35,25 +40,29 @@ WINDOW = 1000  # roots loaded at a time when not paging
 
 
 class Candidate:
-    __slots__ = ("root", "amounts", "mappings")
+    __slots__ = ("root", "amounts", "mappings", "single")
 
-    def __init__(self, root, amounts, mappings):
+    def __init__(self, root, amounts, mappings, single=False):
         self.root = root  # anchor root id
         self.amounts = amounts  # {(rp id, rc id): amount}, insertion-ordered
         self.mappings = mappings  # {suffix: frozenset(rp ids)}
+        self.single = single  # the root alone serves the lone unnumbered group
 
 
 class Page:
-    """What the handler serializes."""
+    """What the handler serializes. Allocation requests and provider summaries
+    are JSON texts (json.dumps' formatting), joined once by the handler: the
+    common shapes are written from templates instead of building thousands of
+    small dicts to encode them afterwards."""
 
     def __init__(self):
-        self.allocation_requests = []  # serialized, in order
+        self.allocation_requests = []  # JSON texts, in order
         self.candidate_roots = []  # per request: set of root ids of its providers
         self.candidate_rps = []  # per request: set of rp uuids
         self.summaries = {}  # root id -> {rp uuid: summary}
         self.anchor_roots = []  # roots that produced candidates, in order
         self.next_marker = None  # root id to resume after, or None
-        self.provider_summaries = {}
+        self.provider_summaries = {}  # rp uuid -> JSON text
 
 
 class _Engine:
@@ -70,6 +79,8 @@ class _Engine:
         self._with_traits = self.version >= (1, 17)
         self._nested = self.version >= (1, 29)
         self._requested = req.requested_rc_names
+        self._quoted = {}
+        self._trait_texts = {}  # sorted trait ids -> JSON list text
         self._full_anchors = {}
         self._root_attrs = {}
 
@@ -200,7 +211,7 @@ class _Engine:
                 return None
         if aggs & group.forbidden_agg_ids:
             return None
-        return Candidate(root, amounts, {"": frozenset((root,))})
+        return Candidate(root, amounts, {"": frozenset((root,))}, single=True)
 
     # -- whole-request checks -------------------------------------------
     def _same_subtree_ok(self, parts, data):
@@ -410,7 +421,29 @@ class _Engine:
         uuid_of = data.uuid
         root_of = data.root
         summaries = page.summaries
+        single_res = None
+        if self.unnumbered is not None:
+            single_res = json.dumps({rc_names[rc]: amt
+                                     for rc, amt in self.unnumbered.rc_amounts.items()})
         for cand in cands:
+            if cand.single and dict_form:
+                u = uuid_of[cand.root]
+                text = '{"allocations": {"' + u + '": {"resources": ' + single_res + "}}"
+                if with_mappings:
+                    text += ', "mappings": {"": ["' + u + '"]}'
+                page.allocation_requests.append(text + "}")
+                roots = {cand.root}
+                page.candidate_roots.append(roots)
+                if nested:
+                    if cand.root not in summaries:
+                        summaries[cand.root] = {uuid_of[rp]: self._summary(rp, data)
+                                                for rp in data.by_root[cand.root]}
+                    continue
+                page.candidate_rps.append({u})
+                bucket = summaries.setdefault(cand.root, {})
+                if u not in bucket:
+                    bucket[u] = self._summary(cand.root, data)
+                continue
             by_rp = {}
             for (rp, rc), amt in cand.amounts.items():
                 u = uuid_of[rp]
@@ -431,7 +464,7 @@ class _Engine:
                 ]}
             rps = {rp for rp, _rc in cand.amounts}
             roots = {root_of[rp] for rp in rps}
-            page.allocation_requests.append(body)
+            page.allocation_requests.append(json.dumps(body))
             page.candidate_roots.append(roots)
             if nested:
                 # A root's bucket is filled whole, with every provider of its tree.
@@ -447,10 +480,13 @@ class _Engine:
                     bucket[uuid_of[rp]] = self._summary(rp, data)
 
     def _summary(self, rp, data):
+        """One provider summary as JSON text (names are JSON-quoted once per
+        request; numbers are ints; uuids need no escaping)."""
         all_resources = self._all_resources
         requested = self._requested
         names = self.req.rc_names
-        resources = {}
+        quoted = self._quoted
+        parts = []
         for rc, item in data.inv[rp].items():
             name = names.get(rc)
             if name is None:
@@ -459,22 +495,30 @@ class _Engine:
                 name = self._rc_name(rc)
             elif not all_resources and name not in requested:
                 continue
-            resources[name] = {"capacity": item.capacity, "used": item.used}
-        out = {"resources": resources}
+            q = quoted.get(name)
+            if q is None:
+                q = quoted[name] = json.dumps(name)
+            parts.append(f'{q}: {{"capacity": {item.capacity}, "used": {item.used}}}')
+        out = '{"resources": {' + ", ".join(parts) + "}"
         if self._with_traits:
             # Trait id order, as upstream's join returns them (clients and gabbits
             # compare the list as it comes).
-            tnames = self.req.trait_names
-            ids = sorted(data.traits[rp])
-            try:
-                out["traits"] = [tnames[t] for t in ids]
-            except KeyError:
-                out["traits"] = [self._trait_name(t) for t in ids]
+            ids = tuple(sorted(data.traits[rp]))
+            ttext = self._trait_texts.get(ids)
+            if ttext is None:
+                tnames = self.req.trait_names
+                try:
+                    tlist = [tnames[t] for t in ids]
+                except KeyError:
+                    tlist = [self._trait_name(t) for t in ids]
+                ttext = self._trait_texts[ids] = json.dumps(tlist)
+            out += ', "traits": ' + ttext
         if self._nested:
             parent = data.parent[rp]
-            out["parent_provider_uuid"] = data.uuid[parent] if parent is not None else None
-            out["root_provider_uuid"] = data.uuid[data.root[rp]]
-        return out
+            parent = '"' + data.uuid[parent] + '"' if parent is not None else "null"
+            out += (', "parent_provider_uuid": ' + parent + ', "root_provider_uuid": "'
+                    + data.uuid[data.root[rp]] + '"')
+        return out + "}"
 
     def _rc_name(self, rc):
         names = self.req.rc_names
