@@ -2,8 +2,10 @@
 
 Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    /work/venv/bin/python -m benchmarks.claims [--workers 4] [--threads 10]
-        [--clients 1,4,16] [--ops 400] [--skip-upstream]
+    flock /work/bench.lock /work/venv/bin/python -m benchmarks.claims
+        [--workers 4] [--threads 10] [--clients 1,4,16] [--ops 400]
+        [--client-processes 4] [--systems ours,upstream,upstream-1x1]
+        [--skip-upstream] [--no-serialized]
 
 For each system, in the same run, with the same worker processes and threads:
 a fresh database, the API under gunicorn on a free port, four providers
@@ -11,8 +13,10 @@ with 64 VCPU each; then for each client count a timed claim/release mix
 (successful claims per second), and an over-commit probe: 16 clients make
 160 one-VCPU claims against one 8-VCPU provider (no releases) while a
 sampler reads the usage; over-commit = VCPU allocated beyond 8 (at the end,
-and the worst sample). Upstream runs from /work/upstream-venv (its own
-placement-manage and wsgi app under gunicorn); nothing of it is copied here.
+and the worst sample). The clients run in ``--client-processes`` processes
+(threads within each) so the load driver is not the bottleneck. Upstream
+runs from /work/upstream-venv (its own placement-manage and wsgi app under
+gunicorn); nothing of it is copied here.
 """
 
 import argparse
