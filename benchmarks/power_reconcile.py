@@ -1,7 +1,7 @@
 """One power-controller reconcile tick over a 5,000-node cluster, over HTTP.
 
 Seeds a fresh database with the providers, node records and hardware of
-``cluster-nodes-5k.yaml`` (direct SQL, so seeding is not what is measured),
+``powerpolicy/data/cluster-nodes-5k.yaml`` (direct SQL, so seeding is not what is measured),
 serves placement on 127.0.0.1 in a background thread, and times ticks of the
 real controller with the real REST client:
 
@@ -42,7 +42,7 @@ from powerpolicy import conf as power_conf
 from powerpolicy import controller as controller_mod
 from powerpolicy import inventory
 
-INVENTORY = pathlib.Path("/work/shared/data/cluster-nodes-5k.yaml")
+INVENTORY = pathlib.Path(__file__).resolve().parents[1] / "powerpolicy/data/cluster-nodes-5k.yaml"
 LOCAL_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
