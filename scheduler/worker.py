@@ -1,11 +1,15 @@
-"""select_destinations: fetch every candidate page, filter, weigh, claim, alternates.
+"""select_destinations: fetch candidate pages, filter, weigh, claim, alternates.
 
 The stages, in order (each one cheap to test alone with static candidates):
 
 1. validate the request spec (``request.RequestSpec.from_dict``);
-2. walk every page of ``GET /allocation_candidates`` with node data;
-3. build one host state per root provider from those blobs only;
-4. filters, in the configured order (cheap and selective first); the joulie
+2. walk the pages of ``GET /allocation_candidates`` with node data: every
+   page, or until ``max_placement_results`` hosts were read and enough of
+   them passed the filters (``_Walk``);
+3. build one host state per root provider from those blobs only, page by
+   page;
+4. filters, on each page as it arrives, in the configured order (cheap and
+   selective first); the joulie
    filter runs before the weighers so eco hosts are never scored for
    performance work;
 5. weighers: raw values, min-max normalized, times multipliers (nova);
