@@ -376,6 +376,10 @@ class _Engine:
                     full = True
                     break
                 if stop_at is not None and len(cands) + len(window_cands) >= stop_at:
+                    # limit / max_allocation_candidates cap a page, not the
+                    # walk: the next page resumes after the last root served.
+                    if page_size and page.anchor_roots:
+                        page.next_marker = cursor
                     full = True
                     break
                 cursor = root
