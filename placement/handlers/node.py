@@ -148,8 +148,10 @@ def put_twin(uuid):
 
 
 _TWIN_KEYS = frozenset(schema.POST_TWINS["properties"]["twins"]["items"]["properties"])
-_PROFILES = frozenset(schema.PUT_TWIN["properties"]["profile"]["enum"])
-_CLASSES = frozenset(schema.PUT_TWIN["properties"]["schedulable_class"]["enum"])
+# Tuples, not sets: a body's value may be a list or an object, which a set
+# membership test would hash (TypeError, a 500) instead of rejecting.
+_PROFILES = tuple(schema.PUT_TWIN["properties"]["profile"]["enum"])
+_CLASSES = tuple(schema.PUT_TWIN["properties"]["schedulable_class"]["enum"])
 
 
 def _plain_twin(item):
