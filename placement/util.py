@@ -105,7 +105,8 @@ def extract_json(schema, body=None):
             )
         raw = req.get_data(as_text=False)
         try:
-            body = json.loads(raw.decode("utf-8"))
+            body = json.loads(raw.decode("utf-8"), parse_constant=_no_constant,
+                              parse_float=_finite_float)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"Malformed JSON: {exc}")
         # PostgreSQL text cannot hold NUL: refuse it before any SQL sees it. Strict
@@ -118,6 +119,20 @@ def extract_json(schema, body=None):
     except jsonschema.ValidationError as exc:
         raise errors.bad_request(f"JSON does not validate: {exc}")
     return body
+
+
+def _no_constant(name):
+    # Python's json takes NaN and Infinity, which JSON has not: NaN passed every
+    # schema bound (an allocation_ratio of NaN was a 500) and came back out as
+    # invalid JSON.
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text):
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text} is out of range")
+    return value
 
 
 def _has_nul(value):

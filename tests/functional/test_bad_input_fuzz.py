@@ -422,10 +422,20 @@ def _send(client, method, path, body, version):
     return client.request(method, path, headers=headers, version="", data=data)
 
 
+def _refuse(name):
+    raise AssertionError(f"response holds {name}, which is not JSON")
+
+
+def _strict_json(text):
+    return json.loads(text, parse_constant=_refuse)
+
+
 def _check(resp, method, path, body, version, before, db):
     where = f"{method} {path[:300]!r} version={version!r} body={str(body)[:500]!r}"
     status = resp.status_code
     assert status < 500, f"{status} for {where}: {resp.get_data(as_text=True)[:800]}"
+    if resp.mimetype == "application/json":
+        _strict_json(resp.get_data(as_text=True))  # no NaN/Infinity goes out
     if status < 400:
         return None
     data = resp.get_json(silent=True)
@@ -511,4 +521,33 @@ def test_post_twins_unhashable_enum_value_is_400(client, db, field, value):
     resp = client.post("/nodes/twins", json={"twins": [twin]})
     assert resp.status_code == 400, resp.get_data(as_text=True)
     assert "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
+    assert _snapshot(db) == before
+
+
+@pytest.mark.parametrize("method,path,raw", [
+    ("POST", "/resource_providers/{rp}/inventories",
+     '{"resource_class": "VCPU", "total": 8, "allocation_ratio": NaN}'),
+    ("PUT", "/resource_providers/{rp}/inventories/DISK_GB",
+     '{"resource_provider_generation": 1, "total": 8, "allocation_ratio": NaN}'),
+    ("PUT", "/nodes/{rp}/twin", '{"profile": "eco", "cpu_cap_watts": NaN}'),
+    ("PUT", "/nodes/{rp}/hardware", '{"cpu_min_cap_watts": NaN, "cpu_max_cap_watts": 5}'),
+    ("PUT", "/scheduling_reports/r1", '{"report": {"a": NaN}}'),
+    ("PUT", "/scheduling_reports/r1", '{"report": {"a": -Infinity}}'),
+    ("PUT", "/scheduling_reports/r1", '{"report": {"a": 1e999}}'),
+    ("POST", "/build_requests", '{"instance_uuid": "9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11", '
+     '"request_id": "x", "spec": {"a": Infinity}}'),
+])
+def test_nan_and_infinity_are_malformed_json(client, db, method, path, raw):
+    """Python's json takes NaN/Infinity (and 1e999 as inf): an allocation_ratio
+    of NaN was a 500 (int(NaN) in the capacity check), and NaN twin watts or
+    report values were stored and served back as invalid JSON."""
+    rp = builders.create_provider(db, name="cn1")
+    builders.set_inventory(db, rp, "DISK_GB", 10)
+    before = _snapshot(db)
+    resp = client.request(method, path.format(rp=rp), data=raw.encode(),
+                          headers={"content-type": "application/json"})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    detail = resp.get_json()["errors"][0]["detail"]
+    assert "Malformed JSON" in detail and ("not a JSON number" in detail
+                                           or "out of range" in detail), detail
     assert _snapshot(db) == before
