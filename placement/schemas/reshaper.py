@@ -33,6 +33,9 @@ PROVIDER_INVENTORIES = {
         "inventories": {
             "type": "object",
             "patternProperties": {allocation.RC_PATTERN: INVENTORY_RECORD},
+            # As in PUT .../inventories: a key that is not a resource class
+            # name (its record unchecked, e.g. null) was a 500.
+            "additionalProperties": False,
         },
     },
     "required": ["resource_provider_generation", "inventories"],

@@ -410,7 +410,9 @@ def _generations(db):
 
 
 def _send(client, method, path, body, version):
-    headers = {"openstack-api-version": f"placement {version}" if version else None}
+    # The service role lets the fuzz past the reshaper's (service-only) policy.
+    headers = {"openstack-api-version": f"placement {version}" if version else None,
+               "x-roles": "admin,service"}
     if body is None:
         return client.request(method, path, headers=headers, version="")
     kind, payload = body
@@ -550,4 +552,21 @@ def test_nan_and_infinity_are_malformed_json(client, db, method, path, raw):
     detail = resp.get_json()["errors"][0]["detail"]
     assert "Malformed JSON" in detail and ("not a JSON number" in detail
                                            or "out of range" in detail), detail
+    assert _snapshot(db) == before
+
+
+@pytest.mark.parametrize("key,record", [("", None), ("vcpu", {"total": 1}), ("VCPU!", 3)])
+def test_reshaper_inventory_key_not_a_class_name_is_400(client, db, key, record):
+    """The reshaper's per-provider inventories took any key, its record
+    unchecked: {"": null} reached dict.update(None), a 500."""
+    rp = builders.create_provider(db, name="cn1")
+    builders.set_inventory(db, rp, "VCPU", 8)
+    before = _snapshot(db)
+    resp = client.post("/reshaper", headers={"x-roles": "admin,service"}, json={
+        "inventories": {rp: {"resource_provider_generation": 1,
+                             "inventories": {"VCPU": {"total": 8}, key: record}}},
+        "allocations": {}})
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    detail = resp.get_json()["errors"][0]["detail"]
+    assert "JSON does not validate" in detail and "does not match any of the regexes" in detail
     assert _snapshot(db) == before
