@@ -137,11 +137,3 @@ def performance_set(nodes, hp_count):
         chosen.update(c.name for c in members[family][:count])
     return frozenset(chosen)
 
-
-def effective_hp_count(nodes, hp_count):
-    """hp_count after the family floor and the node cap, as performance_set applies them."""
-    nodes = list(nodes)
-    if not nodes:
-        return 0
-    families = len({n.family for n in nodes})
-    return min(max(hp_count, families), len(nodes))

@@ -33,8 +33,3 @@ def move(client, consumer, allocation_request, spec):
                            workload_class=spec.workload_class,
                            consumer_type=spec.consumer_type)
 
-
-def holds_allocations(client, consumer):
-    allocations, _gen = client.get_allocations(consumer)
-    return bool(allocations)
-

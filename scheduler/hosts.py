@@ -134,20 +134,13 @@ class HostStateBuilder:
         return list(self.hosts.values())
 
 
-def build_host_states(pages):
-    """HostStates (in placement's order) from the candidate page bodies.
-
-    Each allocation request is attributed to the root of its providers; when a
-    request spans several roots (a sharing provider), to the root that has
-    node data, else to the root holding compute classes, else the first.
-    """
-    builder = HostStateBuilder()
-    for body in pages:
-        builder.add(body)
-    return builder.all_hosts()
-
-
 def _root_of(areq, roots, nodes):
+    """The root an allocation request is attributed to.
+
+    The root of its providers; when the request spans several roots (a sharing
+    provider), the root that has node data, else the root holding compute
+    classes, else the first.
+    """
     candidates = []
     for rp in areq["allocations"]:
         root = roots.get(rp, rp)

@@ -105,16 +105,6 @@ def bump(conn, consumer_id, seen_generation, values):
     return res.rowcount == 1
 
 
-def delete_if_no_allocations(conn, uuids):
-    """Remove the consumers among ``uuids`` that hold no allocation any more."""
-    if not uuids:
-        return
-    c = m.consumers
-    a = m.allocations
-    has_alloc = sa.select(a.c.id).where(a.c.consumer_id == c.c.uuid).exists()
-    conn.execute(c.delete().where(c.c.uuid.in_(sorted(uuids)), ~has_alloc))
-
-
 def type_names(conn):
     """{consumer_type_id: name}, with None mapped to 'unknown'."""
     ct = m.consumer_types
