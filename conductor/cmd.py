@@ -9,7 +9,6 @@ output line is one instance's outcome. A summary goes to stderr.
 
 import dataclasses
 import json
-import logging
 import sys
 
 from oslo_config import cfg
@@ -17,8 +16,8 @@ from oslo_config import cfg
 from conductor import conf as conf_mod
 from conductor import driver as driver_mod
 from conductor import manager
+from scheduler import cli
 from scheduler import client as client_mod
-from scheduler import filters as filters_mod
 from scheduler import worker as worker_mod
 from scheduler.request import InvalidRequestSpec
 
@@ -39,22 +38,8 @@ def make_conductor(conf, client=None):
     return manager.Conductor(worker_mod.Scheduler(conf, client), client, driver)
 
 
-def main(argv=None):
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    conf.register_cli_opts(cli_opts)
-    try:
-        conf(args=sys.argv[1:] if argv is None else argv, project="conductor",
-             prog="conductor-worker", default_config_files=[])
-        filters_mod.load(conf.filter_scheduler.enabled_filters)
-    except (cfg.Error, filters_mod.UnknownFilter) as exc:
-        print(f"conductor-worker: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    cond = make_conductor(conf)
-    counts = {"instances": 0, "placed": 0, "failed": 0, "invalid": 0, "rescheduled": 0}
-    out = sys.stdout if conf.output == "-" else open(conf.output, "w", encoding="utf-8")
+def _build_all(conf, cond, out, counts):
+    """Resume the pending build requests, then build each spec of --requests."""
 
     def emit(results):
         for res in results:
@@ -63,22 +48,35 @@ def main(argv=None):
             counts["rescheduled"] += res.rescheduled
             out.write(json.dumps(dataclasses.asdict(res)) + "\n")
 
+    if conf.conductor.resume_pending:
+        emit(cond.resume_pending())
+    if not conf.requests:
+        return
+    with cli.open_stream(conf.requests, "r") as src:
+        for number, line in enumerate(src, 1):
+            if not line.strip():
+                continue
+            try:
+                emit(cond.build(json.loads(line)))
+            except (ValueError, InvalidRequestSpec) as exc:
+                # JSONDecodeError is a ValueError; say which line.
+                counts["invalid"] += 1
+                out.write(json.dumps({"line": number, "status": "invalid",
+                                      "error": f"line {number}: {exc}"}) + "\n")
+
+
+def main(argv=None):
+    conf = cli.load_conf(argv, "conductor-worker", "conductor", conf_mod.register_opts, cli_opts)
+    if conf is None:
+        return 2
+    cond = make_conductor(conf)
+    counts = {"instances": 0, "placed": 0, "failed": 0, "invalid": 0, "rescheduled": 0}
     try:
-        if conf.conductor.resume_pending:
-            emit(cond.resume_pending())
-        if conf.requests:
-            src = sys.stdin if conf.requests == "-" else open(conf.requests, encoding="utf-8")
-            with src:
-                for number, line in enumerate(src, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        emit(cond.build(json.loads(line)))
-                    except (ValueError, InvalidRequestSpec) as exc:
-                        # JSONDecodeError is a ValueError; say which line.
-                        counts["invalid"] += 1
-                        out.write(json.dumps({"line": number, "status": "invalid",
-                                              "error": f"line {number}: {exc}"}) + "\n")
+        with cli.open_stream(conf.output, "w") as out:
+            try:
+                _build_all(conf, cond, out, counts)
+            finally:
+                out.flush()
     except OSError as exc:
         print(f"conductor-worker: {exc}", file=sys.stderr)
         return 2
@@ -86,8 +84,6 @@ def main(argv=None):
         print(f"conductor-worker: {exc}; pending build requests are resumed on the "
               "next start", file=sys.stderr)
         return 3
-    finally:
-        out.flush()
     counts["races_lost"] = cond.scheduler.stats["races_lost"]
     print(json.dumps(counts), file=sys.stderr)
     return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1

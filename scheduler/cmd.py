@@ -15,9 +15,9 @@ import sys
 
 from oslo_config import cfg
 
+from scheduler import cli
 from scheduler import client as client_mod
 from scheduler import conf as conf_mod
-from scheduler import filters as filters_mod
 from scheduler import worker as worker_mod
 from scheduler.request import InvalidRequestSpec
 from scheduler.request import RequestSpec
@@ -30,12 +30,6 @@ cli_opts = [
     cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each; - for stdout."),
     cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
 ]
-
-
-def _open(path, mode):
-    if path == "-":
-        return sys.stdin if "r" in mode else sys.stdout
-    return open(path, mode, encoding="utf-8")
 
 
 def run(conf, lines, out, client=None):
@@ -80,20 +74,11 @@ def run(conf, lines, out, client=None):
 
 
 def main(argv=None):
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    conf.register_cli_opts(cli_opts)
-    try:
-        conf(args=sys.argv[1:] if argv is None else argv, project="scheduler",
-             prog="scheduler-worker", default_config_files=[])
-        filters_mod.load(conf.filter_scheduler.enabled_filters)
-    except (cfg.Error, filters_mod.UnknownFilter) as exc:
-        print(f"scheduler-worker: {exc}", file=sys.stderr)
+    conf = cli.load_conf(argv, "scheduler-worker", "scheduler", conf_mod.register_opts, cli_opts)
+    if conf is None:
         return 2
-    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
-        with _open(conf.requests, "r") as src, _open(conf.output, "w") as out:
+        with cli.open_stream(conf.requests, "r") as src, cli.open_stream(conf.output, "w") as out:
             counts = run(conf, src, out)
     except OSError as exc:
         print(f"scheduler-worker: {exc}", file=sys.stderr)
