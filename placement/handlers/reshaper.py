@@ -5,6 +5,7 @@ from placement import util
 from placement.handlers import allocation as alloc_handler
 from placement.objects import allocation as alloc_obj
 from placement.objects import reshaper as reshaper_obj
+from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
 
@@ -22,8 +23,10 @@ def reshape():
     for rp_uuid, body in data["inventories"].items():
         records = {}
         for rc_name, record in body["inventories"].items():
-            full = dict(schema.INVENTORY_DEFAULTS)
+            full = dict(inventory_schema.DEFAULTS)
             full.update(record)
+            # Allowed in a record as in PUT .../inventories, and ignored.
+            full.pop("resource_provider_generation", None)
             records[rc_name] = full
         inventories[rp_uuid] = {
             "resource_provider_generation": body["resource_provider_generation"],

@@ -143,3 +143,20 @@ def test_version_and_shape_gates(client, tree):
                                           consumer_type="RESHAPED")}})
     assert resp.status_code == 400
     assert "'consumer_type' was unexpected" in resp.get_json()["errors"][0]["detail"]
+
+
+def test_record_generation_is_ignored_as_upstream(client, tree):
+    """A record is the PUT .../inventories record: an inner
+    resource_provider_generation is allowed and ignored (upstream passes it
+    on as an unused keyword)."""
+    root = tree[0]
+    g_root = gen(client, root)
+    resp = client.post("/reshaper", headers=SERVICE, version="1.30", json={
+        "inventories": {root: {"resource_provider_generation": g_root, "inventories": {
+            "VCPU": {"total": 12, "resource_provider_generation": 12345},
+            "DISK_GB": {"total": 2048, "max_unit": 1200}}}},
+        "allocations": {}})
+    assert resp.status_code == 204, resp.get_data(as_text=True)
+    inv = client.get(f"/resource_providers/{root}/inventories").get_json()
+    assert inv["inventories"]["VCPU"]["total"] == 12
+    assert "resource_provider_generation" not in inv["inventories"]["VCPU"]
