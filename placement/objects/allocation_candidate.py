@@ -525,20 +525,18 @@ class _Engine:
         return out + "}"
 
     def _rc_name(self, rc):
-        names = self.req.rc_names
-        if rc not in names:
-            rct = m.resource_classes
-            rows = self.conn.execute(sa.select(rct.c.id, rct.c.name))
-            names.update(dict(tuple(r) for r in rows))
-        return names[rc]
+        return self._name(self.req.rc_names, m.resource_classes, rc)
 
     def _trait_name(self, trait):
-        names = self.req.trait_names
-        if trait not in names:
-            tr = m.traits
-            rows = self.conn.execute(sa.select(tr.c.id, tr.c.name))
+        return self._name(self.req.trait_names, m.traits, trait)
+
+    def _name(self, names, table, ident):
+        # Names missing from the request's cache (classes/traits outside the
+        # request) are loaded once, all together, on the first miss.
+        if ident not in names:
+            rows = self.conn.execute(sa.select(table.c.id, table.c.name))
             names.update(dict(tuple(r) for r in rows))
-        return names[trait]
+        return names[ident]
 
     def _finish(self, page):
         """limit / randomize, then keep the summaries of the kept requests."""

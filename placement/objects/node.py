@@ -204,11 +204,16 @@ def list_nodes(db, cell=None):
     return out, (max(stamps) if stamps and out else None)
 
 
-def get_node(db, uuid):
-    """(node, last_modified) of a root provider; NotFound when it has no node data."""
+def _read(db, uuid):
+    """The joined node/hardware/twin row of a root provider (one query)."""
     with db.read() as conn:
         rp_id = _root(conn, uuid)
-        row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
+        return conn.execute(_select().where(_rp.c.id == rp_id)).one()
+
+
+def get_node(db, uuid):
+    """(node, last_modified) of a root provider; NotFound when it has no node data."""
+    row = _read(db, uuid)
     if row.n_rp is None and row.hw_rp is None and row.tw_rp is None:
         raise NotFound(uuid)
     stamps = _stamps(row)
@@ -216,25 +221,19 @@ def get_node(db, uuid):
 
 
 def get_hardware(db, uuid):
-    node, _ = get_node(db, uuid)
-    if node["hardware"] is None:
+    """(hardware, last_modified); NotFound when the provider has no hardware record."""
+    row = _read(db, uuid)
+    if row.hw_rp is None:
         raise NotFound(uuid)
-    with db.read() as conn:
-        row = conn.execute(sa.select(_hw.c.created_at, _hw.c.updated_at).select_from(
-            _hw.join(_rp, _rp.c.id == _hw.c.resource_provider_id)).where(_rp.c.uuid == uuid)
-        ).one()
-    return node["hardware"], row.updated_at or row.created_at
+    return _hardware_dict(row), row.hw_updated or row.hw_created
 
 
 def get_twin(db, uuid):
-    node, _ = get_node(db, uuid)
-    if node["twin"] is None:
+    """(twin, last_modified); NotFound when the provider has no twin."""
+    row = _read(db, uuid)
+    if row.tw_rp is None:
         raise NotFound(uuid)
-    with db.read() as conn:
-        row = conn.execute(sa.select(_twin.c.created_at, _twin.c.updated_at).select_from(
-            _twin.join(_rp, _rp.c.id == _twin.c.resource_provider_id)).where(_rp.c.uuid == uuid)
-        ).one()
-    return node["twin"], row.updated_at or row.created_at
+    return _twin_dict(row), row.tw_updated or row.tw_created
 
 
 # --- writes -------------------------------------------------------------------
