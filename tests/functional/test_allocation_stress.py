@@ -60,7 +60,7 @@ def api_server(db_url, db, tmp_path):
         try:
             if requests.get(url + "/", timeout=2).status_code == 200:
                 break
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # still starting (or loaded)
             pass
         if proc.poll() is not None or time.monotonic() > deadline:
             proc.kill()
