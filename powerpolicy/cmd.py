@@ -28,6 +28,7 @@ from powerpolicy import inventory as inventory_mod
 from powerpolicy import metrics as metrics_mod
 from powerpolicy import policies
 from powerpolicy import selection
+from powerpolicy import selector as selector_mod
 
 LOG = logging.getLogger("powerpolicy")
 
@@ -97,6 +98,9 @@ def main(argv=None):
         conf = conf_mod.make_conf(args=rest, default_config_files=None)
         conf_mod.check(conf)
         policy = conf.power.policy
+        # A selector that cannot be read stops the service now, in every
+        # mode, rather than quietly managing no node.
+        selector_mod.Selector(conf.power.node_selector)
     except (cfg.Error, ValueError) as exc:
         print(f"power-controller: configuration error: {exc}", file=sys.stderr)
         return 2
@@ -113,11 +117,6 @@ def main(argv=None):
         _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand)), args.json)
         return 0
 
-    try:
-        controller_mod.Selector(conf.power.node_selector)
-    except controller_mod.SelectorError as exc:
-        print(f"power-controller: configuration error: {exc}", file=sys.stderr)
-        return 2
     metrics = metrics_mod.Metrics()
     controller = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(
         conf.power), metrics)

@@ -31,9 +31,12 @@ power_opts = [
     cfg.StrOpt(
         "node_selector",
         default="",
-        help="Which nodes the controller manages, as a comma-separated label selector over "
-        "node labels: 'key' (label present), '!key' (absent), 'key=value', 'key!=value'. "
-        "Empty selects every node. Reserved and unschedulable nodes are never managed.",
+        help="Which nodes the controller manages: a Kubernetes label selector over node "
+        "labels, requirements joined by commas: 'key' (present), '!key' (absent), "
+        "'key=value' or 'key==value', 'key!=value', 'key in (a,b)', 'key notin (a,b)'. "
+        "Empty selects every node. A selector that does not parse, or uses another form "
+        "(such as 'key>1'), stops the controller at start-up (exit 2). Reserved and "
+        "unschedulable nodes are never managed.",
     ),
     cfg.FloatOpt(
         "static_hp_frac", default=0.5, min=0.0, max=1.0,

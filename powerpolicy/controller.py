@@ -2,7 +2,7 @@
 
 Each tick (the power seed's shared reconcile flow):
 
-1. eligible nodes: node selector over node labels, minus reserved and
+1. eligible nodes: node selector (``powerpolicy.selector``) over node labels, minus reserved and
    unschedulable nodes;
 2. hardware view: the node's hardware record, else its labels, else the
    PGPU inventory of the provider (CPU model unknown then);
@@ -26,6 +26,7 @@ from powerpolicy import families
 from powerpolicy import guard
 from powerpolicy import policies
 from powerpolicy import selection
+from powerpolicy import selector as selector_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -35,49 +36,6 @@ GPU_PRODUCT_LABELS = ("joulie.io/gpu.product", "nvidia.com/gpu.product", "amd.co
 GPU_COUNT_LABELS = ("joulie.io/gpu.count", "nvidia.com/gpu.count", "amd.com/gpu.count")
 CPU_MODEL_LABELS = ("joulie.io/cpu.model",)
 GPU_RESOURCE_CLASS = "PGPU"
-
-
-class SelectorError(ValueError):
-    pass
-
-
-class Selector:
-    """A comma-separated label selector: ``key``, ``!key``, ``key=value``, ``key!=value``."""
-
-    def __init__(self, text):
-        self.text = text or ""
-        self.terms = []
-        for raw in self.text.split(","):
-            term = raw.strip()
-            if not term:
-                continue
-            if "!=" in term:
-                key, value = (p.strip() for p in term.split("!=", 1))
-                op = "!="
-            elif "=" in term:
-                key, value = (p.strip() for p in term.split("=", 1))
-                op = "="
-                if value.startswith("="):  # "key==value" reads as equality too
-                    value = value[1:].strip()
-            elif term.startswith("!"):
-                key, value, op = term[1:].strip(), None, "absent"
-            else:
-                key, value, op = term, None, "present"
-            if not key:
-                raise SelectorError(f"node_selector term {raw!r} has no label key")
-            self.terms.append((op, key, value))
-
-    def matches(self, labels):
-        for op, key, value in self.terms:
-            if op == "present" and key not in labels:
-                return False
-            if op == "absent" and key in labels:
-                return False
-            if op == "=" and labels.get(key) != value:
-                return False
-            if op == "!=" and labels.get(key) == value:
-                return False
-        return True
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,7 +125,7 @@ class Controller:
         self.client = client
         self.metrics = metrics
         self.clock = clock
-        self.selector = Selector(conf.power.node_selector)
+        self.selector = selector_mod.Selector(conf.power.node_selector)
 
     def _pending(self):
         if self.conf.power.policy != policies.QUEUE_AWARE_V1:
