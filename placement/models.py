@@ -23,6 +23,8 @@ from sqlalchemy import Table
 from sqlalchemy import Text
 from sqlalchemy import UniqueConstraint
 
+from joule import vocabulary
+
 metadata = MetaData(
     naming_convention={
         "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -154,7 +156,7 @@ consumer_types = Table(
     Column("name", String(255), nullable=False, unique=True),
 )
 
-# workload_class is the design's extension: "performance" or "standard".
+# workload_class is the design's extension: one of vocabulary.WORKLOAD_CLASSES.
 consumers = Table(
     "consumers",
     metadata,
@@ -164,7 +166,8 @@ consumers = Table(
     Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
     Column("generation", Integer, nullable=False, default=0),
     Column("consumer_type_id", Integer, ForeignKey("consumer_types.id"), nullable=True),
-    Column("workload_class", String(16), nullable=False, default="standard"),
+    Column("workload_class", String(16), nullable=False,
+           default=vocabulary.DEFAULT_WORKLOAD_CLASS),
     *_timestamps(),
     Index("ix_consumers_project_id_user_id", "project_id", "user_id"),
 )
@@ -260,7 +263,8 @@ build_requests = Table(
     Column("id", Integer, primary_key=True),
     Column("instance_uuid", String(36), nullable=False, unique=True),
     Column("request_id", String(64), nullable=False),
-    Column("workload_class", String(16), nullable=False, default="standard"),
+    Column("workload_class", String(16), nullable=False,
+           default=vocabulary.DEFAULT_WORKLOAD_CLASS),
     Column("status", String(16), nullable=False),  # pending | placed | failed
     Column("spec", Text, nullable=False),  # JSON request spec
     Column("host_uuid", String(36), nullable=True),

@@ -7,7 +7,7 @@ saves little and starves the GPUs (Joulie's exp-03 finding). A CPU node
 without a known cap range gets the absolute fallback caps.
 """
 
-from powerpolicy import selection
+from joule import vocabulary
 
 
 def _pct_cap(max_cap, min_cap, pct):
@@ -24,7 +24,7 @@ def caps_for(hardware, caps_profile, opts):
         gpu_count, cpu/gpu min/max cap watts (None when unknown).
     :param opts: the [power] option group (cap percentages and fallbacks).
     """
-    perf = caps_profile == selection.PERFORMANCE
+    perf = caps_profile == vocabulary.PERFORMANCE
     cpu_cap = gpu_cap = None
     if hardware.gpu_count > 0:
         if hardware.gpu_max_cap_watts is not None:

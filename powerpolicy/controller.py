@@ -20,9 +20,9 @@ import dataclasses
 import logging
 import time
 
+from joule import vocabulary
 from powerpolicy import caps
 from powerpolicy import client as client_mod
-from powerpolicy import families
 from powerpolicy import guard
 from powerpolicy import policies
 from powerpolicy import selection
@@ -51,7 +51,7 @@ class HardwareView:
 
     @property
     def family(self):
-        return families.family_key(self.gpu_count, self.gpu_model, self.cpu_model)
+        return vocabulary.family_key(self.gpu_count, self.gpu_model, self.cpu_model)
 
     @classmethod
     def from_record(cls, hw):
@@ -172,7 +172,7 @@ class Controller:
             family = views[decision.name].family
             entry = fams.setdefault(family, {"nodes": 0, "performance": 0})
             entry["nodes"] += 1
-            if decision.schedulable_class == selection.PERFORMANCE:
+            if decision.schedulable_class == vocabulary.PERFORMANCE:
                 entry["performance"] += 1
             cpu_cap, gpu_cap = caps.caps_for(views[decision.name], decision.caps_profile, opts)
             desired = {"profile": decision.profile,
@@ -187,7 +187,7 @@ class Controller:
             policy=plan.policy, hp_count=plan.hp_count,
             requested_hp_count=plan.requested_hp_count, running=running, pending=pending,
             families=dict(sorted(fams.items())), decisions=decisions, written=len(writes),
-            draining=sum(d.schedulable_class == guard.DRAINING for d in decisions))
+            draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions))
         return result, writes
 
     def tick(self):

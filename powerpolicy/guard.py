@@ -13,9 +13,9 @@ The guard counts running consumers only; pending work is demand, not load.
 
 import dataclasses
 
-from powerpolicy import selection
+from joule import vocabulary
 
-DRAINING = "draining"
+
 APPLIED = "applied"
 DEFERRED = "deferred"
 UNKNOWN = "unknown"  # from_state of a node that has no twin yet
@@ -49,15 +49,15 @@ def decide(name, planned_profile, running_performance, current_class=None):
     :param current_class: the schedulable class stored in its twin, or None.
     """
     from_state = current_class or UNKNOWN
-    if planned_profile == selection.PERFORMANCE:
-        to_state, caps = selection.PERFORMANCE, selection.PERFORMANCE
+    if planned_profile == vocabulary.PERFORMANCE:
+        to_state, caps = vocabulary.PERFORMANCE, vocabulary.PERFORMANCE
     elif running_performance > 0:
-        to_state, caps = DRAINING, selection.PERFORMANCE
+        to_state, caps = vocabulary.DRAINING, vocabulary.PERFORMANCE
     else:
-        to_state, caps = selection.ECO, selection.ECO
+        to_state, caps = vocabulary.ECO, vocabulary.ECO
     if to_state == from_state:
         result = None
-    elif to_state == DRAINING:
+    elif to_state == vocabulary.DRAINING:
         result = DEFERRED
     else:
         result = APPLIED

@@ -23,7 +23,7 @@ import dataclasses
 
 import yaml
 
-from powerpolicy import families
+from joule import vocabulary
 
 _INT_FIELDS = ("cpu_sockets", "cpu_cores", "memory_gib")
 _CAP_FIELDS = ("gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts",
@@ -42,7 +42,7 @@ class InventoryNode:
     @property
     def family(self):
         hw = self.hardware
-        return families.family_key(hw["gpu_count"], hw["gpu_model"], hw["cpu_model"])
+        return vocabulary.family_key(hw["gpu_count"], hw["gpu_model"], hw["cpu_model"])
 
 
 def load(path):

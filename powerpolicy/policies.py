@@ -11,6 +11,7 @@ import dataclasses
 import math
 import time
 
+from joule import vocabulary
 from powerpolicy import selection
 
 STATIC_PARTITION = "static_partition"
@@ -51,7 +52,7 @@ class Plan:
 
 def _plan(policy, nodes, requested, performance):
     profiles = {
-        n.name: selection.PERFORMANCE if n.name in performance else selection.ECO for n in nodes
+        n.name: vocabulary.PERFORMANCE if n.name in performance else vocabulary.ECO for n in nodes
     }
     return Plan(policy, requested, frozenset(performance), profiles)
 

@@ -7,7 +7,7 @@ exactly the plan the controller applies.
 
 The algorithm is the power seed's (Joulie's ``PerformanceSet``):
 
-1. group the nodes into hardware families (``powerpolicy.families.family_key``);
+1. group the nodes into hardware families (``joule.vocabulary.family_key``);
 2. raise ``hp_count`` to the number of families, cap it at the number of nodes;
 3. give every family one slot; each further slot goes to the family with the
    largest ``size / (2 * slots + 1)``, ties to the smaller family key, and a
@@ -26,8 +26,7 @@ import decimal
 import heapq
 import math
 
-PERFORMANCE = "performance"
-ECO = "eco"
+from joule import vocabulary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +72,7 @@ def group_families(nodes):
     for node in nodes:
         members.setdefault(node.family, []).append(node)
     for family_nodes in members.values():
-        family_nodes.sort(key=lambda c: (c.profile != PERFORMANCE, c.name))
+        family_nodes.sort(key=lambda c: (c.profile != vocabulary.PERFORMANCE, c.name))
     return members
 
 

@@ -10,7 +10,8 @@ import dataclasses
 import re
 import uuid as uuid_lib
 
-WORKLOAD_CLASSES = ("performance", "standard")
+from joule import vocabulary
+
 GROUP_POLICIES = ("none", "isolate")
 
 _RC_RE = re.compile(r"^[A-Z0-9_]+$")
@@ -68,7 +69,7 @@ class RequestSpec:
 
     @property
     def is_performance(self):
-        return self.workload_class == "performance"
+        return self.workload_class == vocabulary.PERFORMANCE
 
     def for_instances(self, instance_uuids):
         """The same spec for a subset of its instances (the conductor's resume)."""
@@ -162,10 +163,11 @@ class RequestSpec:
         if len(groups) > 1 and group_policy is None:
             problems.append("group_policy is required with more than one numbered group")
 
-        workload_class = data.get("workload_class", "standard")
-        if workload_class not in WORKLOAD_CLASSES:
+        workload_class = data.get("workload_class", vocabulary.DEFAULT_WORKLOAD_CLASS)
+        if workload_class not in vocabulary.WORKLOAD_CLASSES:
             problems.append(
-                f"workload_class must be one of {list(WORKLOAD_CLASSES)}, got {workload_class!r}")
+                f"workload_class must be one of {list(vocabulary.WORKLOAD_CLASSES)}, "
+                f"got {workload_class!r}")
 
         project_id = data.get("project_id")
         user_id = data.get("user_id")

@@ -5,6 +5,7 @@ finishes it as placed or failed; the power controller counts pending
 performance requests (``GET /build_requests?status=pending&workload_class=performance``).
 """
 
+from joule import vocabulary
 from placement import errors
 from placement import util
 from placement.objects import build_request as br_obj
@@ -51,7 +52,8 @@ def create_build_request():
     instance_uuid = util.normalize_uuid(body["instance_uuid"])
     try:
         item = br_obj.create(util.deps().db, instance_uuid, body["request_id"],
-                             body.get("workload_class", "standard"), body["spec"])
+                             body.get("workload_class", vocabulary.DEFAULT_WORKLOAD_CLASS),
+                             body["spec"])
     except br_obj.Duplicate:
         raise errors.conflict(f"A build request for instance {instance_uuid} already exists.",
                               BUILD_REQUEST_EXISTS)

@@ -7,6 +7,7 @@ and changes nothing. ``POST /nodes/twins`` writes many twins in one
 transaction (the power controller's reconcile tick), all or nothing.
 """
 
+from joule import vocabulary
 from placement import errors
 from placement import util
 from placement.objects import node as node_obj
@@ -124,11 +125,11 @@ def _twin_entry(body, where=""):
     """Fill the schedulable class in and reject profile/class pairs that contradict."""
     profile = body["profile"]
     klass = body.get("schedulable_class") or profile
-    if profile == node_obj.PERFORMANCE and klass != node_obj.PERFORMANCE:
+    if profile == vocabulary.PERFORMANCE and klass != vocabulary.PERFORMANCE:
         raise errors.bad_request(
             f"{where}schedulable_class {klass!r} contradicts profile 'performance': only a "
             "node in profile eco can be eco or draining.")
-    if profile == node_obj.ECO and klass == node_obj.PERFORMANCE:
+    if profile == vocabulary.ECO and klass == vocabulary.PERFORMANCE:
         raise errors.bad_request(
             f"{where}schedulable_class 'performance' contradicts profile 'eco': an eco node "
             "is schedulable as eco, or draining while performance work finishes.")

@@ -64,6 +64,7 @@ import weakref
 import os_resource_classes
 import sqlalchemy as sa
 
+from joule import vocabulary
 from placement import db as db_mod
 from placement import models as m
 from placement.objects import consumer as consumer_obj
@@ -72,8 +73,6 @@ LOG = logging.getLogger(__name__)
 
 # Marks a write whose consumer generation is not checked (before 1.28).
 NOT_CHECKED = object()
-
-DEFAULT_WORKLOAD_CLASS = "standard"
 
 # PostgreSQL SQLSTATEs worth a fresh attempt: deadlock, serialization failure,
 # lock not available.
@@ -560,7 +559,7 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
                     key=lambda w: w.uuid):
         project_id, user_id, type_id = ids_for(w)
         consumer_obj.create(conn, w.uuid, project_id, user_id, type_id,
-                            w.workload_class or DEFAULT_WORKLOAD_CLASS)
+                            w.workload_class or vocabulary.DEFAULT_WORKLOAD_CLASS)
 
     guarded = {state[u]["id"]: state[u]["generation"] for u in rp_uuids}
     for rp_id in sorted(guarded.keys() | released):
@@ -753,9 +752,9 @@ def workload_usages(db, in_tree=None):
             ).first()
             if tree is None:
                 return {}
-            result[tree.uuid] = {"performance": 0, "standard": 0}
+            result[tree.uuid] = dict.fromkeys(vocabulary.WORKLOAD_CLASSES, 0)
             stmt = stmt.where(rp.c.root_provider_id == tree.id)
         for root_uuid, workload_class, count in conn.execute(stmt):
-            counts = result.setdefault(root_uuid, {"performance": 0, "standard": 0})
+            counts = result.setdefault(root_uuid, dict.fromkeys(vocabulary.WORKLOAD_CLASSES, 0))
             counts[workload_class] = counts.get(workload_class, 0) + count
     return result

@@ -31,10 +31,10 @@ import random
 
 import sqlalchemy as sa
 
+from joule import vocabulary
 from placement import models as m
 from placement.objects import candidate_request
 from placement.objects import candidate_sql
-from powerpolicy import families
 
 WINDOW = 1000  # roots loaded at a time when not paging
 
@@ -606,7 +606,7 @@ def node_data(db, root_ids):
             out[row.uuid] = {
                 "name": row.name,
                 "cell": row.cell if has_node else None,
-                "family": families.family_key(row.gpu_count, row.gpu_model, row.cpu_model)
+                "family": vocabulary.family_key(row.gpu_count, row.gpu_model, row.cpu_model)
                 if row.hw_id is not None else None,
                 "profile": row.profile,
                 "schedulable_class": row.schedulable_class,

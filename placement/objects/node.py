@@ -22,18 +22,9 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
+from joule import vocabulary
 from placement import db as db_mod
 from placement import models as m
-
-PERFORMANCE = "performance"
-ECO = "eco"
-DRAINING = "draining"
-PROFILES = (PERFORMANCE, ECO)
-SCHEDULABLE_CLASSES = (PERFORMANCE, ECO, DRAINING)
-PROFILE_TRAITS = {
-    PERFORMANCE: "CUSTOM_POWER_PROFILE_PERFORMANCE",
-    ECO: "CUSTOM_POWER_PROFILE_ECO",
-}
 
 HARDWARE_FIELDS = (
     "cpu_model", "cpu_sockets", "cpu_cores", "memory_gib", "gpu_vendor", "gpu_model",
@@ -394,7 +385,7 @@ def set_twins(db, entries):
 def _profile_trait_ids(conn, create=True):
     """{profile: trait id} of the profile traits, created when missing."""
     tr = m.traits
-    names = list(PROFILE_TRAITS.values())
+    names = list(vocabulary.PROFILE_TRAITS.values())
     found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
                  .all())
     if create and len(found) < len(names):
@@ -409,7 +400,8 @@ def _profile_trait_ids(conn, create=True):
                 pass  # created by a concurrent writer: fine, read it below
         found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
                      .all())
-    return {profile: found[name] for profile, name in PROFILE_TRAITS.items() if name in found}
+    return {profile: found[name] for profile, name in vocabulary.PROFILE_TRAITS.items()
+            if name in found}
 
 
 def _plan_profile_traits(conn, profiles):

@@ -11,13 +11,14 @@ client never sends it, so its bodies validate exactly as upstream's.
 
 import copy
 
+from joule import vocabulary
+
 UUID_PATTERN = "^[0-9a-fA-F-]{36}$"
 RC_PATTERN = "^[A-Z0-9_]+$"
 CONSUMER_TYPE_PATTERN = "^[A-Z0-9_]+$"
 GROUP_PATTERN_1_33 = "[a-zA-Z0-9_-]{1,64}"
-WORKLOAD_CLASSES = ("performance", "standard")
 
-_WORKLOAD_CLASS = {"type": "string", "enum": list(WORKLOAD_CLASSES)}
+_WORKLOAD_CLASS = {"type": "string", "enum": list(vocabulary.WORKLOAD_CLASSES)}
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 _AMOUNTS = {
     "type": "object",

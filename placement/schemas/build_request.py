@@ -1,7 +1,9 @@
 """JSON schemas of the build request extension."""
 
+from joule import vocabulary
+
 UUID = {"type": "string", "format": "uuid"}
-WORKLOAD_CLASS = {"type": "string", "enum": ["performance", "standard"]}
+WORKLOAD_CLASS = {"type": "string", "enum": list(vocabulary.WORKLOAD_CLASSES)}
 
 POST_BUILD_REQUEST = {
     "type": "object",

@@ -1,5 +1,7 @@
 """JSON schemas of the /nodes extension bodies (node records, hardware, twins)."""
 
+from joule import vocabulary
+
 _STR255 = {"type": "string", "minLength": 1, "maxLength": 255}
 _NULLABLE_STR255 = {"type": ["string", "null"], "maxLength": 255}
 _COUNT = {"type": ["integer", "null"], "minimum": 0, "maximum": 0x7FFFFFFF}
@@ -42,8 +44,8 @@ PUT_HARDWARE = {
 }
 
 _TWIN_PROPERTIES = {
-    "profile": {"type": "string", "enum": ["performance", "eco"]},
-    "schedulable_class": {"type": "string", "enum": ["performance", "eco", "draining"]},
+    "profile": {"type": "string", "enum": list(vocabulary.PROFILES)},
+    "schedulable_class": {"type": "string", "enum": list(vocabulary.SCHEDULABLE_CLASSES)},
     "cpu_cap_watts": _WATTS,
     "gpu_cap_watts": _WATTS,
     "managed_by": _NULLABLE_STR255,

@@ -8,7 +8,7 @@ them to eco hosts instead). A host without a twin (no schedulable class) is
 unmanaged and runs uncapped, so it counts as performance.
 """
 
-BLOCKED_FOR_PERFORMANCE = frozenset({"eco", "draining"})
+from joule import vocabulary
 
 
 class JoulieFilter:
@@ -18,4 +18,4 @@ class JoulieFilter:
     def host_passes(self, host, spec):
         if not spec.is_performance:
             return True
-        return host.schedulable_class not in BLOCKED_FOR_PERFORMANCE
+        return host.schedulable_class not in vocabulary.BLOCKED_FOR_PERFORMANCE

@@ -7,6 +7,7 @@ A weigher has a ``name``, the config option of its multiplier
 does; the per-weigher parts are kept for the scheduling report.
 """
 
+from joule import vocabulary
 from scheduler.hosts import FREE_DISK
 from scheduler.hosts import FREE_RAM
 from scheduler.hosts import FREE_VCPU
@@ -49,7 +50,7 @@ class PowerWeigher:
     def raw(self, host, spec):
         if spec.is_performance:
             return 0.0
-        if host.schedulable_class in ("eco", "draining"):
+        if host.schedulable_class in vocabulary.BLOCKED_FOR_PERFORMANCE:
             return 1.0
         if host.schedulable_class is None:
             return 0.5  # unmanaged: neither saves nor costs a performance slot

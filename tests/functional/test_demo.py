@@ -2,7 +2,7 @@
 
 import json
 
-from conductor import demo
+from placement_demo import run as demo
 
 
 def test_demo_json_summary_is_the_last_line(capsys):

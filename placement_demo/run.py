@@ -26,6 +26,7 @@ import time
 import werkzeug.serving
 
 import powerpolicy
+from joule import vocabulary
 from conductor import driver as driver_mod
 from conductor import manager
 from scheduler import client as client_mod
@@ -35,7 +36,6 @@ from scheduler import worker as worker_mod
 DEFAULT_INVENTORY = os.path.join(os.path.dirname(powerpolicy.__file__), "data",
                                  "cluster-nodes-41.yaml")
 CELLS = 2
-BLOCKED = ("eco", "draining")
 
 
 def _parser():
@@ -210,7 +210,8 @@ def _summary(args, client, hosts, results, counts, cond, elapsed):
             continue
         families[family_of[res.host_uuid]][f"{res.workload_class}_placed"] += 1
         twin = nodes[res.host_uuid].get("twin") or {}
-        if res.workload_class == "performance" and twin.get("schedulable_class") in BLOCKED:
+        blocked = twin.get("schedulable_class") in vocabulary.BLOCKED_FOR_PERFORMANCE
+        if res.workload_class == vocabulary.PERFORMANCE and blocked:
             perf_on_eco += 1
     return {
         "requests": args.requests,

@@ -1,0 +1,53 @@
+"""The domain words the services share, defined once.
+
+Placement stores them (allocations, build requests, node twins), the
+scheduler filters and weighs on them, the power controller writes them. A
+word that changes here changes for all three; a word spelt in a service
+instead of taken from here is a bug waiting for the first rename.
+"""
+
+# -- workload classes: what a consumer (allocation, build request) asks for ----
+
+PERFORMANCE = "performance"
+STANDARD = "standard"
+WORKLOAD_CLASSES = (PERFORMANCE, STANDARD)
+# A consumer that names no class (every plain placement client) is standard
+# work: it may run on any node, eco included.
+DEFAULT_WORKLOAD_CLASS = STANDARD
+
+# -- power profiles: what the power controller sets on a node ----------------
+
+ECO = "eco"
+PROFILES = (PERFORMANCE, ECO)
+
+# -- schedulable classes: what the scheduler reads off a node's twin -----------
+
+# A node moving from performance to eco while performance work still runs on
+# it: its profile is already eco (no new performance work), its caps stay at
+# performance until the last performance consumer is gone.
+DRAINING = "draining"
+SCHEDULABLE_CLASSES = (PERFORMANCE, ECO, DRAINING)
+# Classes on which new performance work must not land.
+BLOCKED_FOR_PERFORMANCE = frozenset({ECO, DRAINING})
+
+# -- profile traits: the profile as a placement trait of the node's root -------
+
+# Twin writes keep this trait in step with the twin's profile, so a plain
+# placement client can filter on the profile with required=CUSTOM_... .
+PROFILE_TRAITS = {
+    PERFORMANCE: "CUSTOM_POWER_PROFILE_PERFORMANCE",
+    ECO: "CUSTOM_POWER_PROFILE_ECO",
+}
+
+
+# -- hardware family: the unit of fairness of the performance split ------------
+
+def family_key(gpu_count, gpu_model, cpu_model):
+    """``gpu:<GPU model>`` when the node has GPUs, else ``cpu:<CPU model>``.
+
+    The raw model strings are used as they are (no normalisation), as the
+    power seed says, so two spellings of one model are two families.
+    """
+    if gpu_count and gpu_count > 0:
+        return f"gpu:{gpu_model or ''}"
+    return f"cpu:{cpu_model or ''}"
