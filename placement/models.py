@@ -269,8 +269,17 @@ build_requests = Table(
     Column("spec", Text, nullable=False),  # JSON request spec
     Column("host_uuid", String(36), nullable=True),
     Column("reason", Text, nullable=True),
+    # Ownership of the work (migration 0002): the conductor that holds the
+    # record, until when, and a generation every write bumps, so taking a
+    # record is a compare-and-set and a dead conductor's record can be taken
+    # over once its lease has expired.
+    Column("owner", String(255), nullable=True),
+    Column("lease_expires_at", DateTime, nullable=True),
+    Column("generation", Integer, nullable=False, default=0, server_default="0"),
     *_timestamps(),
     Index("ix_build_requests_status_workload_class", "status", "workload_class"),
+    Index("ix_build_requests_status_lease_expires_at", "status", "lease_expires_at"),
+    Index("ix_build_requests_request_id", "request_id"),
 )
 
 # One report per scheduling request, readable back by request id.

@@ -87,10 +87,14 @@ ROUTES = {
     "/build_requests": {
         "GET": "build_request:list_build_requests",
         "POST": "build_request:create_build_request",
+        "PUT": "build_request:update_build_requests",
     },
     "/build_requests/<instance_uuid>": {
         "GET": "build_request:get_build_request",
         "PUT": "build_request:update_build_request",
+    },
+    "/build_requests/<instance_uuid>/lease": {
+        "PUT": "build_request:put_lease",
     },
     "/scheduling_reports/<request_id>": {
         "GET": "scheduling_report:get_report",

@@ -15,11 +15,12 @@ from placement.schemas import build_request as schema
 BUILD_REQUEST_NOT_FOUND = "placement.build_request.not_found"
 BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
 BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
+BUILD_REQUEST_LEASED = "placement.build_request.leased"
 
 
 def _serialize(item):
     out = dict(item)
-    for key in ("created_at", "updated_at"):
+    for key in ("created_at", "updated_at", "lease_expires_at"):
         out[key] = out[key].isoformat() + "Z" if out[key] is not None else None
     return out
 
@@ -31,14 +32,38 @@ def _instance_uuid(value):
     return util.normalize_uuid(value)
 
 
+def _api_error(exc):
+    """The API error of an object-layer exception."""
+    if isinstance(exc, br_obj.NotFound):
+        return errors.not_found(f"No build request for instance(s) {exc}.",
+                                BUILD_REQUEST_NOT_FOUND)
+    if isinstance(exc, br_obj.Duplicate):
+        return errors.conflict(f"A build request already exists for instance(s) {exc}.",
+                               BUILD_REQUEST_EXISTS)
+    if isinstance(exc, br_obj.InvalidTransition):
+        return errors.conflict(f"{str(exc).capitalize()}.", BUILD_REQUEST_FINISHED)
+    if isinstance(exc, br_obj.GenerationConflict):
+        return errors.conflict(f"{str(exc).capitalize()}.", errors.CONCURRENT_UPDATE)
+    if isinstance(exc, br_obj.Leased):
+        return errors.conflict(f"{str(exc).capitalize()}.", BUILD_REQUEST_LEASED)
+    raise exc
+
+
+_OBJECT_ERRORS = (br_obj.NotFound, br_obj.Duplicate, br_obj.InvalidTransition,
+                  br_obj.GenerationConflict, br_obj.Leased)
+
+
 def list_build_requests():
     util.context().can("placement:build_requests:list")
     params = util.validate_query(schema.LIST_QUERY)
+    lease_expired = params.get("lease_expired")
     items = br_obj.list_requests(
         util.deps().db,
         status=params.get("status"),
         workload_class=params.get("workload_class"),
         request_id=params.get("request_id"),
+        owner=params.get("owner"),
+        lease_expired=None if lease_expired is None else lease_expired == "true",
         limit=int(params["limit"]) if "limit" in params else None,
     )
     return util.json_response(
@@ -47,19 +72,29 @@ def list_build_requests():
 
 
 def create_build_request():
+    """One record (201 with it and a Location), or a bulk body (201 with all)."""
     util.context().can("placement:build_requests:update")
     body = util.extract_json(schema.POST_BUILD_REQUEST)
-    instance_uuid = util.normalize_uuid(body["instance_uuid"])
+    bulk = "build_requests" in body
+    records = body["build_requests"] if bulk else [body]
+    items = [{"instance_uuid": util.normalize_uuid(r["instance_uuid"]),
+              "request_id": r["request_id"],
+              "workload_class": r.get("workload_class", vocabulary.DEFAULT_WORKLOAD_CLASS),
+              "spec": r["spec"]} for r in records]
+    uuids = [i["instance_uuid"] for i in items]
+    if len(set(uuids)) != len(uuids):
+        raise errors.bad_request("An instance appears more than once in build_requests.")
     try:
-        item = br_obj.create(util.deps().db, instance_uuid, body["request_id"],
-                             body.get("workload_class", vocabulary.DEFAULT_WORKLOAD_CLASS),
-                             body["spec"])
-    except br_obj.Duplicate:
-        raise errors.conflict(f"A build request for instance {instance_uuid} already exists.",
-                              BUILD_REQUEST_EXISTS)
-    resp = util.json_response(_serialize(item), status=201,
-                              last_modified=util.last_modified_of([item]))
-    resp.headers["Location"] = f"/build_requests/{instance_uuid}"
+        created = br_obj.create_many(util.deps().db, items, owner=body.get("owner"),
+                                     lease_seconds=body.get("lease_seconds"))
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
+    last = util.last_modified_of(created)
+    if bulk:
+        return util.json_response({"build_requests": [_serialize(i) for i in created]},
+                                  status=201, last_modified=last)
+    resp = util.json_response(_serialize(created[0]), status=201, last_modified=last)
+    resp.headers["Location"] = f"/build_requests/{created[0]['instance_uuid']}"
     return resp
 
 
@@ -68,27 +103,59 @@ def get_build_request(instance_uuid):
     instance_uuid = _instance_uuid(instance_uuid)
     try:
         item = br_obj.get(util.deps().db, instance_uuid)
-    except br_obj.NotFound:
-        raise errors.not_found(f"No build request for instance {instance_uuid}.",
-                               BUILD_REQUEST_NOT_FOUND)
+    except br_obj.NotFound as exc:
+        raise _api_error(exc)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
+
+
+def _finish_item(record, instance_uuid):
+    host_uuid = record.get("host_uuid")
+    if host_uuid is not None:
+        host_uuid = util.normalize_uuid(host_uuid)
+    if record["status"] == br_obj.PLACED and host_uuid is None:
+        raise errors.bad_request(f"A placed build request needs host_uuid "
+                                 f"(instance {instance_uuid}).")
+    return {"instance_uuid": instance_uuid, "status": record["status"],
+            "host_uuid": host_uuid, "reason": record.get("reason"),
+            "owner": record.get("owner"), "generation": record.get("generation")}
 
 
 def update_build_request(instance_uuid):
     util.context().can("placement:build_requests:update")
     instance_uuid = _instance_uuid(instance_uuid)
     body = util.extract_json(schema.PUT_BUILD_REQUEST)
-    host_uuid = body.get("host_uuid")
-    if host_uuid is not None:
-        host_uuid = util.normalize_uuid(host_uuid)
-    if body["status"] == br_obj.PLACED and host_uuid is None:
-        raise errors.bad_request("A placed build request needs host_uuid.")
     try:
-        item = br_obj.update(util.deps().db, instance_uuid, body["status"],
-                             host_uuid=host_uuid, reason=body.get("reason"))
-    except br_obj.NotFound:
-        raise errors.not_found(f"No build request for instance {instance_uuid}.",
-                               BUILD_REQUEST_NOT_FOUND)
-    except br_obj.InvalidTransition as exc:
-        raise errors.conflict(f"Build request {instance_uuid}: {exc}.", BUILD_REQUEST_FINISHED)
+        item = br_obj.update_many(util.deps().db, [_finish_item(body, instance_uuid)])[0]
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
+    return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
+
+
+def update_build_requests():
+    """Finish many build requests in one transaction, all or none."""
+    util.context().can("placement:build_requests:update")
+    body = util.extract_json(schema.PUT_BUILD_REQUESTS)
+    items = [_finish_item(r, util.normalize_uuid(r["instance_uuid"]))
+             for r in body["build_requests"]]
+    uuids = [i["instance_uuid"] for i in items]
+    if len(set(uuids)) != len(uuids):
+        raise errors.bad_request("An instance appears more than once in build_requests.")
+    try:
+        done = br_obj.update_many(util.deps().db, items)
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
+    return util.json_response({"build_requests": [_serialize(i) for i in done]},
+                              last_modified=util.last_modified_of(done))
+
+
+def put_lease(instance_uuid):
+    """Take, renew or hand off a pending record's lease (compare-and-set)."""
+    util.context().can("placement:build_requests:update")
+    instance_uuid = _instance_uuid(instance_uuid)
+    body = util.extract_json(schema.PUT_LEASE)
+    try:
+        item = br_obj.take(util.deps().db, instance_uuid, body["owner"], body["generation"],
+                           body["lease_seconds"], hand_off=body.get("hand_off", False))
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))

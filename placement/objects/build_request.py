@@ -1,11 +1,22 @@
-"""Build requests the conductor accepted (extension).
+"""Build requests the conductors accepted (extension).
 
 A build request is one instance of a scheduling request. It is recorded
 ``pending`` before the conductor asks the scheduler, and moves to ``placed`` or
 ``failed`` once; pending ones are the queued demand the power controller counts
-(``queue_aware_v1``) and what a restarted conductor resumes.
+(``queue_aware_v1``).
+
+Ownership: a pending record has an ``owner`` (the conductor working on it)
+and a lease (``lease_expires_at``); every write bumps its ``generation``.
+Taking a record is a compare-and-set on the generation the taker read, and
+succeeds only when nobody holds it, the taker already holds it (a renewal),
+or the holder's lease has expired (the holder died; the taker finds out from
+placement what the dead one left and finishes or releases it). A hand-off
+leaves the record unowned with a lease, reserved for whichever conductor
+receives the hand-off message, and swept when nobody took it in time. A
+finished record is never changed again.
 """
 
+import datetime
 import json
 
 import sqlalchemy as sa
@@ -19,21 +30,47 @@ FAILED = "failed"
 STATUSES = (PENDING, PLACED, FAILED)
 
 _T = models.build_requests
+# Keeps IN (...) lists well inside every backend's bound-parameter limit.
+_CHUNK = 900
 
 
 class NotFound(Exception):
-    pass
+    def __init__(self, uuids):
+        self.uuids = sorted(uuids) if not isinstance(uuids, str) else [uuids]
+        super().__init__(", ".join(self.uuids))
 
 
 class Duplicate(Exception):
-    pass
+    def __init__(self, uuids):
+        self.uuids = sorted(uuids) if not isinstance(uuids, str) else [uuids]
+        super().__init__(", ".join(self.uuids))
 
 
 class InvalidTransition(Exception):
-    def __init__(self, current, wanted):
-        super().__init__(f"build request is {current}; it cannot become {wanted}")
+    def __init__(self, instance_uuid, current, wanted):
+        super().__init__(f"build request {instance_uuid} is {current}; "
+                         f"it cannot become {wanted}")
+        self.instance_uuid = instance_uuid
         self.current = current
         self.wanted = wanted
+
+
+class GenerationConflict(Exception):
+    """The record changed since the caller read it."""
+
+    def __init__(self, instance_uuid, seen, current):
+        super().__init__(f"build request {instance_uuid} is at generation {current}, "
+                         f"not {seen}; read it again")
+        self.instance_uuid = instance_uuid
+
+
+class Leased(Exception):
+    """Another owner holds a live lease on the record."""
+
+    def __init__(self, instance_uuid, owner, expires_at):
+        super().__init__(f"build request {instance_uuid} is held by {owner} until "
+                         f"{expires_at.isoformat()}Z")
+        self.instance_uuid = instance_uuid
 
 
 def _to_dict(row):
@@ -45,29 +82,67 @@ def _to_dict(row):
         "host_uuid": row.host_uuid,
         "reason": row.reason,
         "spec": json.loads(row.spec),
+        "owner": row.owner,
+        "lease_expires_at": row.lease_expires_at,
+        "generation": row.generation,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
 
 
-def create(db, instance_uuid, request_id, workload_class, spec):
-    """Record a new pending build request.
+def _chunks(items):
+    items = list(items)
+    for start in range(0, len(items), _CHUNK):
+        yield items[start:start + _CHUNK]
 
-    :raise Duplicate: the instance already has a build request.
+
+def _rows_by_uuid(conn, uuids):
+    out = {}
+    for chunk in _chunks(uuids):
+        for row in conn.execute(sa.select(_T).where(_T.c.instance_uuid.in_(chunk))):
+            out[row.instance_uuid] = row
+    return out
+
+
+def _lease_until(now, lease_seconds):
+    if lease_seconds is None:
+        return None
+    return now + datetime.timedelta(seconds=lease_seconds)
+
+
+def create(db, instance_uuid, request_id, workload_class, spec, owner=None,
+           lease_seconds=None):
+    """Record one new pending build request (see create_many)."""
+    return create_many(db, [{"instance_uuid": instance_uuid, "request_id": request_id,
+                             "workload_class": workload_class, "spec": spec}],
+                       owner=owner, lease_seconds=lease_seconds)[0]
+
+
+def create_many(db, items, owner=None, lease_seconds=None):
+    """Record new pending build requests, all or none, optionally already held.
+
+    ``items``: dicts with instance_uuid, request_id, workload_class, spec.
+    :raise Duplicate: some instance already has a build request (or appears
+        twice in ``items``); nothing was recorded.
     """
+    uuids = [i["instance_uuid"] for i in items]
+    twice = {u for u in uuids if uuids.count(u) > 1} if len(set(uuids)) != len(uuids) else set()
+    if twice:
+        raise Duplicate(twice)
     now = db_mod.utcnow()
+    expires = _lease_until(now, lease_seconds) if owner is not None else None
     with db.write() as conn:
-        found = conn.execute(
-            sa.select(_T.c.id).where(_T.c.instance_uuid == instance_uuid)
-        ).first()
-        if found is not None:
-            raise Duplicate(instance_uuid)
-        conn.execute(_T.insert().values(
-            instance_uuid=instance_uuid, request_id=request_id,
-            workload_class=workload_class, status=PENDING,
-            spec=json.dumps(spec, sort_keys=True), created_at=now))
-        row = conn.execute(sa.select(_T).where(_T.c.instance_uuid == instance_uuid)).one()
-    return _to_dict(row)
+        found = _rows_by_uuid(conn, uuids)
+        if found:
+            raise Duplicate(found)
+        conn.execute(_T.insert(), [{
+            "instance_uuid": i["instance_uuid"], "request_id": i["request_id"],
+            "workload_class": i["workload_class"], "status": PENDING,
+            "spec": json.dumps(i["spec"], sort_keys=True), "owner": owner,
+            "lease_expires_at": expires, "generation": 0, "created_at": now,
+        } for i in items])
+        rows = _rows_by_uuid(conn, uuids)
+    return [_to_dict(rows[u]) for u in uuids]
 
 
 def get(db, instance_uuid):
@@ -78,8 +153,15 @@ def get(db, instance_uuid):
     return _to_dict(row)
 
 
-def list_requests(db, status=None, workload_class=None, request_id=None, limit=None):
-    # SELECT * FROM build_requests WHERE status = :s AND workload_class = :w ORDER BY id
+def list_requests(db, status=None, workload_class=None, request_id=None, limit=None,
+                  owner=None, lease_expired=None):
+    """Build requests in creation order, filtered.
+
+    ``lease_expired=True``: only records nobody holds any more (no lease, or
+    a lease that has run out): what a conductor sweeping for the work of
+    dead conductors takes over. ``False``: only records under a live lease.
+    """
+    # SELECT * FROM build_requests WHERE status = :s AND ... ORDER BY id
     query = sa.select(_T).order_by(_T.c.id)
     if status is not None:
         query = query.where(_T.c.status == status)
@@ -87,35 +169,124 @@ def list_requests(db, status=None, workload_class=None, request_id=None, limit=N
         query = query.where(_T.c.workload_class == workload_class)
     if request_id is not None:
         query = query.where(_T.c.request_id == request_id)
+    if owner is not None:
+        query = query.where(_T.c.owner == owner)
+    if lease_expired is not None:
+        now = db_mod.utcnow()
+        expired = sa.or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at <= now)
+        query = query.where(expired if lease_expired else sa.not_(expired))
     if limit is not None:
         query = query.limit(limit)
     with db.read() as conn:
         return [_to_dict(r) for r in conn.execute(query)]
 
 
-def update(db, instance_uuid, status, host_uuid=None, reason=None):
-    """Move a build request to ``status``.
+def take(db, instance_uuid, owner, generation, lease_seconds, hand_off=False):
+    """Take, renew or hand off the lease of a pending record (compare-and-set).
 
-    pending -> placed | failed, once. Repeating the same final status with the
-    same host is accepted (a conductor that retries after a lost response);
-    anything else is an InvalidTransition. The status is compared in the
-    UPDATE itself so two conductors cannot both finish the same request.
+    ``generation`` is the one the caller read. With ``hand_off`` the caller
+    (who must be able to take it) leaves it unowned, reserved for
+    ``lease_seconds`` for whoever receives the hand-off.
+
+    :raise NotFound, InvalidTransition (finished), GenerationConflict,
+        Leased (another owner's lease is live).
     """
     now = db_mod.utcnow()
     with db.write() as conn:
         row = conn.execute(sa.select(_T).where(_T.c.instance_uuid == instance_uuid)).first()
         if row is None:
             raise NotFound(instance_uuid)
-        if row.status == status and status != PENDING and row.host_uuid == host_uuid:
-            return _to_dict(row)
-        if row.status != PENDING or status == PENDING:
-            raise InvalidTransition(row.status, status)
-        # UPDATE build_requests SET status=:s ... WHERE id=:id AND status='pending'
+        if row.status != PENDING:
+            raise InvalidTransition(instance_uuid, row.status, "leased")
+        if row.generation != generation:
+            raise GenerationConflict(instance_uuid, generation, row.generation)
+        if (row.owner is not None and row.owner != owner
+                and row.lease_expires_at is not None and row.lease_expires_at > now):
+            raise Leased(instance_uuid, row.owner, row.lease_expires_at)
+        # UPDATE ... WHERE id = :id AND generation = :seen AND status = 'pending':
+        # the guard that makes two takers of one record one winner.
         res = conn.execute(
             _T.update()
-            .where(_T.c.id == row.id, _T.c.status == PENDING)
-            .values(status=status, host_uuid=host_uuid, reason=reason, updated_at=now))
+            .where(_T.c.id == row.id, _T.c.generation == generation,
+                   _T.c.status == PENDING)
+            .values(owner=None if hand_off else owner,
+                    lease_expires_at=_lease_until(now, lease_seconds),
+                    generation=generation + 1, updated_at=now))
         if res.rowcount != 1:
-            raise InvalidTransition("finished", status)
+            raise GenerationConflict(instance_uuid, generation, "newer")
         row = conn.execute(sa.select(_T).where(_T.c.id == row.id)).one()
     return _to_dict(row)
+
+
+def update(db, instance_uuid, status, host_uuid=None, reason=None, owner=None,
+           generation=None):
+    """Move one build request to ``status`` (see update_many)."""
+    return update_many(db, [{"instance_uuid": instance_uuid, "status": status,
+                             "host_uuid": host_uuid, "reason": reason, "owner": owner,
+                             "generation": generation}])[0]
+
+
+def update_many(db, items):
+    """Finish build requests, all or none.
+
+    pending -> placed | failed, once. Repeating the same final status with the
+    same host is accepted (a conductor that retries after a lost response);
+    anything else is an InvalidTransition. An item naming ``owner`` is only
+    finished while that owner holds it (any lease: one that ran out but
+    nobody took is still the owner's); one naming ``generation`` only at that
+    generation. The status and generation are compared in the UPDATE itself
+    so two conductors cannot both finish the same request.
+
+    :raise NotFound, InvalidTransition, Leased, GenerationConflict: nothing
+        was changed.
+    """
+    uuids = [i["instance_uuid"] for i in items]
+    now = db_mod.utcnow()
+    with db.write() as conn:
+        rows = _rows_by_uuid(conn, uuids)
+        missing = set(uuids) - set(rows)
+        if missing:
+            raise NotFound(missing)
+        todo = []
+        for item in items:
+            row = rows[item["instance_uuid"]]
+            status, host = item["status"], item.get("host_uuid")
+            if row.status == status and status != PENDING and row.host_uuid == host:
+                continue  # the same finish again: nothing to do
+            if row.status != PENDING or status == PENDING:
+                raise InvalidTransition(row.instance_uuid, row.status, status)
+            if item.get("generation") is not None and row.generation != item["generation"]:
+                raise GenerationConflict(row.instance_uuid, item["generation"], row.generation)
+            owner = item.get("owner")
+            if owner is not None and row.owner != owner:
+                raise Leased(row.instance_uuid, row.owner or "nobody",
+                             row.lease_expires_at or now)
+            todo.append((row, item))
+        for row, item in todo:
+            # UPDATE build_requests SET status=:s ... WHERE id=:id AND
+            # generation=:g AND status='pending'
+            res = conn.execute(
+                _T.update()
+                .where(_T.c.id == row.id, _T.c.status == PENDING,
+                       _T.c.generation == row.generation)
+                .values(status=item["status"], host_uuid=item.get("host_uuid"),
+                        reason=item.get("reason"), owner=None, lease_expires_at=None,
+                        generation=row.generation + 1, updated_at=now))
+            if res.rowcount != 1:
+                # Someone finished or took it between our read and this write
+                # (PostgreSQL READ COMMITTED); the transaction rolls back.
+                raise GenerationConflict(row.instance_uuid, row.generation, "newer")
+        rows = _rows_by_uuid(conn, uuids)
+    return [_to_dict(rows[u]) for u in uuids]
+
+
+def live_consumers(db, consumer_uuids):
+    """The subset of ``consumer_uuids`` whose build request is placed or pending."""
+    live = set()
+    with db.read() as conn:
+        for chunk in _chunks(consumer_uuids):
+            live.update(conn.execute(
+                sa.select(_T.c.instance_uuid)
+                .where(_T.c.instance_uuid.in_(chunk), _T.c.status.in_((PENDING, PLACED)))
+            ).scalars())
+    return live

@@ -17,6 +17,8 @@ def list_rules():
     return [
         r(LIST, adm, "Extension: list build requests or show one.",
           "GET /build_requests", "GET /build_requests/{instance_uuid}"),
-        r(UPDATE, adm, "Extension: create a build request or record its outcome.",
-          "POST /build_requests", "PUT /build_requests/{instance_uuid}"),
+        r(UPDATE, adm, "Extension: create build requests, take or hand off their lease, "
+          "record their outcome.",
+          "POST /build_requests", "PUT /build_requests", "PUT /build_requests/{instance_uuid}",
+          "PUT /build_requests/{instance_uuid}/lease"),
     ]

@@ -4,27 +4,93 @@ from joule import vocabulary
 
 UUID = {"type": "string", "format": "uuid"}
 WORKLOAD_CLASS = {"type": "string", "enum": list(vocabulary.WORKLOAD_CLASSES)}
+OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
+# A lease longer than a day is a conductor that forgot to finish.
+LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": 86400}
+GENERATION = {"type": "integer", "minimum": 0}
+# Bulk bodies: issue 12's batches are at most this many instances per call.
+MAX_BULK = 10000
 
+_RECORD = {
+    "instance_uuid": UUID,
+    "request_id": {"type": "string", "minLength": 1, "maxLength": 64},
+    "workload_class": WORKLOAD_CLASS,
+    "spec": {"type": "object"},
+}
+
+# One record, or {"build_requests": [record, ...]} created all or none; either
+# may be created already held by "owner" for "lease_seconds".
 POST_BUILD_REQUEST = {
-    "type": "object",
-    "properties": {
-        "instance_uuid": UUID,
-        "request_id": {"type": "string", "minLength": 1, "maxLength": 64},
-        "workload_class": WORKLOAD_CLASS,
-        "spec": {"type": "object"},
-    },
-    "required": ["instance_uuid", "request_id", "spec"],
-    "additionalProperties": False,
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {**_RECORD, "owner": OWNER, "lease_seconds": LEASE_SECONDS},
+            "required": ["instance_uuid", "request_id", "spec"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "build_requests": {
+                    "type": "array", "minItems": 1, "maxItems": MAX_BULK,
+                    "items": {
+                        "type": "object", "properties": _RECORD,
+                        "required": ["instance_uuid", "request_id", "spec"],
+                        "additionalProperties": False,
+                    },
+                },
+                "owner": OWNER,
+                "lease_seconds": LEASE_SECONDS,
+            },
+            "required": ["build_requests"],
+            "additionalProperties": False,
+        },
+    ],
+}
+
+_FINISH = {
+    "status": {"type": "string", "enum": ["placed", "failed"]},
+    "host_uuid": {"anyOf": [UUID, {"type": "null"}]},
+    "reason": {"anyOf": [{"type": "string", "maxLength": 65535}, {"type": "null"}]},
+    # Guards: finish only while this owner holds it / only at this generation.
+    "owner": OWNER,
+    "generation": GENERATION,
 }
 
 PUT_BUILD_REQUEST = {
     "type": "object",
-    "properties": {
-        "status": {"type": "string", "enum": ["placed", "failed"]},
-        "host_uuid": {"anyOf": [UUID, {"type": "null"}]},
-        "reason": {"anyOf": [{"type": "string", "maxLength": 65535}, {"type": "null"}]},
-    },
+    "properties": _FINISH,
     "required": ["status"],
+    "additionalProperties": False,
+}
+
+# Many finishes in one transaction, all or none.
+PUT_BUILD_REQUESTS = {
+    "type": "object",
+    "properties": {
+        "build_requests": {
+            "type": "array", "minItems": 1, "maxItems": MAX_BULK,
+            "items": {
+                "type": "object",
+                "properties": {"instance_uuid": UUID, **_FINISH},
+                "required": ["instance_uuid", "status"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["build_requests"],
+    "additionalProperties": False,
+}
+
+PUT_LEASE = {
+    "type": "object",
+    "properties": {
+        "owner": OWNER,
+        "generation": GENERATION,
+        "lease_seconds": LEASE_SECONDS,
+        "hand_off": {"type": "boolean"},
+    },
+    "required": ["owner", "generation", "lease_seconds"],
     "additionalProperties": False,
 }
 
@@ -34,6 +100,8 @@ LIST_QUERY = {
         "status": {"type": "string", "enum": ["pending", "placed", "failed"]},
         "workload_class": WORKLOAD_CLASS,
         "request_id": {"type": "string", "minLength": 1, "maxLength": 64},
+        "owner": OWNER,
+        "lease_expired": {"type": "string", "enum": ["true", "false"]},
         "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,6}$"},
     },
     "additionalProperties": False,

@@ -202,6 +202,10 @@ def _valid_bodies(ctx, gens):
                                       "spec": {"x": 1}},
         ("PUT", "/build_requests/<instance_uuid>"): {"status": "placed", "host_uuid": root,
                                                      "reason": None},
+        ("PUT", "/build_requests"): {"build_requests": [
+            {"instance_uuid": ctx["instance"], "status": "failed", "reason": "fuzz"}]},
+        ("PUT", "/build_requests/<instance_uuid>/lease"): {
+            "owner": "conductor-fuzz", "generation": 0, "lease_seconds": 30},
         ("PUT", "/scheduling_reports/<request_id>"): {"project_id": PROJECT,
                                                       "report": {"hosts": 1}},
     }
@@ -217,7 +221,8 @@ QUERY_KEYS = {
     "/usages": ["project_id", "user_id", "consumer_type"],
     "/traits": ["name", "associated"],
     "/resource_providers/<uuid>/usages": ["consumer_type"],
-    "/build_requests": ["status", "workload_class", "request_id", "limit"],
+    "/build_requests": ["status", "workload_class", "request_id", "owner", "lease_expired",
+                        "limit"],
     "/nodes": ["cell"],
     "/workload_usages": ["in_tree"],
 }
@@ -230,6 +235,7 @@ QUERY_VALUES = {
     "node_data": ["true", "false", "1", "yes"],
     "limit": ["1", "0", "-1", "99999999999999999999"],
     "group_policy": ["none", "isolate"],
+    "lease_expired": ["true", "false", "yes"],
 }
 
 

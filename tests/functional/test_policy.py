@@ -83,6 +83,8 @@ EXPECTED_RULES = {
     ("POST", "/build_requests"): "placement:build_requests:update",
     ("GET", "/build_requests/<instance_uuid>"): "placement:build_requests:list",
     ("PUT", "/build_requests/<instance_uuid>"): "placement:build_requests:update",
+    ("PUT", "/build_requests"): "placement:build_requests:update",
+    ("PUT", "/build_requests/<instance_uuid>/lease"): "placement:build_requests:update",
     ("GET", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:show",
     ("PUT", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:update",
 }

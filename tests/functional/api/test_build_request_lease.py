@@ -1,0 +1,201 @@
+"""Build request ownership: leases taken by compare-and-set, bulk create and finish."""
+
+import datetime
+import uuid
+
+import sqlalchemy as sa
+
+from placement import models
+
+LEASED = "placement.build_request.leased"
+FINISHED = "placement.build_request.invalid_transition"
+CONCURRENT = "placement.concurrent_update"
+
+
+def _new():
+    return str(uuid.uuid4())
+
+
+def _code(resp):
+    return resp.get_json()["errors"][0]["code"]
+
+
+def _create(client, owner=None, lease=None, instance=None):
+    body = {"instance_uuid": instance or _new(), "request_id": "req-lease",
+            "spec": {"resources": {"VCPU": 1}}}
+    if owner is not None:
+        body.update(owner=owner, lease_seconds=lease or 60)
+    resp = client.post("/build_requests", json=body)
+    assert resp.status_code == 201, resp.get_json()
+    return resp.get_json()
+
+
+def _expire(db, instance):
+    """What passing time does to a lease, without waiting for it."""
+    past = datetime.datetime(2000, 1, 1)
+    with db.write() as conn:
+        conn.execute(models.build_requests.update()
+                     .where(models.build_requests.c.instance_uuid == instance)
+                     .values(lease_expires_at=past))
+
+
+def _lease(client, instance, owner, generation, seconds=60, **extra):
+    return client.put(f"/build_requests/{instance}/lease", json={
+        "owner": owner, "generation": generation, "lease_seconds": seconds, **extra})
+
+
+def test_created_held_then_renewed_and_only_by_its_owner(client):
+    rec = _create(client, owner="cond-a", lease=60)
+    inst = rec["instance_uuid"]
+    assert rec["owner"] == "cond-a" and rec["generation"] == 0
+    assert rec["lease_expires_at"].endswith("Z")
+    # Another conductor cannot take a live lease.
+    resp = _lease(client, inst, "cond-b", 0)
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    assert "held by cond-a" in resp.get_json()["errors"][0]["detail"]
+    # The owner renews; the generation moves on.
+    resp = _lease(client, inst, "cond-a", 0, seconds=120)
+    assert resp.status_code == 200
+    assert resp.get_json()["generation"] == 1
+    # A renewal with the old generation is a lost compare-and-set.
+    resp = _lease(client, inst, "cond-a", 0)
+    assert resp.status_code == 409 and _code(resp) == CONCURRENT
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["owner"], got["generation"]) == ("cond-a", 1)
+
+
+def test_expired_lease_is_taken_over_once(client, db):
+    rec = _create(client, owner="cond-a", lease=60)
+    inst = rec["instance_uuid"]
+    _expire(db, inst)
+    listed = client.get("/build_requests?status=pending&lease_expired=true").get_json()
+    assert [b["instance_uuid"] for b in listed["build_requests"]] == [inst]
+    assert client.get("/build_requests?lease_expired=false").get_json()["build_requests"] == []
+    # Two conductors read generation 0; the first take wins, the second loses.
+    assert _lease(client, inst, "cond-b", 0).status_code == 200
+    resp = _lease(client, inst, "cond-c", 0)
+    assert resp.status_code == 409 and _code(resp) == CONCURRENT
+    # The dead owner, come back, cannot finish what it no longer holds.
+    resp = client.put(f"/build_requests/{inst}", json={
+        "status": "failed", "reason": "late", "owner": "cond-a"})
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["owner"], got["status"], got["generation"]) == ("cond-b", "pending", 1)
+    owned = client.get("/build_requests?owner=cond-b").get_json()["build_requests"]
+    assert [b["instance_uuid"] for b in owned] == [inst]
+
+
+def test_hand_off_leaves_it_unowned_but_reserved(client, db):
+    inst = _create(client, owner="super-1")["instance_uuid"]
+    resp = _lease(client, inst, "super-1", 0, seconds=30, hand_off=True)
+    assert resp.status_code == 200
+    assert resp.get_json()["owner"] is None
+    # Not swept while reserved, but the receiver of the hand-off may take it.
+    assert client.get("/build_requests?lease_expired=true").get_json()["build_requests"] == []
+    resp = _lease(client, inst, "cell1-a", 1)
+    assert resp.status_code == 200 and resp.get_json()["owner"] == "cell1-a"
+
+
+def test_finished_record_is_never_touched_again(client):
+    inst = _create(client, owner="cond-a")["instance_uuid"]
+    host = _new()
+    resp = client.put(f"/build_requests/{inst}", json={
+        "status": "placed", "host_uuid": host, "owner": "cond-a", "generation": 0})
+    assert resp.status_code == 200
+    done = resp.get_json()
+    assert (done["owner"], done["lease_expires_at"], done["generation"]) == (None, None, 1)
+    for owner in ("cond-a", "cond-b"):
+        resp = _lease(client, inst, owner, 1)
+        assert resp.status_code == 409 and _code(resp) == FINISHED
+    resp = client.put(f"/build_requests/{inst}", json={"status": "failed"})
+    assert resp.status_code == 409 and _code(resp) == FINISHED
+    # The same finish again is the idempotent no-op it always was.
+    again = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": host})
+    assert again.status_code == 200 and again.get_json()["generation"] == 1
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["status"], got["host_uuid"], got["generation"]) == ("placed", host, 1)
+
+
+def test_finish_guarded_by_generation(client):
+    inst = _create(client, owner="cond-a")["instance_uuid"]
+    resp = client.put(f"/build_requests/{inst}", json={
+        "status": "failed", "owner": "cond-a", "generation": 5})
+    assert resp.status_code == 409 and _code(resp) == CONCURRENT
+    assert client.get(f"/build_requests/{inst}").get_json()["status"] == "pending"
+
+
+def test_lease_errors(client):
+    inst = _create(client)["instance_uuid"]
+    for body in ({"owner": "a", "generation": 0}, {"owner": "", "generation": 0,
+                                                   "lease_seconds": 5},
+                 {"owner": "a", "generation": -1, "lease_seconds": 5},
+                 {"owner": "a", "generation": 0, "lease_seconds": 0},
+                 {"owner": "a", "generation": 0, "lease_seconds": 5, "x": 1}):
+        resp = client.put(f"/build_requests/{inst}/lease", json=body)
+        assert resp.status_code == 400, body
+    resp = _lease(client, _new(), "a", 0)
+    assert resp.status_code == 404 and _code(resp) == "placement.build_request.not_found"
+    assert _lease(client, "nope", "a", 0).status_code == 404
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["owner"], got["generation"]) == (None, 0)
+
+
+def _records(n, request_id="req-bulk"):
+    return [{"instance_uuid": _new(), "request_id": request_id, "workload_class": "standard",
+             "spec": {"resources": {"VCPU": 1}}} for _ in range(n)]
+
+
+def _count(db):
+    with db.read() as conn:
+        return conn.execute(sa.select(sa.func.count()).select_from(
+            models.build_requests)).scalar()
+
+
+def test_bulk_create_all_or_nothing(client, db):
+    recs = _records(3)
+    resp = client.post("/build_requests", json={"build_requests": recs, "owner": "super-1",
+                                                 "lease_seconds": 30})
+    assert resp.status_code == 201
+    out = resp.get_json()["build_requests"]
+    assert [r["instance_uuid"] for r in out] == [r["instance_uuid"] for r in recs]
+    assert {r["owner"] for r in out} == {"super-1"}
+    # One known instance among new ones: 409 and none of the new ones recorded.
+    fresh = _records(2)
+    resp = client.post("/build_requests", json={"build_requests": fresh + [recs[0]]})
+    assert resp.status_code == 409 and _code(resp) == "placement.build_request.duplicate"
+    assert recs[0]["instance_uuid"] in resp.get_json()["errors"][0]["detail"]
+    assert _count(db) == 3
+    # The same instance twice in one body, an empty list, a bad item: 400.
+    for body in ({"build_requests": fresh + [fresh[0]]}, {"build_requests": []},
+                 {"build_requests": [{**fresh[0], "status": "placed"}]}):
+        assert client.post("/build_requests", json=body).status_code == 400
+    assert _count(db) == 3
+
+
+def test_bulk_finish_all_or_nothing(client):
+    recs = _records(3)
+    client.post("/build_requests", json={"build_requests": recs, "owner": "cell-a",
+                                         "lease_seconds": 30})
+    a, b, c = (r["instance_uuid"] for r in recs)
+    host = _new()
+    # c is guarded by a wrong owner: nothing is finished.
+    resp = client.put("/build_requests", json={"build_requests": [
+        {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
+        {"instance_uuid": b, "status": "failed", "reason": "r"},
+        {"instance_uuid": c, "status": "failed", "owner": "cell-b"}]})
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    statuses = [client.get(f"/build_requests/{u}").get_json()["status"] for u in (a, b, c)]
+    assert statuses == ["pending"] * 3
+    # An unknown instance: 404, nothing finished.
+    resp = client.put("/build_requests", json={"build_requests": [
+        {"instance_uuid": a, "status": "failed"}, {"instance_uuid": _new(), "status": "failed"}]})
+    assert resp.status_code == 404
+    resp = client.put("/build_requests", json={"build_requests": [
+        {"instance_uuid": a, "status": "placed"}]})
+    assert resp.status_code == 400  # placed without host
+    resp = client.put("/build_requests", json={"build_requests": [
+        {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
+        {"instance_uuid": b, "status": "failed", "reason": "r"}]})
+    assert resp.status_code == 200
+    assert [r["status"] for r in resp.get_json()["build_requests"]] == ["placed", "failed"]
+    assert client.get(f"/build_requests/{c}").get_json()["status"] == "pending"
