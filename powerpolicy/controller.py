@@ -9,8 +9,13 @@ Each tick (the power seed's shared reconcile flow):
 3. plan with the configured policy (``performance_set`` picks the nodes);
 4. downgrade guard (``guard.apply``): running performance consumers keep a
    node planned eco in ``draining`` with performance caps;
-5. write twins (and, in the same transaction, profile traits) for the nodes
-   whose twin would change, and only those, in one ``POST /nodes/twins``.
+5. write twins (and, in the same transaction, profile traits) in one
+   ``POST /nodes/twins``: the nodes whose twin would change, and the nodes
+   whose profile trait disagrees with their twin (a trait changed behind
+   the controller's back), and only those. The twin is the truth: rewriting
+   it makes placement put back the trait of its profile, so every client
+   filtering on ``CUSTOM_POWER_PROFILE_*`` sees the profile the controller
+   set, one tick after anyone changed it.
 
 Metrics are published only after the write succeeded, so they always describe
 what placement stores.
@@ -100,6 +105,18 @@ def hardware_view(node, inventories=None):
                         source=source)
 
 
+@dataclasses.dataclass(frozen=True)
+class NodePlan:
+    """One eligible node as a tick sees it: what placement stores, what it wants."""
+
+    name: str
+    hardware: HardwareView
+    twin: dict | None  # the stored twin (None: never planned)
+    desired: dict  # the twin fields the tick wants (written when they differ)
+    decision: guard.Decision
+    running_performance: int  # performance consumers running on it now
+
+
 @dataclasses.dataclass
 class TickResult:
     policy: str
@@ -111,11 +128,18 @@ class TickResult:
     decisions: list
     written: int
     draining: int
+    repaired: list = dataclasses.field(default_factory=list)  # names: trait put back
+    nodes: list = dataclasses.field(default_factory=list)  # NodePlan, by name
     seconds: float = 0.0
 
     @property
     def transitions(self):
         return [d for d in self.decisions if d.changed]
+
+
+def _names(names, shown=10):
+    more = len(names) - shown
+    return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
 
 
 class Controller:
@@ -166,6 +190,8 @@ class Controller:
         by_name = {n["name"]: n for n in eligible}
         fams = {}
         writes = []
+        repaired = []
+        node_plans = []
         managed_by = policies.MANAGED_BY[plan.policy]
         for decision in decisions:
             node = by_name[decision.name]
@@ -180,14 +206,22 @@ class Controller:
                        "cpu_cap_watts": cpu_cap, "gpu_cap_watts": gpu_cap,
                        "managed_by": managed_by}
             twin = node.get("twin")
+            node_plans.append(NodePlan(decision.name, views[decision.name], twin, desired,
+                                       decision, running_by_name[decision.name]))
             if twin is None or any(twin.get(k) != v for k, v in desired.items()):
-                writes.append({"uuid": node["uuid"],
-                               "generation": twin["generation"] if twin else None, **desired})
+                pass  # the twin changes; placement sets the trait with it
+            elif node.get("profile_traits") == [vocabulary.PROFILE_TRAITS[twin["profile"]]]:
+                continue  # twin and trait agree: nothing to write
+            else:
+                repaired.append(decision.name)
+            writes.append({"uuid": node["uuid"],
+                           "generation": twin["generation"] if twin else None, **desired})
         result = TickResult(
             policy=plan.policy, hp_count=plan.hp_count,
             requested_hp_count=plan.requested_hp_count, running=running, pending=pending,
             families=dict(sorted(fams.items())), decisions=decisions, written=len(writes),
-            draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions))
+            draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions),
+            repaired=repaired, nodes=node_plans)
         return result, writes
 
     def tick(self):
@@ -201,11 +235,15 @@ class Controller:
                 self.metrics.record_failure()
             raise
         result.seconds = time.perf_counter() - start
+        if result.repaired:
+            LOG.warning("put back the profile trait of %d node(s) whose trait disagreed with "
+                        "their twin: %s", len(result.repaired), _names(result.repaired))
         if self.metrics is not None:
             self.metrics.record_tick(result)
-        LOG.info("reconcile: policy=%s hp_count=%d demand=%d+%d wrote=%d draining=%d "
-                 "in %.3fs", result.policy, result.hp_count, result.running, result.pending,
-                 result.written, result.draining, result.seconds)
+        LOG.info("reconcile: policy=%s hp_count=%d demand=%d+%d wrote=%d (traits repaired "
+                 "%d) draining=%d in %.3fs", result.policy, result.hp_count, result.running,
+                 result.pending, result.written, len(result.repaired), result.draining,
+                 result.seconds)
         return result
 
     def run_forever(self, stop_event):

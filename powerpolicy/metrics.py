@@ -48,8 +48,13 @@ class Metrics:
             "joulie_policy_reconcile_duration_seconds", "Duration of the last reconcile tick.",
             registry=r)
         self.written_nodes = prom.Counter(
-            "joulie_policy_written_nodes", "Twins written (only nodes that changed).",
+            "joulie_policy_written_nodes",
+            "Twins written (nodes whose twin changed or whose profile trait was repaired).",
             registry=r)
+        self.repaired_traits = prom.Counter(
+            "joulie_policy_repaired_traits",
+            "Nodes whose CUSTOM_POWER_PROFILE_* trait disagreed with their twin (changed "
+            "behind the controller's back) and was put back.", registry=r)
 
     def record_tick(self, result):
         """Publish the outcome of a successful tick (a controller.TickResult)."""
@@ -67,6 +72,7 @@ class Metrics:
             self.transitions.labels(decision.from_state, decision.to_state,
                                     decision.result).inc()
         self.written_nodes.inc(result.written)
+        self.repaired_traits.inc(len(result.repaired))
         self.tick_seconds.set(result.seconds)
         self.reconciles.labels("ok").inc()
 

@@ -11,7 +11,10 @@ Twin writes also set the profile trait of the root provider
 same transaction, so a plain placement client filtering on traits never sees
 a profile that disagrees with the twin. When the trait set changes, the
 provider generation is bumped, as for any trait change, so a concurrent
-trait writer holding the old generation gets its 409.
+trait writer holding the old generation gets its 409. Node reads carry the
+profile traits the provider holds (``profile_traits``), so the power
+controller sees in the same ``GET /nodes`` when someone changed them with
+``PUT /resource_providers/{uuid}/traits`` and puts them back.
 
 Node records and twins carry their own generations; an update must name the
 generation it read (``None`` when it believes there is no record yet).
@@ -84,7 +87,7 @@ def _twin_dict(row):
     return out
 
 
-def _node_dict(row):
+def _node_dict(row, profile_traits):
     has_node = row.n_rp is not None
     return {
         "uuid": row.uuid,
@@ -97,7 +100,30 @@ def _node_dict(row):
         "generation": row.n_generation if has_node else None,
         "hardware": _hardware_dict(row),
         "twin": _twin_dict(row),
+        "profile_traits": profile_traits,
     }
+
+
+def _profile_traits(conn, rp_id=None):
+    """{provider uuid: sorted profile trait names it carries} (of one provider, or all).
+
+    Twin writes keep this equal to the trait of the twin's profile; anyone
+    holding the provider generation may change it behind their back, and the
+    power controller compares the two on every tick.
+    """
+    rpt, tr = m.resource_provider_traits, m.traits
+    # SELECT rp.uuid, t.name FROM resource_provider_traits rpt JOIN resource_providers rp
+    #   JOIN traits t WHERE t.name IN (<profile traits>) [AND rp.id = :rp_id]
+    query = sa.select(_rp.c.uuid, tr.c.name).select_from(
+        rpt.join(_rp, _rp.c.id == rpt.c.resource_provider_id)
+        .join(tr, tr.c.id == rpt.c.trait_id)
+    ).where(tr.c.name.in_(list(vocabulary.PROFILE_TRAITS.values())))
+    if rp_id is not None:
+        query = query.where(_rp.c.id == rp_id)
+    out = {}
+    for uuid, name in conn.execute(query):
+        out.setdefault(uuid, []).append(name)
+    return {uuid: sorted(names) for uuid, names in out.items()}
 
 
 def _stamps(row):
@@ -172,6 +198,7 @@ def list_nodes(db, cell=None):
         query = query.where(_node.c.cell == cell)
     with db.read() as conn:
         rows = conn.execute(query).all()
+        traits = _profile_traits(conn)
         stamps = [conn.execute(sa.select(sa.func.max(sa.func.coalesce(
             t.c.updated_at, t.c.created_at), type_=sa.DateTime))).scalar()
             for t in (_node, _hw, _twin)]
@@ -190,6 +217,7 @@ def list_nodes(db, cell=None):
                          if row[8] is not None else None),
             "twin": ({**dict(zip(TWIN_FIELDS, row[_TWIN_AT:], strict=True)),
                       "generation": row[10]} if row[9] is not None else None),
+            "profile_traits": traits.get(row[0], []),
         })
     stamps = [s for s in stamps if s is not None]
     return out, (max(stamps) if stamps and out else None)
@@ -204,11 +232,14 @@ def _read(db, uuid):
 
 def get_node(db, uuid):
     """(node, last_modified) of a root provider; NotFound when it has no node data."""
-    row = _read(db, uuid)
+    with db.read() as conn:
+        rp_id = _root(conn, uuid)
+        row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
+        traits = _profile_traits(conn, rp_id)
     if row.n_rp is None and row.hw_rp is None and row.tw_rp is None:
         raise NotFound(uuid)
     stamps = _stamps(row)
-    return _node_dict(row), (max(stamps) if stamps else None)
+    return _node_dict(row, traits.get(row.uuid, [])), (max(stamps) if stamps else None)
 
 
 def get_hardware(db, uuid):
@@ -263,7 +294,8 @@ def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):
                 raise Conflict(_stale("node record", uuid, generation, None))
             created = False
         row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
-    return _node_dict(row), created
+        traits = _profile_traits(conn, rp_id)
+    return _node_dict(row, traits.get(row.uuid, [])), created
 
 
 def put_hardware(db, uuid, hardware):

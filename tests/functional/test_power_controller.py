@@ -165,3 +165,70 @@ def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
     out = json.loads(capsys.readouterr().out)
     assert out["written"] == 1 and out["hp_count"] == 1
     assert api.list_nodes()[0]["twin"]["profile"] == "performance"
+
+
+def _traits(api, rp):
+    resp = api.session.get(f"{api.endpoint}/resource_providers/{rp}/traits")
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def _set_traits(api, rp, traits):
+    """What any placement client may do behind the controller's back."""
+    generation = _traits(api, rp)["resource_provider_generation"]
+    resp = api.session.put(f"{api.endpoint}/resource_providers/{rp}/traits", json={
+        "traits": traits, "resource_provider_generation": generation})
+    assert resp.status_code == 200, resp.text
+
+
+def _profile_traits(api, rp):
+    return sorted(t for t in _traits(api, rp)["traits"] if t.startswith("CUSTOM_POWER_PROFILE_"))
+
+
+def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, db):
+    api = client_mod.PlacementClient(live_server.url)
+    rps = {name: _register(api, db, name) for name in ("cn-a", "cn-b", "cn-c", "cn-d")}
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.5,
+                                         "placement_endpoint": live_server.url})
+    metrics = metrics_mod.Metrics()
+    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power),
+                                    metrics)
+    ctl.tick()
+    before = _stored(api)
+    assert [before[n]["twin"]["profile"] for n in sorted(rps)] == [
+        "performance", "performance", "eco", "eco"]
+    # Behind the controller's back: a performance node advertised as eco, an eco
+    # node stripped of its trait, one carrying both, another trait kept.
+    _set_traits(api, rps["cn-a"], ["CUSTOM_POWER_PROFILE_ECO", "HW_CPU_X86_AVX2"])
+    _set_traits(api, rps["cn-c"], [])
+    _set_traits(api, rps["cn-d"], ["CUSTOM_POWER_PROFILE_ECO",
+                                   "CUSTOM_POWER_PROFILE_PERFORMANCE"])
+    untouched_generation = _traits(api, rps["cn-b"])["resource_provider_generation"]
+    resp = api.session.get(f"{live_server.url}/resource_providers",
+                           params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
+    assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-b", "cn-d"]
+
+    result = ctl.tick()
+    assert sorted(result.repaired) == ["cn-a", "cn-c", "cn-d"]
+    assert result.written == 3 and result.transitions == []
+    assert metrics.value("joulie_policy_repaired_traits_total") == 3
+    assert _profile_traits(api, rps["cn-a"]) == ["CUSTOM_POWER_PROFILE_PERFORMANCE"]
+    assert "HW_CPU_X86_AVX2" in _traits(api, rps["cn-a"])["traits"]  # other traits stay
+    assert _profile_traits(api, rps["cn-c"]) == ["CUSTOM_POWER_PROFILE_ECO"]
+    assert _profile_traits(api, rps["cn-d"]) == ["CUSTOM_POWER_PROFILE_ECO"]
+    # The twins say the same as before; the node whose trait was right was not written.
+    after = _stored(api)
+    for name in rps:
+        same = {k: v for k, v in after[name]["twin"].items() if k != "generation"}
+        assert same == {k: v for k, v in before[name]["twin"].items() if k != "generation"}
+    assert after["cn-b"]["twin"]["generation"] == before["cn-b"]["twin"]["generation"]
+    assert _traits(api, rps["cn-b"])["resource_provider_generation"] == untouched_generation
+    resp = api.session.get(f"{live_server.url}/resource_providers",
+                           params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
+    assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-a", "cn-b"]
+
+    # Repaired: the next tick writes nothing.
+    again = ctl.tick()
+    assert (again.written, again.repaired) == (0, [])
+    assert metrics.value("joulie_policy_repaired_traits_total") == 3
+

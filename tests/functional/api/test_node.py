@@ -48,7 +48,7 @@ def test_node_record_lifecycle(client, db):
     node = resp.get_json()
     assert node == {"uuid": rp, "name": "cn1", "cell": "cell1", "labels": {"rack": "r1"},
                     "reserved": False, "unschedulable": False, "generation": 0,
-                    "hardware": None, "twin": None}
+                    "hardware": None, "twin": None, "profile_traits": []}
 
     # A stale generation changes nothing.
     resp = client.put(f"/nodes/{rp}", json={"cell": "cell2", "generation": 5})
@@ -123,6 +123,38 @@ def test_twin_writes_profile_trait_in_same_transaction(client, db):
     # Deleting the node data removes the profile trait with it.
     assert client.delete(f"/nodes/{rp}").status_code == 204
     assert _traits(db, rp) == {"HW_CPU_X86_AVX2"}
+
+
+def test_node_reads_show_the_profile_traits_the_provider_carries(client, db):
+    """What the power controller compares with the twin on every tick."""
+    a = builders.create_provider(db, name="a")
+    b = builders.create_provider(db, name="b")
+    builders.set_traits(db, b, "HW_CPU_X86_AVX2")
+    client.post("/nodes/twins", json={"twins": [
+        {"uuid": a, "profile": "performance"}, {"uuid": b, "profile": "eco"}]})
+
+    def shown():
+        listed = {n["name"]: n["profile_traits"]
+                  for n in client.get("/nodes").get_json()["nodes"]}
+        single = {name: client.get(f"/nodes/{rp}").get_json()["profile_traits"]
+                  for name, rp in (("a", a), ("b", b))}
+        assert listed == single
+        return listed
+
+    assert shown() == {"a": ["CUSTOM_POWER_PROFILE_PERFORMANCE"],
+                       "b": ["CUSTOM_POWER_PROFILE_ECO"]}
+    # Changed behind the twin's back with the upstream trait API: node reads say so.
+    for rp, traits in ((a, ["CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_PROFILE_PERFORMANCE"]),
+                       (b, ["HW_CPU_X86_AVX2"])):
+        gen = client.get(f"/resource_providers/{rp}/traits").get_json()[
+            "resource_provider_generation"]
+        resp = client.put(f"/resource_providers/{rp}/traits", json={
+            "traits": traits, "resource_provider_generation": gen})
+        assert resp.status_code == 200, resp.get_json()
+    assert shown() == {"a": ["CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_PROFILE_PERFORMANCE"],
+                       "b": []}
+    resp = client.put(f"/nodes/{b}", json={"cell": "c"})
+    assert resp.get_json()["profile_traits"] == []
 
 
 def test_bulk_twins_all_or_nothing(client, db):

@@ -2,6 +2,7 @@
 
 import pytest
 
+from joule import vocabulary
 from powerpolicy import client as client_mod
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
@@ -35,9 +36,11 @@ class FakeClient:
         self.usages_missing = usages_missing
         self.inventories = inventories or {}
         self.writes = []
+        self.traits = {}  # uuid -> set of profile traits, kept in step by twin writes
 
     def list_nodes(self):
-        return [dict(n) for n in self.nodes]
+        return [{**n, "profile_traits": sorted(self.traits.get(n["uuid"], ()))}
+                for n in self.nodes]
 
     def workload_usages(self):
         if self.usages_missing:
@@ -62,6 +65,7 @@ class FakeClient:
             twin = {k: v for k, v in t.items() if k not in ("uuid", "generation")}
             twin["generation"] = 0 if gen is None else gen + 1
             node["twin"] = twin
+            self.traits[t["uuid"]] = {vocabulary.PROFILE_TRAITS[t["profile"]]}
         return twins
 
 
@@ -168,6 +172,32 @@ def test_drain_lifecycle_metrics_agree_with_twins():
     assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
                          to_state="draining", result="deferred") == 1
     assert metrics.value("joulie_policy_draining_nodes") == 0
+
+
+def test_a_trait_changed_behind_the_controller_is_put_back():
+    client = FakeClient([_node(n) for n in "abcd"])
+    ctl, metrics = _controller(client, static_hp_frac=0.5)
+    ctl.tick()
+    twins = {n["name"]: dict(n["twin"]) for n in client.nodes}
+    assert [twins[n]["profile"] for n in "abcd"] == ["performance", "performance", "eco", "eco"]
+    client.traits["uuid-a"] = {"CUSTOM_POWER_PROFILE_ECO"}  # swapped
+    client.traits["uuid-c"] = set()  # removed
+    client.traits["uuid-d"] = {"CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_PROFILE_PERFORMANCE"}
+    result = ctl.tick()
+    assert sorted(result.repaired) == ["a", "c", "d"] and result.written == 3
+    assert [w["uuid"] for w in client.writes[-1]] == ["uuid-a", "uuid-c", "uuid-d"]
+    for name in "acd":  # the twin is the truth: the same spec and class, rewritten
+        node = next(n for n in client.nodes if n["name"] == name)
+        assert {k: v for k, v in node["twin"].items() if k != "generation"} == {
+            k: v for k, v in twins[name].items() if k != "generation"}
+    assert client.traits == {"uuid-a": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
+                             "uuid-b": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
+                             "uuid-c": {"CUSTOM_POWER_PROFILE_ECO"},
+                             "uuid-d": {"CUSTOM_POWER_PROFILE_ECO"}}
+    assert result.transitions == []  # a repair is no transition
+    assert metrics.value("joulie_policy_repaired_traits_total") == 3
+    again = ctl.tick()
+    assert (again.written, again.repaired) == (0, [])
 
 
 def test_hardware_fallback_labels_then_inventory():
