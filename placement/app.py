@@ -48,6 +48,8 @@ def create_app(conf=None, db=None, sync=None):
     :param db: an existing placement.db.Database to share (tests, the demo).
     :param sync: run migrations and sync standard classes/traits first; by
         default when ``sync_on_startup`` is set or the database is SQLite.
+        Without it a database not at the head revision raises
+        ``migration.SchemaNotCurrent`` naming the command to run.
     """
     conf = conf or conf_mod.make_conf()
     if db is None:
@@ -57,7 +59,12 @@ def create_app(conf=None, db=None, sync=None):
     if sync is None:
         sync = conf.placement_database.sync_on_startup or not db.is_postgres
     if sync:
+        migration.check_current(db, behind_ok=True)
         migration.upgrade(db)
+    else:
+        # An empty or old database would otherwise fail at the first request
+        # that touches a missing table or column.
+        migration.check_current(db)
     db_mod.sync_standard_classes_and_traits(db)
 
     app = flask.Flask("placement")

@@ -79,6 +79,42 @@ def pg_database_url():
 
 
 @pytest.fixture(scope="session")
+def pg_admin_url():
+    """A URL with the right to create databases on the test PostgreSQL server."""
+    admin_url, extra = _pg_admin_url()
+    if admin_url is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true requires PostgreSQL: {extra}")
+        pytest.skip(extra)
+    yield admin_url
+    if extra is not None and hasattr(extra, "stop"):
+        extra.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db_url(request, tmp_path):
+    """The URL of a new, empty database (no schema) on each backend; dropped after."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.sqlite"
+        return
+    admin_url = request.getfixturevalue("pg_admin_url")
+    name = f"placement_empty_{uuid.uuid4().hex[:12]}"
+    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
+    try:
+        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(
+            hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.exec_driver_sql(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
+        admin.dispose()
+
+
+@pytest.fixture(scope="session")
 def sqlite_template(tmp_path_factory):
     """A migrated SQLite file that each test copies (migrating per test is slow)."""
     path = tmp_path_factory.mktemp("sqlite-template") / "template.sqlite"

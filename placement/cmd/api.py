@@ -11,6 +11,7 @@ import sys
 from oslo_config import cfg
 
 from placement import app as app_mod
+from placement import migration
 from placement.cmd import common
 
 LOG = logging.getLogger("placement-api")
@@ -77,6 +78,8 @@ def main(argv=None):
                         "an admin; use auth_strategy=keystone outside a lab", conf.host)
         try:
             app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
+        except migration.SchemaNotCurrent as exc:
+            raise common.schema_error(exc)
         except Exception as exc:
             raise common.StartupError(f"cannot start: {exc}")
         db.dispose()

@@ -9,7 +9,22 @@ from placement import db as db_mod
 
 
 class StartupError(Exception):
-    """A problem the operator must fix; printed as one line, exit status 1."""
+    """A problem the operator must fix; printed as one line, exit status 1
+    (or ``status``)."""
+
+    def __init__(self, message, status=1):
+        super().__init__(message)
+        self.status = status
+
+
+# Exit status of a service started on a database whose schema is missing or
+# old: the operator runs the named command (placement-manage db sync).
+SCHEMA_NOT_CURRENT = 2
+
+
+def schema_error(exc):
+    """A StartupError (exit 2) from a migration.SchemaNotCurrent."""
+    return StartupError(str(exc), status=SCHEMA_NOT_CURRENT)
 
 
 def parse_conf(argv, cli_opts=(), prog=None, setup=None):
@@ -54,6 +69,6 @@ def run(main_body, prog):
         return main_body() or 0
     except StartupError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
-        return 1
+        return exc.status
     except KeyboardInterrupt:
         return 130

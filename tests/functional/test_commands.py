@@ -6,7 +6,13 @@ import subprocess
 import sys
 import time
 
+import pytest
 import requests
+
+from placement import app as app_mod
+from placement import db as db_mod
+from placement import migration
+from tests import conftest
 
 BIN = os.path.dirname(sys.executable)
 
@@ -82,3 +88,56 @@ def test_api_serves_on_embedded_default(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def _one_line_naming_sync(res):
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    return lines[0]
+
+
+def test_api_on_empty_postgres_database_names_db_sync(pg_admin_url, empty_db_url):
+    if not empty_db_url.startswith("postgresql"):
+        # The embedded SQLite route migrates itself (test_api_serves_on_embedded_default).
+        return
+    env = {"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url}
+    res = _run(["placement-api", "--port", str(_free_port())], env=env)
+    assert res.returncode == 2
+    line = _one_line_naming_sync(res)
+    assert "no placement schema" in line and "'placement-manage db sync'" in line
+    # The command it names fixes it.
+    assert _run(["placement-manage", "db", "sync"], env=env).returncode == 0
+
+
+def test_api_on_database_of_unknown_revision_refuses(empty_db_url):
+    db = db_mod.Database(empty_db_url)
+    try:
+        migration.upgrade(db)
+        with db.engine.begin() as conn:
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    finally:
+        db.dispose()
+    res = _run(["placement-api", "--port", str(_free_port())],
+               env={"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url})
+    assert res.returncode == 2
+    line = _one_line_naming_sync(res)
+    assert "revision 9999" in line and "does not know" in line
+
+
+def test_app_on_database_behind_head_names_db_sync(empty_db_url):
+    """What the WSGI app factory says when migrations were not run."""
+    db = db_mod.Database(empty_db_url)
+    try:
+        with pytest.raises(migration.SchemaNotCurrent, match="placement-manage db sync"):
+            app_mod.create_app(conftest.make_conf(empty_db_url), db=db, sync=False)
+        migration.upgrade(db, migration.revisions()[0])
+        if migration.head() != migration.revisions()[0]:
+            with pytest.raises(migration.SchemaNotCurrent,
+                               match=f"needs {migration.head()}; run 'placement-manage db sync'"):
+                app_mod.create_app(conftest.make_conf(empty_db_url), db=db, sync=False)
+        else:
+            migration.upgrade(db)
+            app_mod.create_app(conftest.make_conf(empty_db_url), db=db, sync=False)
+    finally:
+        db.dispose()
