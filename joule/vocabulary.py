@@ -42,12 +42,21 @@ PROFILE_TRAITS = {
 
 # -- hardware family: the unit of fairness of the performance split ------------
 
+# The family of a node nothing is known of (no GPUs, no CPU model): its own
+# family, so it gets its own performance slot instead of a share of a
+# ``cpu:`` family with an empty model that says nothing to an operator.
+UNKNOWN_FAMILY = "unknown"
+
+
 def family_key(gpu_count, gpu_model, cpu_model):
-    """``gpu:<GPU model>`` when the node has GPUs, else ``cpu:<CPU model>``.
+    """``gpu:<GPU model>`` when the node has GPUs, else ``cpu:<CPU model>``,
+    else (no CPU model either) ``unknown``.
 
     The raw model strings are used as they are (no normalisation), as the
     power seed says, so two spellings of one model are two families.
     """
     if gpu_count and gpu_count > 0:
         return f"gpu:{gpu_model or ''}"
-    return f"cpu:{cpu_model or ''}"
+    if cpu_model and cpu_model.strip():
+        return f"cpu:{cpu_model}"
+    return UNKNOWN_FAMILY

@@ -2,10 +2,12 @@
 
 Each tick (the power seed's shared reconcile flow):
 
-1. eligible nodes: node selector (``powerpolicy.selector``) over node labels, minus reserved and
-   unschedulable nodes;
-2. hardware view: the node's hardware record, else its labels, else the
-   PGPU inventory of the provider (CPU model unknown then);
+1. eligible nodes: node selector (``powerpolicy.selector``) over node
+   labels, minus reserved and unschedulable nodes;
+2. hardware view: the node's hardware record, else its labels (Joulie's
+   ``joulie.io/hw.*`` keys first), else the PGPU inventory of the provider
+   (CPU model unknown then); a node nothing is known of is the ``unknown``
+   family and is warned of once;
 3. plan with the configured policy (``performance_set`` picks the nodes);
 4. downgrade guard (``guard.apply``): running performance consumers keep a
    node planned eco in ``draining`` with performance caps;
@@ -35,11 +37,16 @@ from powerpolicy import selector as selector_mod
 
 LOG = logging.getLogger(__name__)
 
-# Label fallbacks of the hardware view (Joulie's and the device plugins' keys).
-GPU_PRODUCT_LABELS = ("joulie.io/gpu.product", "nvidia.com/gpu.product", "amd.com/gpu.product",
-                      "amd.com/gpu.family")
-GPU_COUNT_LABELS = ("joulie.io/gpu.count", "nvidia.com/gpu.count", "amd.com/gpu.count")
-CPU_MODEL_LABELS = ("joulie.io/cpu.model",)
+# Label fallbacks of the hardware view, first match wins: Joulie's bootstrap
+# labels (joulie.io/hw.*), then its older keys, node-feature-discovery's and
+# the GPU device plugins'.
+CPU_MODEL_LABELS = ("joulie.io/hw.cpu-model", "joulie.io/cpu.model",
+                    "feature.node.kubernetes.io/cpu-model.name")
+CPU_SOCKETS_LABELS = ("joulie.io/hw.cpu-sockets", "feature.node.kubernetes.io/cpu-sockets")
+GPU_PRODUCT_LABELS = ("joulie.io/hw.gpu-model", "joulie.io/gpu.product",
+                      "nvidia.com/gpu.product", "amd.com/gpu.product", "amd.com/gpu.family")
+GPU_COUNT_LABELS = ("joulie.io/hw.gpu-count", "joulie.io/gpu.count", "nvidia.com/gpu.count",
+                    "amd.com/gpu.count")
 GPU_RESOURCE_CLASS = "PGPU"
 
 
@@ -53,16 +60,23 @@ class HardwareView:
     gpu_min_cap_watts: float | None = None
     gpu_max_cap_watts: float | None = None
     source: str = "hardware"
+    cpu_sockets: int | None = None
 
     @property
     def family(self):
         return vocabulary.family_key(self.gpu_count, self.gpu_model, self.cpu_model)
 
+    @property
+    def known(self):
+        """False when nothing identifies the hardware (the ``unknown`` family)."""
+        return self.family != vocabulary.UNKNOWN_FAMILY
+
     @classmethod
     def from_record(cls, hw):
         return cls(hw.get("cpu_model"), hw.get("gpu_model"), hw.get("gpu_count") or 0,
                    hw.get("cpu_min_cap_watts"), hw.get("cpu_max_cap_watts"),
-                   hw.get("gpu_min_cap_watts"), hw.get("gpu_max_cap_watts"))
+                   hw.get("gpu_min_cap_watts"), hw.get("gpu_max_cap_watts"),
+                   cpu_sockets=hw.get("cpu_sockets"))
 
 
 def _first_label(labels, keys):
@@ -73,25 +87,45 @@ def _first_label(labels, keys):
     return None
 
 
+def _count_label(node, labels, keys, what):
+    """A non-negative integer label, None when absent or not an integer (warned)."""
+    text = _first_label(labels, keys)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        LOG.warning("node %s: %s label %r is not a non-negative integer; ignored",
+                    node["name"], what, text)
+        return None
+    return value
+
+
 def hardware_view(node, inventories=None):
     """The node's hardware: its record, else labels, else provider inventory.
+
+    A hardware record is the truth about GPUs; a record without a CPU model
+    (or socket count) takes them from the labels. Without a record, the
+    labels say it all, and when they do not say how many GPUs the node has,
+    the provider's PGPU inventory does.
 
     :param inventories: a callable uuid -> {rc: inventory}, used only when
         neither the record nor the labels say how many GPUs the node has.
     """
-    if node.get("hardware"):
-        return HardwareView.from_record(node["hardware"])
     labels = node.get("labels") or {}
+    if node.get("hardware"):
+        view = HardwareView.from_record(node["hardware"])
+        if view.cpu_model and view.cpu_sockets is not None:
+            return view
+        return dataclasses.replace(
+            view, cpu_model=view.cpu_model or _first_label(labels, CPU_MODEL_LABELS),
+            cpu_sockets=(view.cpu_sockets if view.cpu_sockets is not None else
+                         _count_label(node, labels, CPU_SOCKETS_LABELS, "CPU sockets")))
     gpu_model = _first_label(labels, GPU_PRODUCT_LABELS)
     cpu_model = _first_label(labels, CPU_MODEL_LABELS)
-    count_label = _first_label(labels, GPU_COUNT_LABELS)
-    gpu_count = None
-    if count_label is not None:
-        try:
-            gpu_count = max(0, int(count_label))
-        except ValueError:
-            LOG.warning("node %s: GPU count label %r is not an integer", node["name"],
-                        count_label)
+    gpu_count = _count_label(node, labels, GPU_COUNT_LABELS, "GPU count")
     if gpu_count is None and inventories is not None:
         inv = inventories(node["uuid"]).get(GPU_RESOURCE_CLASS)
         gpu_count = int(inv["total"]) if inv else 0
@@ -102,7 +136,9 @@ def hardware_view(node, inventories=None):
     if gpu_count and not gpu_model:
         gpu_model = "unknown-gpu"
     return HardwareView(cpu_model=cpu_model, gpu_model=gpu_model, gpu_count=gpu_count,
-                        source=source)
+                        source=source,
+                        cpu_sockets=_count_label(node, labels, CPU_SOCKETS_LABELS,
+                                                 "CPU sockets"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +186,7 @@ class Controller:
         self.metrics = metrics
         self.clock = clock
         self.selector = selector_mod.Selector(conf.power.node_selector)
+        self._unknown_warned = set()  # nodes already warned of: no known hardware
 
     def _pending(self):
         if self.conf.power.policy != policies.QUEUE_AWARE_V1:
@@ -163,6 +200,16 @@ class Controller:
                         "only: %s", exc)
             return 0
 
+    def _warn_unknown(self, names):
+        """Warn once per node that its hardware is unknown (again if it comes back)."""
+        names = set(names)
+        for name in sorted(names - self._unknown_warned):
+            LOG.warning("node %s: no known hardware (no hardware record with a CPU or GPU "
+                        "model, no joulie.io/hw.cpu-model or GPU labels, no %s inventory); "
+                        "it is planned in the %r family", name, GPU_RESOURCE_CLASS,
+                        vocabulary.UNKNOWN_FAMILY)
+        self._unknown_warned = names
+
     def plan(self):
         """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
         opts = self.conf.power
@@ -171,6 +218,7 @@ class Controller:
                     if not n["reserved"] and not n["unschedulable"]
                     and self.selector.matches(n.get("labels") or {})]
         views = {n["name"]: hardware_view(n, self.client.provider_inventories) for n in eligible}
+        self._warn_unknown(name for name, view in views.items() if not view.known)
         candidates = [
             selection.Candidate(n["name"], views[n["name"]].family,
                                 (n.get("twin") or {}).get("profile"))

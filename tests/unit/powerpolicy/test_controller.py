@@ -245,3 +245,74 @@ def test_service_loop_serves_metrics_and_survives_a_failed_tick():
     assert 'joulie_policy_reconciles_total{outcome="error"} 1.0' in body
     assert 'joulie_policy_reconciles_total{outcome="ok"} 2.0' in body
     assert 'joulie_policy_family_performance_nodes{family="cpu:EPYC"} 1.0' in body
+
+
+def test_joulie_hw_labels_make_the_hardware_view():
+    joulie = {"joulie.io/hw.cpu-model": "AMD EPYC 9654", "joulie.io/hw.cpu-sockets": "2",
+              "joulie.io/hw.gpu-model": "NVIDIA H100 NVL", "joulie.io/hw.gpu-count": "8",
+              # Older keys lose to Joulie's hw.* keys.
+              "nvidia.com/gpu.product": "H100-OLD", "joulie.io/cpu.model": "old"}
+    view = controller_mod.hardware_view(_node("g", hardware=False, labels=joulie))
+    assert (view.cpu_model, view.cpu_sockets, view.gpu_model, view.gpu_count, view.source) == (
+        "AMD EPYC 9654", 2, "NVIDIA H100 NVL", 8, "labels")
+    assert view.family == "gpu:NVIDIA H100 NVL"
+    cpu_only = controller_mod.hardware_view(_node("c", hardware=False, labels={
+        "joulie.io/hw.cpu-model": "Intel Xeon 6980P", "joulie.io/hw.gpu-count": "0"}),
+        inventories=lambda uuid: pytest.fail("the count label answers; no inventory read"))
+    assert cpu_only.family == "cpu:Intel Xeon 6980P" and cpu_only.gpu_count == 0
+    # A record without a CPU model takes it (and the sockets) from the labels.
+    node = _node("r", gpus=0, labels={"joulie.io/hw.cpu-model": "EPYC 9965",
+                                      "joulie.io/hw.cpu-sockets": "1"})
+    node["hardware"]["cpu_model"] = None
+    view = controller_mod.hardware_view(node)
+    assert (view.family, view.cpu_sockets, view.cpu_max_cap_watts) == ("cpu:EPYC 9965", 1, 400.0)
+
+
+def test_bad_count_labels_are_ignored_with_a_warning(caplog):
+    labels = {"joulie.io/hw.cpu-model": "EPYC", "joulie.io/hw.gpu-count": "eight",
+              "joulie.io/hw.cpu-sockets": "-2"}
+    view = controller_mod.hardware_view(_node("x", hardware=False, labels=labels),
+                                        inventories=lambda uuid: {})
+    assert (view.gpu_count, view.cpu_sockets, view.source) == (0, None, "inventory")
+    assert "GPU count label 'eight'" in caplog.text
+    assert "CPU sockets label '-2'" in caplog.text
+
+
+def test_a_node_with_no_known_hardware_is_its_own_family_warned_once(caplog):
+    nodes = [_node("a", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
+             _node("b", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
+             _node("c", hardware=False), _node("d", hardware=False)]
+    client = FakeClient(nodes)
+    ctl, metrics = _controller(client, static_hp_frac=0.25)
+    caplog.set_level("WARNING", logger="powerpolicy.controller")
+    result = ctl.tick()
+    # Not a share of a "cpu:" family with an empty model: its own, with its own slot.
+    assert result.families == {"cpu:EPYC": {"nodes": 2, "performance": 1},
+                               "unknown": {"nodes": 2, "performance": 1}}
+    assert metrics.value("joulie_policy_family_nodes", family="unknown") == 2
+    assert metrics.value("joulie_policy_family_nodes", family="cpu:") is None
+    ctl.tick()
+    ctl.tick()
+    warnings = [r.getMessage() for r in caplog.records if "no known hardware" in r.getMessage()]
+    assert len(warnings) == 2  # once per node, not per tick
+    assert warnings[0].startswith("node c: ") and warnings[1].startswith("node d: ")
+    # Its hardware becomes known, then is lost again: warned again.
+    client.nodes[2]["labels"] = {"joulie.io/hw.cpu-model": "EPYC"}
+    ctl.tick()
+    client.nodes[2]["labels"] = {}
+    ctl.tick()
+    warnings = [r.getMessage() for r in caplog.records if "no known hardware" in r.getMessage()]
+    assert len(warnings) == 3 and warnings[2].startswith("node c: ")
+
+
+@pytest.mark.parametrize("gpus, gpu_model, cpu_model, family", [
+    (8, "H100", "EPYC", "gpu:H100"),
+    (0, "H100", "EPYC", "cpu:EPYC"),
+    (0, None, "EPYC 9654 96-Core", "cpu:EPYC 9654 96-Core"),
+    (0, None, None, "unknown"),
+    (0, None, "", "unknown"),
+    (0, None, "  ", "unknown"),
+    (None, None, None, "unknown"),
+])
+def test_family_key(gpus, gpu_model, cpu_model, family):
+    assert vocabulary.family_key(gpus, gpu_model, cpu_model) == family
