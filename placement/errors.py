@@ -23,6 +23,10 @@ QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
 NODE_NOT_FOUND = "placement.node.not_found"
 REPORT_NOT_FOUND = "placement.scheduling_report.not_found"
 PAGE_MARKER_INVALID = "placement.query.bad_page_marker"
+BUILD_REQUEST_NOT_FOUND = "placement.build_request.not_found"
+BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
+BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
+BUILD_REQUEST_LEASED = "placement.build_request.leased"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

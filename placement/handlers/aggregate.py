@@ -11,6 +11,7 @@ from placement import util
 from placement.handlers import resource_provider as rp_handler
 from placement.objects import aggregate as agg_obj
 from placement.objects import resource_provider as rp_obj
+from placement.policies import aggregate as policies
 from placement.schemas import aggregate as schema
 
 _STALE = ("Resource provider's generation already changed. Please update the generation "
@@ -27,10 +28,11 @@ def _send(aggregates, generation):
 
 def get_aggregates(uuid):
     util.require_version(1, 1)
-    util.context().can("placement:resource_providers:aggregates:list")
-    with util.deps().db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
-        aggregates = agg_obj.of_provider(conn, rp["id"])
+    util.context().can(policies.LIST)
+    try:
+        rp, aggregates = agg_obj.for_provider(util.deps().db, uuid)
+    except rp_obj.NotFound as exc:
+        raise errors.not_found(str(exc))
     return _send(aggregates, rp["generation"])
 
 
@@ -38,10 +40,9 @@ def set_aggregates(uuid):
     # Upstream checks the content type even before the microversion here.
     rp_handler.require_json_content()
     util.require_version(1, 1)
-    util.context().can("placement:resource_providers:aggregates:update")
+    util.context().can(policies.UPDATE)
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     with_generation = util.want(1, 19)
     body = util.extract_json(
         schema.PUT_AGGREGATES_1_19 if with_generation else schema.PUT_AGGREGATES_1_1)

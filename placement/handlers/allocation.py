@@ -9,6 +9,7 @@ import flask
 from placement import errors
 from placement import util
 from placement.objects import allocation as alloc_obj
+from placement.policies import allocation as policies
 from placement.schemas import allocation as schema
 
 
@@ -32,7 +33,7 @@ def _serialize_for_consumer(found):
 
 def list_for_consumer(consumer_uuid):
     """GET /allocations/{consumer_uuid}: always 200, ``{"allocations": {}}`` when none."""
-    util.context().can("placement:allocations:list")
+    util.context().can(policies.ALLOC_LIST)
     found = alloc_obj.get_for_consumer(util.deps().db, consumer_uuid)
     last_modified = (found or {}).get("last_modified") or "now"
     return util.json_response(_serialize_for_consumer(found), last_modified=last_modified)
@@ -43,7 +44,7 @@ def list_for_resource_provider(uuid):
 
     :raise 404: no such provider.
     """
-    util.context().can("placement:resource_providers:allocations:list")
+    util.context().can(policies.RP_ALLOC_LIST)
     found = alloc_obj.get_for_provider(util.deps().db, uuid)
     if found is None:
         raise errors.not_found(
@@ -117,7 +118,7 @@ def set_allocations_for_consumer(consumer_uuid):
     :raise 400: malformed consumer uuid or body, unknown provider or class.
     :raise 409: does not fit, or a consumer/provider generation conflict.
     """
-    util.context().can("placement:allocations:update")
+    util.context().can(policies.ALLOC_UPDATE)
     if not util.is_uuid(consumer_uuid):
         raise errors.bad_request(f"Malformed consumer_uuid: {consumer_uuid}")
     consumer_uuid = util.normalize_uuid(consumer_uuid)
@@ -131,7 +132,7 @@ def set_allocations():
     """POST /allocations (1.13): several consumers, all or nothing."""
     if not util.want(1, 13):
         raise _not_found_version()
-    util.context().can("placement:allocations:manage")
+    util.context().can(policies.ALLOC_MANAGE)
     data = util.extract_json(schema.post_schema(util.version()))
     conf = util.deps().conf
     writes = [consumer_write(uuid, body, conf) for uuid, body in data.items()]
@@ -144,7 +145,7 @@ def delete_allocations(consumer_uuid):
 
     :raise 404: the consumer holds no allocation.
     """
-    util.context().can("placement:allocations:delete")
+    util.context().can(policies.ALLOC_DELETE)
     if not alloc_obj.delete_for_consumer(util.deps().db, consumer_uuid):
         raise errors.not_found(f"No allocations for consumer '{consumer_uuid}'")
     return util.empty_response(204)
@@ -155,7 +156,7 @@ def workload_usages():
 
     ``{"resource_providers": {root_uuid: {"performance": n, "standard": m}}}``.
     """
-    util.context().can("placement:workload_usages:list")
+    util.context().can(policies.WORKLOAD_USAGES)
     params = util.validate_query(schema.WORKLOAD_USAGES_QUERY, flask.request.args.to_dict())
     in_tree = params.get("in_tree")
     if in_tree is not None:

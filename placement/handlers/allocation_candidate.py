@@ -15,6 +15,7 @@ from placement import query
 from placement import util
 from placement.objects import allocation_candidate as ac_obj
 from placement.objects import candidate_request
+from placement.objects import node as node_obj
 from placement.policies import allocation_candidate as policies
 from placement.schemas import allocation_candidate as schema
 
@@ -218,7 +219,7 @@ def list_allocation_candidates():
              ", ".join(f'"{u}": {text}' for u, text in page.provider_summaries.items()),
              "}"]
     if want_nodes:
-        parts.append(', "nodes": ' + json.dumps(_nodes(deps.db, page)))
+        parts.append(', "nodes": ' + json.dumps(node_obj.node_data(deps.db, page.anchor_roots)))
     if page_size is not None:
         links = []
         if page.next_marker is not None:
@@ -230,7 +231,3 @@ def list_allocation_candidates():
         parts.append(', "links": ' + json.dumps(links))
     parts.append("}")
     return util.json_response(None, last_modified="now", text="".join(parts))
-
-
-def _nodes(db, page):
-    return ac_obj.node_data(db, page.anchor_roots)

@@ -9,13 +9,8 @@ from joule import vocabulary
 from placement import errors
 from placement import util
 from placement.objects import build_request as br_obj
+from placement.policies import build_request as policies
 from placement.schemas import build_request as schema
-
-# Extension codes, in upstream's placement.<resource>.<condition> form.
-BUILD_REQUEST_NOT_FOUND = "placement.build_request.not_found"
-BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
-BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
-BUILD_REQUEST_LEASED = "placement.build_request.leased"
 
 
 def _serialize(item):
@@ -28,7 +23,7 @@ def _serialize(item):
 def _instance_uuid(value):
     if not util.is_uuid(value):
         raise errors.not_found(f"No build request for instance {value}.",
-                               BUILD_REQUEST_NOT_FOUND)
+                               errors.BUILD_REQUEST_NOT_FOUND)
     return util.normalize_uuid(value)
 
 
@@ -36,16 +31,16 @@ def _api_error(exc):
     """The API error of an object-layer exception."""
     if isinstance(exc, br_obj.NotFound):
         return errors.not_found(f"No build request for instance(s) {exc}.",
-                                BUILD_REQUEST_NOT_FOUND)
+                                errors.BUILD_REQUEST_NOT_FOUND)
     if isinstance(exc, br_obj.Duplicate):
         return errors.conflict(f"A build request already exists for instance(s) {exc}.",
-                               BUILD_REQUEST_EXISTS)
+                               errors.BUILD_REQUEST_EXISTS)
     if isinstance(exc, br_obj.InvalidTransition):
-        return errors.conflict(f"{str(exc).capitalize()}.", BUILD_REQUEST_FINISHED)
+        return errors.conflict(f"{str(exc).capitalize()}.", errors.BUILD_REQUEST_FINISHED)
     if isinstance(exc, br_obj.GenerationConflict):
         return errors.conflict(f"{str(exc).capitalize()}.", errors.CONCURRENT_UPDATE)
     if isinstance(exc, br_obj.Leased):
-        return errors.conflict(f"{str(exc).capitalize()}.", BUILD_REQUEST_LEASED)
+        return errors.conflict(f"{str(exc).capitalize()}.", errors.BUILD_REQUEST_LEASED)
     raise exc
 
 
@@ -54,7 +49,7 @@ _OBJECT_ERRORS = (br_obj.NotFound, br_obj.Duplicate, br_obj.InvalidTransition,
 
 
 def list_build_requests():
-    util.context().can("placement:build_requests:list")
+    util.context().can(policies.LIST)
     params = util.validate_query(schema.LIST_QUERY)
     lease_expired = params.get("lease_expired")
     items = br_obj.list_requests(
@@ -73,7 +68,7 @@ def list_build_requests():
 
 def create_build_request():
     """One record (201 with it and a Location), or a bulk body (201 with all)."""
-    util.context().can("placement:build_requests:update")
+    util.context().can(policies.UPDATE)
     body = util.extract_json(schema.POST_BUILD_REQUEST)
     bulk = "build_requests" in body
     records = body["build_requests"] if bulk else [body]
@@ -99,7 +94,7 @@ def create_build_request():
 
 
 def get_build_request(instance_uuid):
-    util.context().can("placement:build_requests:list")
+    util.context().can(policies.LIST)
     instance_uuid = _instance_uuid(instance_uuid)
     try:
         item = br_obj.get(util.deps().db, instance_uuid)
@@ -121,7 +116,7 @@ def _finish_item(record, instance_uuid):
 
 
 def update_build_request(instance_uuid):
-    util.context().can("placement:build_requests:update")
+    util.context().can(policies.UPDATE)
     instance_uuid = _instance_uuid(instance_uuid)
     body = util.extract_json(schema.PUT_BUILD_REQUEST)
     try:
@@ -133,7 +128,7 @@ def update_build_request(instance_uuid):
 
 def update_build_requests():
     """Finish many build requests in one transaction, all or none."""
-    util.context().can("placement:build_requests:update")
+    util.context().can(policies.UPDATE)
     body = util.extract_json(schema.PUT_BUILD_REQUESTS)
     items = [_finish_item(r, util.normalize_uuid(r["instance_uuid"]))
              for r in body["build_requests"]]
@@ -150,7 +145,7 @@ def update_build_requests():
 
 def put_lease(instance_uuid):
     """Take, renew or hand off a pending record's lease (compare-and-set)."""
-    util.context().can("placement:build_requests:update")
+    util.context().can(policies.UPDATE)
     instance_uuid = _instance_uuid(instance_uuid)
     body = util.extract_json(schema.PUT_LEASE)
     try:

@@ -12,6 +12,7 @@ from placement import util
 from placement.handlers import resource_provider as rp_handler
 from placement.objects import inventory as inv_obj
 from placement.objects import resource_provider as rp_obj
+from placement.policies import inventory as policies
 from placement.schemas import inventory as schema
 
 
@@ -72,13 +73,17 @@ def _check_generation(rp, seen):
         raise errors.conflict("resource provider generation conflict", errors.CONCURRENT_UPDATE)
 
 
+def _read(uuid):
+    """(provider, {class: record}); upstream's doubled 404 for an unknown provider."""
+    try:
+        return inv_obj.of_provider(util.deps().db, uuid)
+    except rp_obj.NotFound:
+        raise rp_handler.not_found_twice(uuid, sep=" : ")
+
+
 def get_inventories(uuid):
-    util.context().can("placement:resource_providers:inventories:list")
-    with util.deps().db.read() as conn:
-        rp = rp_obj.find(conn, uuid)
-        if rp is None:
-            raise rp_handler.not_found_twice(uuid, sep=" : ")
-        records = inv_obj.get_all(conn, rp["id"])
+    util.context().can(policies.LIST)
+    rp, records = _read(uuid)
     body = {
         "inventories": {rc: _serialize(rec) for rc, rec in records.items()},
         "resource_provider_generation": rp["generation"],
@@ -87,12 +92,9 @@ def get_inventories(uuid):
 
 
 def get_inventory(uuid, resource_class):
-    util.context().can("placement:resource_providers:inventories:show")
-    with util.deps().db.read() as conn:
-        rp = rp_obj.find(conn, uuid)
-        if rp is None:
-            raise rp_handler.not_found_twice(uuid, sep=" : ")
-        record = inv_obj.get_all(conn, rp["id"]).get(resource_class)
+    util.context().can(policies.SHOW)
+    rp, records = _read(uuid)
+    record = records.get(resource_class)
     if record is None:
         raise errors.not_found(f"No inventory of class {resource_class} for {uuid}")
     return util.json_response(_serialize(record, rp["generation"]),
@@ -100,11 +102,10 @@ def get_inventory(uuid, resource_class):
 
 
 def create_inventory(uuid):
-    util.context().can("placement:resource_providers:inventories:create")
+    util.context().can(policies.CREATE)
     rp_handler.require_json_content()
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     body = util.extract_json(schema.POST_INVENTORY)
     resource_class = body["resource_class"]
     record = _with_defaults(body)
@@ -125,11 +126,10 @@ def create_inventory(uuid):
 
 
 def set_inventories(uuid):
-    util.context().can("placement:resource_providers:inventories:update")
+    util.context().can(policies.UPDATE)
     rp_handler.require_json_content()
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     body = util.extract_json(schema.PUT_INVENTORIES)
     seen = body["resource_provider_generation"]
     _check_generation(rp, seen)
@@ -159,10 +159,9 @@ def delete_inventories(uuid):
     if not util.want(1, 5):
         # Upstream answers a DELETE of the collection before 1.5 with a 405.
         raise werkzeug.exceptions.MethodNotAllowed(valid_methods=["GET", "POST", "PUT"])
-    util.context().can("placement:resource_providers:inventories:delete")
+    util.context().can(policies.DELETE)
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     try:
         inv_obj.replace_all(db, uuid, rp["generation"], {})
     except rp_obj.NotFound as exc:
@@ -178,11 +177,10 @@ def delete_inventories(uuid):
 
 
 def update_inventory(uuid, resource_class):
-    util.context().can("placement:resource_providers:inventories:update")
+    util.context().can(policies.UPDATE)
     rp_handler.require_json_content()
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     body = util.extract_json(schema.BASE_INVENTORY)
     seen = body["resource_provider_generation"]
     _check_generation(rp, seen)
@@ -204,10 +202,9 @@ def update_inventory(uuid, resource_class):
 
 
 def delete_inventory(uuid, resource_class):
-    util.context().can("placement:resource_providers:inventories:delete")
+    util.context().can(policies.DELETE)
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     try:
         inv_obj.delete(db, uuid, rp["generation"], resource_class)
     except rp_obj.NotFound as exc:

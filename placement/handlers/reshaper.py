@@ -5,6 +5,7 @@ from placement import util
 from placement.handlers import allocation as alloc_handler
 from placement.objects import allocation as alloc_obj
 from placement.objects import reshaper as reshaper_obj
+from placement.policies import reshaper as policies
 from placement.schemas import inventory as inventory_schema
 from placement.schemas import reshaper as schema
 
@@ -17,7 +18,7 @@ def reshape():
     :raise 409: generation conflicts, inventory in use, allocations that do not fit.
     """
     util.require_version(1, 30)
-    util.context().can("placement:reshaper:reshape")
+    util.context().can(policies.RESHAPE)
     data = util.extract_json(schema.post_schema(util.version()))
     inventories = {}
     for rp_uuid, body in data["inventories"].items():

@@ -7,6 +7,7 @@ from placement import util
 from placement.handlers import resource_provider as rp_handler
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
+from placement.policies import resource_class as policies
 from placement.schemas import resource_class as schema
 
 
@@ -25,18 +26,17 @@ def _modified(rc):
     return rc.get("updated_at") or rc.get("created_at") or "now"
 
 
-def _load(conn, name):
+def _load(name):
     try:
-        return rc_obj.get_by_name(conn, name)
+        return rc_obj.get(util.deps().db, name)
     except rp_obj.ResourceClassNotFound as exc:
         raise errors.not_found(str(exc))
 
 
 def list_resource_classes():
     util.require_version(1, 2)
-    util.context().can("placement:resource_classes:list")
-    with util.deps().db.read() as conn:
-        classes = rc_obj.list_all(conn)
+    util.context().can(policies.LIST)
+    classes = rc_obj.list_all(util.deps().db)
     custom = [rc for rc in classes if not rc_obj.is_standard(rc)]
     return util.json_response({"resource_classes": [_serialize(rc) for rc in classes]},
                               last_modified=util.last_modified_of(custom))
@@ -44,15 +44,14 @@ def list_resource_classes():
 
 def get_resource_class(name):
     util.require_version(1, 2)
-    util.context().can("placement:resource_classes:show")
-    with util.deps().db.read() as conn:
-        rc = _load(conn, name)
+    util.context().can(policies.SHOW)
+    rc = _load(name)
     return util.json_response(_serialize(rc), last_modified=_modified(rc))
 
 
 def create_resource_class():
     util.require_version(1, 2)
-    util.context().can("placement:resource_classes:create")
+    util.context().can(policies.CREATE)
     body = util.extract_json(schema.RESOURCE_CLASS)
     try:
         rc = rc_obj.create(util.deps().db, body["name"])
@@ -65,13 +64,12 @@ def create_resource_class():
 
 def update_resource_class(name):
     util.require_version(1, 2)
-    util.context().can("placement:resource_classes:update")
+    util.context().can(policies.UPDATE)
     if util.want(1, 7):
         return _ensure_resource_class(name)
     body = util.extract_json(schema.RESOURCE_CLASS)
     db = util.deps().db
-    with db.read() as conn:
-        _load(conn, name)
+    _load(name)
     try:
         rc = rc_obj.rename(db, name, body["name"])
     except rp_obj.ResourceClassNotFound as exc:
@@ -89,13 +87,13 @@ def _ensure_resource_class(name):
     # the same ("Failed validating 'pattern'" for a standard or bad name).
     util.extract_json(schema.RESOURCE_CLASS, body={"name": name})
     db = util.deps().db
-    with db.read() as conn:
-        try:
-            rc = rc_obj.get_by_name(conn, name)
-        except rp_obj.ResourceClassNotFound:
-            rc = None
+    try:
+        rc_obj.get(db, name)
+        exists = True
+    except rp_obj.ResourceClassNotFound:
+        exists = False
     status = 204
-    if rc is None:
+    if not exists:
         try:
             rc_obj.create(db, name)
             status = 201
@@ -108,7 +106,7 @@ def _ensure_resource_class(name):
 
 def delete_resource_class(name):
     util.require_version(1, 2)
-    util.context().can("placement:resource_classes:delete")
+    util.context().can(policies.DELETE)
     try:
         rc_obj.delete(util.deps().db, name)
     except rp_obj.ResourceClassNotFound as exc:

@@ -8,6 +8,7 @@ from placement import errors
 from placement import query
 from placement import util
 from placement.objects import resource_provider as rp_obj
+from placement.policies import resource_provider as policies
 from placement.schemas import resource_provider as schema
 
 
@@ -64,16 +65,16 @@ def not_found_twice(uuid, sep=": "):
     return errors.not_found(f"{message}{sep}{message}")
 
 
-def load(conn, uuid):
+def load(uuid):
     """The provider or a 404 in upstream's words (used by every provider subresource)."""
     try:
-        return rp_obj.get_by_uuid(conn, uuid)
+        return rp_obj.get(util.deps().db, uuid)
     except rp_obj.NotFound as exc:
         raise errors.not_found(str(exc))
 
 
 def create_resource_provider():
-    util.context().can("placement:resource_providers:create")
+    util.context().can(policies.CREATE)
     require_json_content()
     body = util.extract_json(schema.POST_RP_1_14 if util.want(1, 14) else schema.POST_RP)
     uuid = util.normalize_uuid(body["uuid"]) if body.get("uuid") else str(uuid_lib.uuid4())
@@ -94,17 +95,15 @@ def create_resource_provider():
 
 
 def get_resource_provider(uuid):
-    util.context().can("placement:resource_providers:show")
-    with util.deps().db.read() as conn:
-        rp = load(conn, uuid)
+    util.context().can(policies.SHOW)
+    rp = load(uuid)
     return util.json_response(serialize(rp), last_modified=_modified(rp))
 
 
 def update_resource_provider(uuid):
-    util.context().can("placement:resource_providers:update")
+    util.context().can(policies.UPDATE)
     require_json_content()
-    with util.deps().db.read() as conn:
-        load(conn, uuid)
+    load(uuid)
     body = util.extract_json(schema.PUT_RP_1_14 if util.want(1, 14) else schema.PUT_RP)
     kwargs = {"name": body.get("name"), "allow_reparenting": util.want(1, 37)}
     if "parent_provider_uuid" in body:
@@ -124,7 +123,7 @@ def update_resource_provider(uuid):
 
 
 def delete_resource_provider(uuid):
-    util.context().can("placement:resource_providers:delete")
+    util.context().can(policies.DELETE)
     try:
         rp_obj.delete(util.deps().db, uuid)
     except rp_obj.NotFound as exc:
@@ -140,7 +139,7 @@ def delete_resource_provider(uuid):
 
 
 def list_resource_providers():
-    util.context().can("placement:resource_providers:list")
+    util.context().can(policies.LIST)
     version = util.version()
     util.validate_query(schema.list_schema(version))
     args = flask.request.args

@@ -10,6 +10,7 @@ import json
 from placement import errors
 from placement import util
 from placement.objects import scheduling_report as report_obj
+from placement.policies import scheduling_report as policies
 from placement.schemas import scheduling_report as schema
 
 
@@ -35,16 +36,16 @@ def get_report(request_id):
     except report_obj.NotFound:
         # Check the policy first with the caller's own project so that an
         # unauthorized caller gets 403, not a hint whether the report exists.
-        ctx.can("placement:scheduling_reports:show")
+        ctx.can(policies.SHOW)
         raise errors.not_found(f"No scheduling report for request {request_id}.",
                                errors.REPORT_NOT_FOUND)
     target = {"project_id": item["project_id"] or "", "user_id": ctx.user_id}
-    ctx.can("placement:scheduling_reports:show", target=target)
+    ctx.can(policies.SHOW, target=target)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
 
 
 def put_report(request_id):
-    util.context().can("placement:scheduling_reports:update")
+    util.context().can(policies.UPDATE)
     request_id = _request_id(request_id)
     body = util.extract_json(schema.PUT_REPORT)
     if len(json.dumps(body["report"])) > schema.MAX_REPORT_BYTES:

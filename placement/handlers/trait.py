@@ -8,6 +8,7 @@ from placement import util
 from placement.handlers import resource_provider as rp_handler
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
+from placement.policies import trait as policies
 from placement.schemas import trait as schema
 
 _INVALID_TRAIT = (
@@ -26,7 +27,7 @@ def _traits_body(traits):
 
 def put_trait(name):
     util.require_version(1, 6)
-    util.context().can("placement:traits:update")
+    util.context().can(policies.TRAITS_UPDATE)
     try:
         jsonschema.validate(name, schema.CUSTOM_TRAIT_NAME)
     except jsonschema.ValidationError:
@@ -41,12 +42,11 @@ def put_trait(name):
 
 def get_trait(name):
     util.require_version(1, 6)
-    util.context().can("placement:traits:show")
-    with util.deps().db.read() as conn:
-        try:
-            trait = trait_obj.get_by_name(conn, name)
-        except rp_obj.TraitNotFound as exc:
-            raise errors.not_found(str(exc))
+    util.context().can(policies.TRAITS_SHOW)
+    try:
+        trait = trait_obj.get(util.deps().db, name)
+    except rp_obj.TraitNotFound as exc:
+        raise errors.not_found(str(exc))
     headers = {}
     if util.want(1, 15):
         headers["last-modified"] = util.http_date(trait.get("created_at"))
@@ -56,7 +56,7 @@ def get_trait(name):
 
 def delete_trait(name):
     util.require_version(1, 6)
-    util.context().can("placement:traits:delete")
+    util.context().can(policies.TRAITS_DELETE)
     try:
         trait_obj.delete(util.deps().db, name)
     except rp_obj.TraitNotFound as exc:
@@ -70,7 +70,7 @@ def delete_trait(name):
 
 def list_traits():
     util.require_version(1, 6)
-    util.context().can("placement:traits:list")
+    util.context().can(policies.TRAITS_LIST)
     params = util.validate_query(schema.LIST_TRAITS_QUERY)
     filters = {}
     if "name" in params:
@@ -90,19 +90,17 @@ def list_traits():
             raise errors.bad_request(
                 'The query parameter "associated" only accepts "true" or "false"')
         filters["associated"] = flag == "true"
-    with util.deps().db.read() as conn:
-        traits = trait_obj.list_traits(conn, **filters)
+    traits = trait_obj.list_traits(util.deps().db, **filters)
     return util.json_response(_traits_body(traits), last_modified=util.last_modified_of(traits))
 
 
 def list_traits_for_resource_provider(uuid):
     util.require_version(1, 6)
-    util.context().can("placement:resource_providers:traits:list")
-    with util.deps().db.read() as conn:
-        rp = rp_obj.find(conn, uuid)
-        if rp is None:
-            raise rp_handler.not_found_twice(uuid)
-        traits = trait_obj.of_provider(conn, rp["id"])
+    util.context().can(policies.RP_TRAIT_LIST)
+    try:
+        rp, traits = trait_obj.for_provider(util.deps().db, uuid)
+    except rp_obj.NotFound:
+        raise rp_handler.not_found_twice(uuid)
     body = _traits_body(traits)
     body["resource_provider_generation"] = rp["generation"]
     return util.json_response(body, last_modified=util.last_modified_of(traits))
@@ -110,12 +108,11 @@ def list_traits_for_resource_provider(uuid):
 
 def update_traits_for_resource_provider(uuid):
     util.require_version(1, 6)
-    util.context().can("placement:resource_providers:traits:update")
+    util.context().can(policies.RP_TRAIT_UPDATE)
     rp_handler.require_json_content()
     body = util.extract_json(schema.SET_PROVIDER_TRAITS)
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     if rp["generation"] != body["resource_provider_generation"]:
         raise errors.conflict(
             "Resource provider's generation already changed. Please update the generation "
@@ -138,10 +135,9 @@ def update_traits_for_resource_provider(uuid):
 
 def delete_traits_for_resource_provider(uuid):
     util.require_version(1, 6)
-    util.context().can("placement:resource_providers:traits:delete")
+    util.context().can(policies.RP_TRAIT_DELETE)
     db = util.deps().db
-    with db.read() as conn:
-        rp = rp_handler.load(conn, uuid)
+    rp = rp_handler.load(uuid)
     try:
         trait_obj.set_for_provider(db, uuid, rp["generation"], [])
     except rp_obj.NotFound as exc:

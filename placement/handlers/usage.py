@@ -5,6 +5,7 @@ import flask
 from placement import util
 from placement.handlers import resource_provider as rp_handler
 from placement.objects import usage as usage_obj
+from placement.policies import usage as policies
 from placement.schemas import usage as schema
 
 
@@ -13,7 +14,7 @@ def list_usages(uuid):
 
     :raise 404: no such provider.
     """
-    util.context().can("placement:resource_providers:usages")
+    util.context().can(policies.PROVIDER_USAGES)
     found = usage_obj.for_provider(util.deps().db, uuid)
     if found is None:
         raise rp_handler.not_found_twice(uuid)
@@ -33,7 +34,7 @@ def get_total_usages():
     util.require_version(1, 9)
     params = flask.request.args.to_dict()
     project_id = params.get("project_id")
-    util.context().can("placement:usages", target={"project_id": project_id})
+    util.context().can(policies.TOTAL_USAGES, target={"project_id": project_id})
     by_type = util.want(1, 38)
     util.validate_query(schema.GET_USAGES_SCHEMA_V1_38 if by_type
                         else schema.GET_USAGES_SCHEMA_1_9, params)

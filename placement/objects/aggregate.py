@@ -21,6 +21,16 @@ def of_provider(conn, rp_id):
     return [row.uuid for row in rows]
 
 
+def for_provider(db, rp_uuid):
+    """(provider, [aggregate uuid]) read in one transaction.
+
+    :raise NotFound: no provider ``rp_uuid``.
+    """
+    with db.read() as conn:
+        rp = rp_obj.get_by_uuid(conn, rp_uuid)
+        return rp, of_provider(conn, rp["id"])
+
+
 def _ensure_aggregates(db, conn, uuids):
     """{uuid: id}, inserting unknown UUIDs (concurrent inserts are harmless)."""
     if not uuids:

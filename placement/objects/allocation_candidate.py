@@ -31,7 +31,6 @@ import random
 
 import sqlalchemy as sa
 
-from joule import vocabulary
 from placement import models as m
 from placement.objects import candidate_request
 from placement.objects import candidate_sql
@@ -575,43 +574,3 @@ def find(db, req, version, page_size=None, after=None, randomize=False, max_cand
         engine = _Engine(conn, req, version, randomize, max_candidates)
         page = engine.run(page_size=page_size, after=after)
     return page
-
-
-def node_data(db, root_ids):
-    """{root uuid: node data} for the extension's ``nodes`` map."""
-    if not root_ids:
-        return {}
-    rp, nodes, hw, twin = m.resource_providers, m.nodes, m.node_hardware, m.node_twins
-    sel = (
-        sa.select(rp.c.uuid, rp.c.name, nodes.c.resource_provider_id.label("node_id"),
-                  nodes.c.cell, nodes.c.labels, nodes.c.unschedulable, nodes.c.reserved,
-                  hw.c.resource_provider_id.label("hw_id"), hw.c.gpu_count, hw.c.gpu_model,
-                  hw.c.cpu_model, twin.c.profile, twin.c.schedulable_class)
-        .select_from(
-            rp.outerjoin(nodes, nodes.c.resource_provider_id == rp.c.id)
-            .outerjoin(hw, hw.c.resource_provider_id == rp.c.id)
-            .outerjoin(twin, twin.c.resource_provider_id == rp.c.id))
-        .where(rp.c.id.in_(sa.bindparam("ids", expanding=True)))
-    )
-    out = {}
-    with db.read() as conn:
-        for row in conn.execute(sel, {"ids": list(root_ids)}):
-            has_node = row.node_id is not None
-            labels = None
-            if has_node:
-                try:
-                    labels = json.loads(row.labels or "{}")
-                except ValueError:
-                    labels = {}
-            out[row.uuid] = {
-                "name": row.name,
-                "cell": row.cell if has_node else None,
-                "family": vocabulary.family_key(row.gpu_count, row.gpu_model, row.cpu_model)
-                if row.hw_id is not None else None,
-                "profile": row.profile,
-                "schedulable_class": row.schedulable_class,
-                "labels": labels,
-                "unschedulable": bool(row.unschedulable) if has_node else None,
-                "reserved": bool(row.reserved) if has_node else None,
-            }
-    return out

@@ -53,6 +53,16 @@ def get_all(conn, rp_id):
     return {row.resource_class: dict(row._mapping) for row in rows}
 
 
+def of_provider(db, rp_uuid):
+    """(provider, {class name: record}) read in one transaction.
+
+    :raise NotFound: no provider ``rp_uuid``.
+    """
+    with db.read() as conn:
+        rp = rp_obj.get_by_uuid(conn, rp_uuid)
+        return rp, get_all(conn, rp["id"])
+
+
 def class_ids(conn, names):
     """{name: id} for resource class names; ResourceClassNotFound for the first unknown."""
     names = list(names)

@@ -258,6 +258,41 @@ def get_twin(db, uuid):
     return _twin_dict(row), row.tw_updated or row.tw_created
 
 
+def node_data(db, root_ids):
+    """{root uuid: what GET /allocation_candidates?node_data=true shows of it}.
+
+    Every root is listed, with None for the parts it has no record of (the
+    candidate is a plain provider to a client that knows nothing of nodes).
+    """
+    if not root_ids:
+        return {}
+    query = _select().where(_rp.c.id.in_(sa.bindparam("ids", expanding=True)))
+    out = {}
+    with db.read() as conn:
+        rows = conn.execute(query, {"ids": list(root_ids)}).all()
+    for row in rows:
+        has_node = row.n_rp is not None
+        labels = None
+        if has_node:
+            try:
+                labels = json.loads(row.n_labels or "{}")
+            except ValueError:
+                labels = {}
+        out[row.uuid] = {
+            "name": row.name,
+            "cell": row.n_cell if has_node else None,
+            "family": vocabulary.family_key(row.hw_gpu_count, row.hw_gpu_model,
+                                            row.hw_cpu_model)
+            if row.hw_rp is not None else None,
+            "profile": row.tw_profile,
+            "schedulable_class": row.tw_schedulable_class,
+            "labels": labels,
+            "unschedulable": bool(row.n_unschedulable) if has_node else None,
+            "reserved": bool(row.n_reserved) if has_node else None,
+        }
+    return out
+
+
 # --- writes -------------------------------------------------------------------
 
 def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):

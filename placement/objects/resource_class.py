@@ -34,8 +34,16 @@ def is_standard(rc):
     return rc["id"] < db_mod.CUSTOM_RC_ID_BASE
 
 
-def list_all(conn):
-    return [dict(r._mapping) for r in conn.execute(sa.select(_RC).order_by(_RC.c.id))]
+def list_all(db):
+    """Every class, standard ones first (by id)."""
+    with db.read() as conn:
+        return [dict(r._mapping) for r in conn.execute(sa.select(_RC).order_by(_RC.c.id))]
+
+
+def get(db, name):
+    """The class ``name``; ResourceClassNotFound otherwise."""
+    with db.read() as conn:
+        return get_by_name(conn, name)
 
 
 def get_by_name(conn, name):

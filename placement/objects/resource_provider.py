@@ -116,6 +116,12 @@ def get_by_uuid(conn, uuid):
     return found
 
 
+def get(db, uuid):
+    """The provider with ``uuid``, read in its own transaction; NotFound otherwise."""
+    with db.read() as conn:
+        return get_by_uuid(conn, uuid)
+
+
 def bump_generation(conn, rp_id, seen):
     """Move the generation from ``seen`` to ``seen + 1`` or raise ConcurrentUpdate.
 

@@ -30,6 +30,12 @@ def get_by_name(conn, name):
     return dict(row._mapping)
 
 
+def get(db, name):
+    """The trait ``name``; TraitNotFound otherwise."""
+    with db.read() as conn:
+        return get_by_name(conn, name)
+
+
 def ensure(db, name):
     """Create the custom trait unless it exists; return (trait, created)."""
     with db.read() as conn:
@@ -58,7 +64,7 @@ def delete(db, name):
         conn.execute(_TR.delete().where(_TR.c.id == trait["id"]))
 
 
-def list_traits(conn, name_in=None, prefix=None, associated=None):
+def list_traits(db, name_in=None, prefix=None, associated=None):
     """Traits filtered by exact names, a name prefix and being on some provider."""
     query = sa.select(_TR).order_by(_TR.c.name)
     if name_in is not None:
@@ -73,7 +79,8 @@ def list_traits(conn, name_in=None, prefix=None, associated=None):
     if associated is not None:
         linked = sa.select(_RPT.c.trait_id)
         query = query.where(_TR.c.id.in_(linked) if associated else _TR.c.id.not_in(linked))
-    return [dict(r._mapping) for r in conn.execute(query)]
+    with db.read() as conn:
+        return [dict(r._mapping) for r in conn.execute(query)]
 
 
 def of_provider(conn, rp_id):
@@ -82,6 +89,16 @@ def of_provider(conn, rp_id):
         .where(_RPT.c.resource_provider_id == rp_id).order_by(_TR.c.name)
     )
     return [dict(r._mapping) for r in rows]
+
+
+def for_provider(db, rp_uuid):
+    """(provider, [trait dicts]) read in one transaction.
+
+    :raise NotFound: no provider ``rp_uuid``.
+    """
+    with db.read() as conn:
+        rp = rp_obj.get_by_uuid(conn, rp_uuid)
+        return rp, of_provider(conn, rp["id"])
 
 
 def set_for_provider(db, rp_uuid, seen_generation, names):
