@@ -3,7 +3,8 @@
 Every test that takes ``db`` (or ``app``/``client``/``live_server``) runs twice,
 ``[sqlite]`` and ``[postgresql]``. PostgreSQL comes from PLACEMENT_TEST_DB_URL,
 else the local server at 127.0.0.1:5432 (user postgres) if it answers, else a
-testcontainers container where Docker runs. Without any of them the PostgreSQL
+testcontainers container where Docker runs. Each run creates its databases
+with a random suffix and drops them at the end. Without any of them the PostgreSQL
 variants are skipped with the reason, except under CI=true, where that fails.
 """
 
@@ -38,7 +39,10 @@ def _pg_admin_url():
     except Exception as exc:  # noqa: BLE001 - any failure means "not here"
         local_error = str(exc).splitlines()[0]
     try:
-        from testcontainers.postgres import PostgresContainer  # type: ignore
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:  # testcontainers before 4.15
+            from testcontainers.postgres import PostgresContainer
 
         container = PostgresContainer("postgres:15", driver="psycopg")
         container.start()
@@ -56,8 +60,10 @@ def pg_database_url():
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI=true requires PostgreSQL: {reason}")
         pytest.skip(reason)
+    # A random suffix, so that test runs of two checkouts (or two runs of
+    # one) can share a server without dropping each other's database.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = f"placement_test_{worker}_{os.getpid()}"
+    name = f"placement_test_{worker}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')

@@ -8,6 +8,7 @@ dropped at the end.
 
 import os
 import shutil
+import uuid
 
 import sqlalchemy as sa
 
@@ -47,7 +48,8 @@ class PostgresBackend:
         admin_url = admin_url or os.environ.get("PLACEMENT_TEST_DB_URL") or LOCAL_PG
         self._admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT",
                                        connect_args={"connect_timeout": 5})
-        self.db_name = f"placement_conformance_{os.getpid()}"
+        # Random, so two runs (or two checkouts) can share one server.
+        self.db_name = f"placement_conformance_{uuid.uuid4().hex[:12]}"
         with self._admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self.db_name}"')
             conn.exec_driver_sql(f'CREATE DATABASE "{self.db_name}"')
