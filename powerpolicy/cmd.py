@@ -5,8 +5,10 @@
     power-controller [--config-file power.conf]            # service: tick every
                                                            # reconcile_interval, serve metrics
     power-controller --once                                # one tick, then exit
+    power-controller --dry-run [--json]                    # what the next tick would do
+                                                           # against placement; writes nothing
     power-controller --dry-run --inventory nodes.yaml [--json] [--demand P]
-                                                           # plan an inventory file, no database
+                                                           # plan an inventory file, no placement
 
 Options come from the ``[power]`` group of the config files and from
 ``OS_POWER__<OPTION>`` environment variables (e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``).
@@ -27,6 +29,7 @@ from powerpolicy import controller as controller_mod
 from powerpolicy import inventory as inventory_mod
 from powerpolicy import metrics as metrics_mod
 from powerpolicy import policies
+from powerpolicy import preview as preview_mod
 from powerpolicy import selection
 from powerpolicy import selector as selector_mod
 
@@ -43,13 +46,19 @@ def _parser():
     mode.add_argument("--once", action="store_true",
                       help="run one reconcile tick against placement and exit")
     mode.add_argument("--dry-run", action="store_true",
-                      help="plan the nodes of --inventory without placement or a database")
+                      help="read placement (current profiles, running and pending work) and "
+                      "print what the next tick would do: nodes that would move to "
+                      "performance, eco or draining, and the watts the caps hold per family; "
+                      "nothing is written. With --inventory, plan an inventory file instead, "
+                      "without placement")
     parser.add_argument("--inventory", metavar="FILE",
-                        help="cluster inventory YAML (the format of cluster-nodes-5k.yaml)")
+                        help="dry run: cluster inventory YAML (the format of "
+                        "cluster-nodes-5k.yaml) to plan instead of placement's nodes")
     parser.add_argument("--json", action="store_true",
                         help="print the plan (or the tick) as one JSON object")
-    parser.add_argument("--demand", type=int, default=0, metavar="P",
-                        help="dry run: performance demand P for queue_aware_v1 (default 0)")
+    parser.add_argument("--demand", type=int, default=None, metavar="P",
+                        help="dry run of --inventory: performance demand P for queue_aware_v1 "
+                        "(default 0; against placement the demand is what placement holds)")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     return parser
 
@@ -105,16 +114,32 @@ def main(argv=None):
         print(f"power-controller: configuration error: {exc}", file=sys.stderr)
         return 2
 
-    if args.dry_run:
-        if not args.inventory:
-            print("power-controller: --dry-run needs --inventory FILE", file=sys.stderr)
-            return 2
+    if args.inventory and not args.dry_run:
+        print("power-controller: --inventory needs --dry-run", file=sys.stderr)
+        return 2
+    if args.demand is not None and not args.inventory:
+        print("power-controller: --demand needs --dry-run --inventory FILE (against "
+              "placement the demand is the running and pending work it holds)", file=sys.stderr)
+        return 2
+    if args.dry_run and args.inventory:
         try:
             nodes = inventory_mod.load(args.inventory)
         except inventory_mod.InventoryError as exc:
             print(f"power-controller: {exc}", file=sys.stderr)
             return 2
-        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand)), args.json)
+        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)),
+                    args.json)
+        return 0
+    if args.dry_run:
+        controller = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(
+            conf.power))
+        try:
+            result, _ = controller.plan()  # the tick without its write
+        except client_mod.PlacementError as exc:
+            print(f"power-controller: dry run failed: {exc}", file=sys.stderr)
+            return 1
+        out = preview_mod.build(result)
+        print(json.dumps(out) if args.json else "\n".join(preview_mod.format_text(out)))
         return 0
 
     metrics = metrics_mod.Metrics()

@@ -51,7 +51,8 @@ def test_dry_run_human_output(capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("args, env, message", [
-    (["--dry-run"], {}, "--dry-run needs --inventory"),
+    (["--inventory", FIVE_K], {}, "--inventory needs --dry-run"),
+    (["--dry-run", "--demand", "3"], {}, "--demand needs --dry-run --inventory"),
     (["--dry-run", "--inventory", "/nonexistent.yaml"], {}, "cannot read inventory"),
     (["--dry-run", "--inventory", FIVE_K], {"OS_POWER__STATIC_HP_FRAC": "1.5"},
      "configuration error"),
