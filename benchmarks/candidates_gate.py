@@ -1,15 +1,15 @@
 """Upstream's gate workload for GET /allocation_candidates: ours vs upstream 16.0.0.
 
-Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
+Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    /work/venv/bin/python -m benchmarks.candidates_gate [--providers 1000]
+    python -m benchmarks.candidates_gate [--providers 1000]
         [--concurrency 10] [--requests 400] [--workers 2] [--threads 10]
         [--skip-upstream]
 
 For each system, in the same run, with the same gunicorn workers/threads on
-the same PostgreSQL server: a fresh database, ``placeload`` (PyPI, from
-/work/upstream-venv) creates the providers with inventory, aggregates and
-traits through the API, then ``--concurrency`` clients send the gate query
+the same PostgreSQL server: a fresh database, ``placeload`` (PyPI, from the
+upstream virtualenv of tools/upstream.py) creates the providers with
+inventory, aggregates and traits through the API, then ``--concurrency`` clients send the gate query
 (the one upstream's perfload job times) ``--requests`` times in total, after
 an ``ANALYZE`` of the database.
 Prints median / p95 latency and requests per second.

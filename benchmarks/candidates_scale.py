@@ -1,8 +1,8 @@
 """Paged allocation candidates at scale: first page and full walk, peak RSS.
 
-Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
+Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    /work/venv/bin/python -m benchmarks.candidates_scale [--sizes 1000,10000,100000]
+    python -m benchmarks.candidates_scale [--sizes 1000,10000,100000]
         [--page-size 100] [--samples 20] [--workers 1] [--threads 4]
 
 For each size: a fresh database loaded with bulk SQL (every 10th root has two

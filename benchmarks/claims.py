@@ -1,8 +1,8 @@
 """Claims per second on PostgreSQL: ours vs upstream OpenStack Placement 16.0.0.
 
-Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
+Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    flock /work/bench.lock /work/venv/bin/python -m benchmarks.claims
+    python -m benchmarks.claims
         [--workers 4] [--threads 10] [--clients 1,4,16] [--ops 400]
         [--client-processes 4] [--systems ours,upstream,upstream-1x1]
         [--skip-upstream] [--no-serialized]
@@ -15,7 +15,7 @@ with 64 VCPU each; then for each client count a timed claim/release mix
 sampler reads the usage; over-commit = VCPU allocated beyond 8 (at the end,
 and the worst sample). The clients run in ``--client-processes`` processes
 (threads within each) so the load driver is not the bottleneck. Upstream
-runs from /work/upstream-venv (its own placement-manage and wsgi app under
+runs from its own virtualenv (tools/upstream.py: its own placement-manage and wsgi app under
 gunicorn); nothing of it is copied here.
 """
 
@@ -33,9 +33,10 @@ import requests
 import sqlalchemy as sa
 
 from benchmarks import claimload
+from tools import upstream
 
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-UPSTREAM_VENV = "/work/upstream-venv"
+UPSTREAM_VENV = upstream.venv()
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

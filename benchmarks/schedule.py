@@ -1,8 +1,8 @@
 """End-to-end scheduling throughput: requests scheduled per second.
 
-Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
+Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    /work/venv/bin/python -m benchmarks.schedule [--sizes 1000,10000]
+    python -m benchmarks.schedule [--sizes 1000,10000]
         [--requests 200,40] [--workers 1,4,8] [--api-workers 2] [--threads 8]
         [--page-size 1000] [--caps 0,1000]
 

@@ -1,9 +1,9 @@
 """The race acceptance run: 8 scheduler workers, 2,000 requests, a cluster that
 holds exactly 2,000.
 
-Usage (from /work/main, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
+Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, trust):
 
-    /work/venv/bin/python -m benchmarks.schedule_races [--requests 2000]
+    python -m benchmarks.schedule_races [--requests 2000]
         [--workers 8] [--hosts 250] [--api-workers 2] [--threads 8]
 
 Every host has exactly requests/hosts VCPU and each request asks for 1 VCPU,

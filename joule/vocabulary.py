@@ -53,7 +53,7 @@ def family_key(gpu_count, gpu_model, cpu_model):
     else (no CPU model either) ``unknown``.
 
     The raw model strings are used as they are (no normalisation), as the
-    power seed says, so two spellings of one model are two families.
+    Joulie's power policy does, so two spellings of one model are two families.
     """
     if gpu_count and gpu_count > 0:
         return f"gpu:{gpu_model or ''}"

@@ -48,8 +48,8 @@ def _parser():
     p.add_argument("--performance-share", type=float, default=0.3,
                    help="share of performance requests in the stream (0.3)")
     p.add_argument("--inventory", default=DEFAULT_INVENTORY,
-                   help="cluster inventory in the YAML format of the shared data "
-                   "(default: the shipped 41-node inventory)")
+                   help="cluster inventory in the YAML format of powerpolicy/data/*.yaml "
+                   "(powerpolicy/inventory.py; default: the shipped 41-node inventory)")
     p.add_argument("--database", default=None,
                    help="SQLAlchemy URL of the placement database (default: a temporary "
                    "SQLite file, removed at exit)")

@@ -1,6 +1,6 @@
 """oslo.config options of the power controller, group ``[power]``.
 
-Option names are the power seed's (NODE_SELECTOR -> ``node_selector``,
+Option names are Joulie's environment variables (NODE_SELECTOR -> ``node_selector``,
 STATIC_HP_FRAC -> ``static_hp_frac`` ...). Every option can also come from the
 environment as ``OS_POWER__<OPTION>`` (oslo.config's environment source),
 e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``; the environment wins over files.

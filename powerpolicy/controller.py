@@ -1,6 +1,6 @@
 """The reconcile tick of the power controller, with placement as the store.
 
-Each tick (the power seed's shared reconcile flow):
+Each tick (Joulie's reconcile flow):
 
 1. eligible nodes: node selector (``powerpolicy.selector``) over node
    labels, minus reserved and unschedulable nodes;

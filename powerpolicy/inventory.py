@@ -1,4 +1,6 @@
-"""Cluster inventories in the YAML format of ``/work/shared/data`` (Joulie's exp02).
+"""Cluster inventories in the YAML format of Joulie's exp02 cluster data.
+
+Two such files ship in ``powerpolicy/data/`` (41 and 5,000 nodes). The format:
 
 ::
 

@@ -1,4 +1,4 @@
-"""The three policies of the power seed: how many nodes stay in performance.
+"""The three policies of Joulie's power controller: how many nodes stay in performance.
 
 Each policy returns a ``Plan``: the requested slot count, the effective one
 (after the family floor and the node cap of ``performance_set``) and the

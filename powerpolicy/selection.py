@@ -5,7 +5,7 @@ uncapped; the policies only decide *how many* (``hp_count``). The controller,
 the dry run and the benchmarks all call it, so a plan shown to an operator is
 exactly the plan the controller applies.
 
-The algorithm is the power seed's (Joulie's ``PerformanceSet``):
+The algorithm is Joulie's ``PerformanceSet``:
 
 1. group the nodes into hardware families (``joule.vocabulary.family_key``);
 2. raise ``hp_count`` to the number of families, cap it at the number of nodes;

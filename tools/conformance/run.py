@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Run upstream OpenStack Placement's gabbi tests against our app, in-process.
 
-    /work/venv/bin/python tools/conformance/run.py [--gabbits DIR]
+    python tools/conformance/run.py [--gabbits DIR]
         [--db sqlite|postgresql] [--verbose] [--report FILE] [FILE ...]
 
 FILE is a gabbit file name with or without ``.yaml`` (``inventory``,
@@ -35,8 +35,7 @@ if REPO not in sys.path:
     # tests/builders.py and tools/ are not installed packages.
     sys.path.insert(0, REPO)
 
-DEFAULT_GABBITS = ("/work/upstream-venv/lib/python3.11/site-packages/placement/tests/"
-                   "functional/gabbits")
+from tools import upstream  # noqa: E402
 
 
 class RequestTimeout(BaseException):
@@ -179,7 +178,7 @@ def main(argv=None):
         description="Run upstream Placement gabbits against this placement app.")
     parser.add_argument("files", nargs="*", metavar="FILE",
                         help="gabbit files to run (name, name.yaml or path); default all")
-    parser.add_argument("--gabbits", default=DEFAULT_GABBITS,
+    parser.add_argument("--gabbits", default=upstream.gabbits(),
                         help="directory of upstream gabbit YAML files (default: %(default)s)")
     parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
                         help="database backend (PostgreSQL: PLACEMENT_TEST_DB_URL or "

@@ -1,6 +1,6 @@
 """Differential probe: the same request sequence against our app and upstream 16.0.0.
 
-    /work/venv/bin/python tools/conformance/refprobe/run.py [--upstream-python PATH]
+    python tools/conformance/refprobe/run.py [--upstream-python PATH]
 
 Runs ``requests_list.R`` (every endpoint at its microversion boundaries,
 error paths included; stateful, fixed UUIDs) through both apps in-process on
@@ -17,9 +17,14 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, HERE)
+if REPO not in sys.path:
+    sys.path.insert(0, REPO)
 
 from requests_list import R  # noqa: E402
+
+from tools import upstream  # noqa: E402
 
 
 def _first_differences(ours, theirs, path=""):
@@ -47,7 +52,8 @@ def _first_differences(ours, theirs, path=""):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream-python", default="/work/upstream-venv/bin/python")
+    parser.add_argument("--upstream-python", default=upstream.executable("python"),
+                        help="python of the upstream virtualenv (tools/upstream.py)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ours_path, theirs_path = os.path.join(tmp, "ours.json"), os.path.join(tmp, "up.json")

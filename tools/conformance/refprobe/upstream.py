@@ -1,6 +1,7 @@
 """Upstream Placement 16.0.0 (noauth2, temporary SQLite file) answering ``requests_list.R``.
 
-Usage: /work/upstream-venv/bin/python upstream.py OUT.json (run.py calls it).
+Usage: .upstream-venv/bin/python upstream.py OUT.json (run.py calls it; the
+virtualenv is described in tools/upstream.py).
 Only upstream's installed package is imported; nothing of it is copied here.
 """
 
