@@ -1,7 +1,8 @@
 """The Flask application factory.
 
 Request pipeline, in upstream's order (outermost first): request id ->
-microversion -> auth (noauth2 or keystone) -> context -> accept check ->
+access log -> metrics (/metrics) -> healthcheck (/healthcheck) -> CORS ->
+keystone -> microversion -> auth (noauth2) -> context -> accept check ->
 handler. Every error, including routing errors and unexpected exceptions,
 leaves as upstream's JSON error body.
 """
@@ -18,10 +19,13 @@ from placement import conf as conf_mod
 from placement import context as context_mod
 from placement import db as db_mod
 from placement import errors
+from placement import healthcheck
+from placement import metrics
 from placement import microversion
 from placement import migration
 from placement import policy
 from placement import request_id
+from placement import request_log
 from placement import routes
 
 LOG = logging.getLogger(__name__)
@@ -88,6 +92,11 @@ def create_app(conf=None, db=None, sync=None):
         from oslo_middleware import cors
 
         app.wsgi_app = cors.CORS(app.wsgi_app, conf)
+    # Operator endpoints, outside auth: a load balancer or a scraper has no token.
+    app.wsgi_app = healthcheck.HealthcheckLayer(app.wsgi_app, conf)
+    if conf.metrics.enabled:
+        app.wsgi_app = metrics.MetricsMiddleware(app.wsgi_app, app.url_map, conf, db.engine)
+    app.wsgi_app = request_log.RequestLogMiddleware(app.wsgi_app)
     app.wsgi_app = request_id.RequestIdMiddleware(app.wsgi_app)
     return app
 

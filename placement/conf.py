@@ -10,12 +10,20 @@ import os
 
 from oslo_config import cfg
 from oslo_middleware import cors
+from oslo_middleware.healthcheck import opts as healthcheck_opts
 
 from placement import policy
 
 api_group = cfg.OptGroup("api", title="API options")
 database_group = cfg.OptGroup("placement_database", title="Placement database")
 placement_group = cfg.OptGroup("placement", title="Placement behaviour")
+metrics_group = cfg.OptGroup("metrics", title="Prometheus metrics at /metrics")
+healthcheck_group = cfg.OptGroup("healthcheck", title="oslo.middleware healthcheck at /healthcheck")
+
+# /healthcheck checks the database unless the operator says otherwise
+# (placement.healthcheck.DatabaseHealthcheck; oslo.middleware's default is no
+# backend, which is healthy whenever the process answers).
+cfg.set_defaults(healthcheck_opts.HEALTHCHECK_OPTS, backends=["placement_database"])
 
 
 def default_state_dir():
@@ -72,6 +80,23 @@ database_opts = [
     ),
 ]
 
+metrics_opts = [
+    cfg.BoolOpt(
+        "enabled",
+        default=True,
+        help="Count and time every request for Prometheus and serve the samples at "
+        "GET /metrics on the API port (placement.metrics).",
+    ),
+    cfg.ListOpt(
+        "allowed_source_ranges",
+        default=["127.0.0.0/8", "::1/128"],
+        help="Networks (CIDR) that may read GET /metrics without a token. A request from "
+        "anywhere else, or one carrying a proxy header (Forwarded, X-Forwarded-For, "
+        "X-Real-IP), gets 404 as if the path did not exist. Add the Prometheus server's "
+        "address here; an empty list hides /metrics from everyone.",
+    ),
+]
+
 placement_opts = [
     cfg.BoolOpt(
         "randomize_allocation_candidates",
@@ -111,7 +136,7 @@ placement_opts = [
 
 def register_opts(conf):
     for group, opts in ((api_group, api_opts), (database_group, database_opts),
-                        (placement_group, placement_opts)):
+                        (placement_group, placement_opts), (metrics_group, metrics_opts)):
         # A fresh OptGroup per ConfigOpts: register_group() copies the group
         # only shallowly, so a shared group object would carry one ConfigOpts'
         # set_override() into every other one (tests, two apps in a process).
@@ -120,6 +145,7 @@ def register_opts(conf):
     # Library groups are registered up front so that config files, overrides
     # and OS_<GROUP>__<OPTION> variables for them work before the app starts.
     conf.register_opts(cors.CORS_OPTS, group="cors")
+    conf.register_opts(healthcheck_opts.HEALTHCHECK_OPTS, group=healthcheck_group.name)
     policy.register_opts(conf)
 
 
@@ -129,6 +155,9 @@ def list_opts():
         (api_group, api_opts),
         (database_group, database_opts),
         (placement_group, placement_opts),
+        (metrics_group, metrics_opts),
+        # oslo.middleware's options with our default backends (the database check).
+        (healthcheck_group, healthcheck_opts.HEALTHCHECK_OPTS),
         # [oslo_policy] enforce_scope (compatibility); oslo.policy's own options
         # come from its namespace in etc/placement/config-generator.conf.
         (cfg.OptGroup("oslo_policy"), policy.compat_opts),

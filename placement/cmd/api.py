@@ -6,12 +6,17 @@ writer at a time anyway), several gunicorn worker processes on PostgreSQL.
 
 import ipaddress
 import logging
+import shutil
 import sys
+import tempfile
 
 from oslo_config import cfg
 
 from placement import app as app_mod
+from placement import connection_budget
+from placement import metrics
 from placement import migration
+from placement import request_log
 from placement.cmd import common
 
 LOG = logging.getLogger("placement-api")
@@ -43,7 +48,11 @@ def serve(app_factory, host, port, workers, threads):
             self.cfg.set("workers", workers)
             self.cfg.set("threads", threads)
             self.cfg.set("worker_class", "gthread")
-            self.cfg.set("accesslog", "-")
+            # placement.request_log writes the access lines (with request id
+            # and latency); gunicorn's own would be a second, poorer copy.
+            self.cfg.set("accesslog", None)
+            self.cfg.set("child_exit", lambda _arbiter, worker:
+                         metrics.mark_process_dead(worker.pid))
             self.cfg.set("timeout", 120)
 
         def load(self):
@@ -59,10 +68,23 @@ def serve(app_factory, host, port, workers, threads):
     Server().run()
 
 
+def _metrics_dir():
+    """Put the workers' metrics in one directory (prometheus_client's
+    multiprocess mode) so a scrape of any worker counts them all: the
+    operator's ``PROMETHEUS_MULTIPROC_DIR`` (emptied), else a private temporary
+    one, returned so that it is removed at exit."""
+    path = metrics.multiprocess_dir()
+    made = None
+    if not path:
+        path = made = tempfile.mkdtemp(prefix="placement-metrics-")
+    metrics.use_multiprocess_dir(path)
+    return made
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = "placement-api"
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    request_log.basic_logging()
 
     def body():
         import os
@@ -76,17 +98,26 @@ def main(argv=None):
         if conf.api.auth_strategy == "noauth2" and not _is_loopback(conf.host):
             LOG.warning("auth_strategy=noauth2 on %s: anyone who can reach this port is "
                         "an admin; use auth_strategy=keystone outside a lab", conf.host)
+        metrics_dir = _metrics_dir()
         try:
+            connection_budget.check(db, workers)
             app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
         except migration.SchemaNotCurrent as exc:
             raise common.schema_error(exc)
         except Exception as exc:
             raise common.StartupError(f"cannot start: {exc}")
         db.dispose()
+        metrics.forget_pool()
         LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
                  workers, db.dialect)
-        serve(lambda: app_mod.create_app(conf, sync=False), conf.host, conf.port, workers,
-              conf.threads)
+        master = os.getpid()
+        try:
+            serve(lambda: app_mod.create_app(conf, sync=False), conf.host, conf.port, workers,
+                  conf.threads)
+        finally:
+            # A gunicorn worker leaves through here too (SystemExit after fork).
+            if metrics_dir is not None and os.getpid() == master:
+                shutil.rmtree(metrics_dir, ignore_errors=True)
 
     return common.run(body, prog)
 

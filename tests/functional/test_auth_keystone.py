@@ -217,6 +217,22 @@ def test_root_needs_no_token(client):
     assert resp.get_json()["versions"][0]["id"] == "v1.0"
 
 
+def test_healthcheck_needs_no_token(client):
+    # A load balancer has no token: /healthcheck sits outside keystone.
+    resp = _get(client, "/healthcheck")
+    assert resp.status_code == 200
+    assert resp.get_data(as_text=True) == "database available"
+
+
+def test_metrics_need_no_token_from_loopback_only(client):
+    resp = client.get("/metrics", environ_base={"REMOTE_ADDR": "127.0.0.1"})
+    assert resp.status_code == 200
+    assert "placement_api_requests_total" in resp.get_data(as_text=True)
+    # From elsewhere the path is like any other: keystone wants a token.
+    resp = client.get("/metrics", environ_base={"REMOTE_ADDR": "192.0.2.10"})
+    assert resp.status_code == 401
+
+
 def test_reader_token_cannot_write(client, keystone, db):
     keystone.issue("reader-token", ["reader"], PROJECT)
     before = _provider_count(db)

@@ -1,0 +1,1 @@
+"""WSGI entry points for servers that import the application (uwsgi, mod_wsgi)."""
