@@ -99,19 +99,19 @@ def main(argv=None):
             LOG.warning("auth_strategy=noauth2 on %s: anyone who can reach this port is "
                         "an admin; use auth_strategy=keystone outside a lab", conf.host)
         metrics_dir = _metrics_dir()
-        try:
-            connection_budget.check(db, workers)
-            app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
-        except migration.SchemaNotCurrent as exc:
-            raise common.schema_error(exc)
-        except Exception as exc:
-            raise common.StartupError(f"cannot start: {exc}")
-        db.dispose()
-        metrics.forget_pool()
-        LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
-                 workers, db.dialect)
         master = os.getpid()
         try:
+            try:
+                app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
+                connection_budget.check(db, workers)
+            except migration.SchemaNotCurrent as exc:
+                raise common.schema_error(exc)
+            except Exception as exc:
+                raise common.StartupError(f"cannot start: {exc}")
+            db.dispose()
+            metrics.forget_pool()
+            LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
+                     workers, db.dialect)
             serve(lambda: app_mod.create_app(conf, sync=False), conf.host, conf.port, workers,
                   conf.threads)
         finally:
