@@ -40,7 +40,7 @@ from placement import models as m
 from powerpolicy import client as client_mod
 from powerpolicy import conf as power_conf
 from powerpolicy import controller as controller_mod
-from powerpolicy import inventory
+from joule import inventory
 
 INVENTORY = pathlib.Path(__file__).resolve().parents[1] / "powerpolicy/data/cluster-nodes-5k.yaml"
 LOCAL_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -135,7 +135,7 @@ def run(args, log=print):
     from powerpolicy import client as power_client
     from powerpolicy import conf as power_conf
     from powerpolicy import controller as power_controller
-    from powerpolicy import inventory as inventory_mod
+    from joule import inventory as inventory_mod
 
     nodes = inventory_mod.load(args.inventory)
     tmpdir = None
@@ -261,7 +261,7 @@ def main(argv=None):
     try:
         summary = run(args)
     except Exception as exc:  # one clear line, not a traceback, for a first run
-        from powerpolicy import inventory as inventory_mod
+        from joule import inventory as inventory_mod
         if isinstance(exc, (inventory_mod.InventoryError, client_mod.PlacementError,
                             client_mod.PlacementUnreachable, OSError)):
             print(f"placement-demo: {exc}", file=sys.stderr)

@@ -26,7 +26,7 @@ from oslo_config import cfg
 from powerpolicy import client as client_mod
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
-from powerpolicy import inventory as inventory_mod
+from joule import inventory as inventory_mod
 from powerpolicy import metrics as metrics_mod
 from powerpolicy import policies
 from powerpolicy import preview as preview_mod

@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from powerpolicy import cmd
-from powerpolicy import inventory
+from joule import inventory
 
 FIVE_K = str(pathlib.Path(__file__).parents[3] / "powerpolicy" / "data" / "cluster-nodes-5k.yaml")
 PACKAGED_41 = str(pathlib.Path(cmd.__file__).parent / "data" / "cluster-nodes-41.yaml")

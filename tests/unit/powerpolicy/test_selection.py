@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from powerpolicy import inventory
+from joule import inventory
 from powerpolicy import policies
 from powerpolicy import selection
 from powerpolicy.selection import Candidate
