@@ -187,6 +187,8 @@ class Controller:
         self.clock = clock
         self.selector = selector_mod.Selector(conf.power.node_selector)
         self._unknown_warned = set()  # nodes already warned of: no known hardware
+        if metrics is not None:
+            metrics.reconcile_interval.set(conf.power.reconcile_interval)
 
     def _pending(self):
         if self.conf.power.policy != policies.QUEUE_AWARE_V1:

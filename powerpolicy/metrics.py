@@ -51,6 +51,15 @@ class Metrics:
             "joulie_policy_written_nodes",
             "Twins written (nodes whose twin changed or whose profile trait was repaired).",
             registry=r)
+        self.last_success = prom.Gauge(
+            "joulie_policy_last_reconcile_success_timestamp_seconds",
+            "Unix time at which the last successful reconcile tick ended (0: none yet); "
+            "with joulie_policy_reconcile_interval_seconds it tells a stalled controller.",
+            registry=r)
+        self.reconcile_interval = prom.Gauge(
+            "joulie_policy_reconcile_interval_seconds",
+            "The configured seconds between two reconcile ticks (reconcile_interval).",
+            registry=r)
         self.repaired_traits = prom.Counter(
             "joulie_policy_repaired_traits",
             "Nodes whose CUSTOM_POWER_PROFILE_* trait disagreed with their twin (changed "
@@ -75,6 +84,7 @@ class Metrics:
         self.repaired_traits.inc(len(result.repaired))
         self.tick_seconds.set(result.seconds)
         self.reconciles.labels("ok").inc()
+        self.last_success.set_to_current_time()
 
     def record_failure(self):
         self.reconciles.labels("error").inc()

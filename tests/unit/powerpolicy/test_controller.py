@@ -141,6 +141,21 @@ def test_missing_workload_usages_writes_nothing():
         ctl.tick()
     assert client.writes == []
     assert metrics.value("joulie_policy_reconciles_total", outcome="error") == 1
+    # A failed tick is no success: the stalled-controller alert sees it.
+    assert metrics.value("joulie_policy_last_reconcile_success_timestamp_seconds") == 0
+    assert metrics.value("joulie_policy_reconcile_interval_seconds") == 60
+
+
+def test_a_successful_tick_stamps_the_time():
+    import time
+
+    client = FakeClient([_node("a")])
+    ctl, metrics = _controller(client, reconcile_interval=30)
+    before = time.time()
+    ctl.tick()
+    stamp = metrics.value("joulie_policy_last_reconcile_success_timestamp_seconds")
+    assert before <= stamp <= time.time()
+    assert metrics.value("joulie_policy_reconcile_interval_seconds") == 30
 
 
 def test_drain_lifecycle_metrics_agree_with_twins():
