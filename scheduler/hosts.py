@@ -67,10 +67,6 @@ class HostState:
                 return areq
         return None
 
-    def summary(self):
-        return {"uuid": self.uuid, "name": self.name, "cell": self.cell,
-                "schedulable_class": self.schedulable_class}
-
 
 class HostStateBuilder:
     """Host states built page by page as the candidate walk goes.
@@ -129,9 +125,6 @@ class HostStateBuilder:
                         rc: [v.get("capacity", 0), v.get("used", 0)]
                         for rc, v in (summaries[rp].get("resources") or {}).items()}
         return new
-
-    def all_hosts(self):
-        return list(self.hosts.values())
 
 
 def _root_of(areq, roots, nodes):

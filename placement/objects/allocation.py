@@ -210,11 +210,6 @@ def _id_cache(db):
     return cache
 
 
-def forget_cached_ids(db):
-    """Drop the cached ids of ``db`` (after surgery on the database behind its back)."""
-    _id_cache(db).clear()
-
-
 # --- writes -----------------------------------------------------------------
 
 
@@ -464,6 +459,10 @@ def _check_capacity(writes, state, rc_ids):
 def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     """One attempt in the open transaction ``conn``; raise LostRace to retry.
 
+    The steps of the module docstring, in order: lock (``lock_first``),
+    read, check, then write consumers, guard providers and replace the
+    allocation rows.
+
     ``lock_first`` (every attempt on PostgreSQL): take the provider row locks,
     in id order, before reading. Writers of a hot provider then wait their
     turn instead of reading optimistically and losing at the guard; the
@@ -475,33 +474,58 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     and standard class ids; ids this attempt reads or creates go to
     ``learned``, which the caller publishes once the transaction committed.
     """
-    cache = cache if cache is not None else _IdCache()
-    learned = learned if learned is not None else _IdCache()
+    ids = _Ids(conn, cache if cache is not None else _IdCache(),
+               learned if learned is not None else _IdCache())
     now = db_mod.utcnow()
     rp_uuids = _ordered_unique(
         rp_uuid for w in writes for rp_uuid in w.allocations
     )
     if lock_first and rp_uuids:
         conn.execute(_LOCK_PROVIDERS, {"rp_uuids": rp_uuids}).all()
-    consumer_uuids = [w.uuid for w in writes]
     rc_names = _ordered_unique(
         name for w in writes for res in w.allocations.values() for name in res
     )
-    rc_ids = _resource_class_ids(conn, rc_names, cache, learned)
+    rc_ids = _resource_class_ids(conn, rc_names, ids.cache, ids.learned)
+    state, existing = _read_state(conn, writes, rp_uuids, rc_ids)
+    _check(writes, rp_uuids, rc_names, rc_ids, state, existing)
+    emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
+    released = _providers_of(conn, emptied)
+    # Consumers first (by id, then new ones by uuid), then providers (by id):
+    # one lock order for all writers.
+    _write_consumers(conn, writes, existing, ids)
+    _guard_providers(conn, {state[u]["id"]: state[u]["generation"] for u in rp_uuids},
+                     released, now)
+    _replace_rows(conn, writes, existing, state, rc_ids, now)
+    if emptied:
+        conn.execute(m.consumers.delete().where(m.consumers.c.uuid.in_(emptied)))
+
+
+def _read_state(conn, writes, rp_uuids, rc_ids):
+    """Step 2: (provider state, {consumer uuid: existing consumer row}).
+
+    The common claim (one consumer, PUT) reads its consumer in the provider
+    statement; otherwise the consumers are one more statement.
+    """
+    consumer_uuids = [w.uuid for w in writes]
     if len(writes) == 1 and rp_uuids:
-        # The common claim (PUT): the consumer comes with the provider read.
         state, existing = _provider_state(conn, rp_uuids, list(rc_ids.values()),
                                           consumer_uuids, with_consumer=True)
         if not state:
             # No provider row to carry it: ask for the consumer on its own
             # (its generation is checked before "no such provider").
             existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
-    else:
-        existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
-        state = (
-            _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
-            if rp_uuids else {}
-        )
+        return state, existing
+    existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
+    state = (
+        _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
+        if rp_uuids else {}
+    )
+    return state, existing
+
+
+def _check(writes, rp_uuids, rc_names, rc_ids, state, existing):
+    """Step 3, in upstream's order: consumer generations, unknown providers,
+    unknown classes, then capacity and unit constraints."""
     _check_consumer_generations(writes, existing)
     for rp_uuid in rp_uuids:
         if rp_uuid not in state:
@@ -511,43 +535,64 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
             raise ResourceClassNotFound(name)
     _check_capacity(writes, state, rc_ids)
 
-    # Providers that lose every allocation of an emptied consumer get their
-    # generation bumped too (as upstream); a removal cannot over-commit, so
-    # that bump needs no guard.
-    emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
-    released = set()
-    if emptied:
-        a = m.allocations
-        released = set(conn.execute(
-            sa.select(a.c.resource_provider_id).distinct().where(a.c.consumer_id.in_(emptied))
-        ).scalars())
 
-    # Consumers first (sorted), then providers (sorted): one lock order for all
-    # writers. Project/user/type rows are get-or-create and harmless to share.
-    def cached(kind, key, lookup):
-        value = getattr(cache, kind).get(key)
+def _providers_of(conn, consumer_uuids):
+    """Ids of the providers holding allocations of ``consumer_uuids``.
+
+    Providers that lose every allocation of an emptied consumer get their
+    generation bumped too (as upstream); a removal cannot over-commit, so
+    that bump needs no guard.
+    """
+    if not consumer_uuids:
+        return set()
+    a = m.allocations
+    return set(conn.execute(
+        sa.select(a.c.resource_provider_id).distinct()
+        .where(a.c.consumer_id.in_(consumer_uuids))
+    ).scalars())
+
+
+class _Ids:
+    """Project, user and consumer type ids of one attempt, through the cache.
+
+    Their rows are get-or-create and harmless to share between writers.
+    """
+
+    def __init__(self, conn, cache, learned):
+        self.conn = conn
+        self.cache = cache
+        self.learned = learned
+
+    def _cached(self, kind, key, lookup):
+        value = getattr(self.cache, kind).get(key)
         if value is None:
-            value = getattr(learned, kind).get(key)
+            value = getattr(self.learned, kind).get(key)
         if value is None:
             value = lookup()
-            getattr(learned, kind)[key] = value
+            getattr(self.learned, kind)[key] = value
         return value
 
-    def ids_for(w):
-        project_id = cached("projects", w.project_id, lambda: consumer_obj.ensure_external_id(
-            conn, m.projects, w.project_id))
-        user_id = cached("users", w.user_id, lambda: consumer_obj.ensure_external_id(
-            conn, m.users, w.user_id))
+    def of(self, w):
+        """(project id, user id, consumer type id or None) of one write."""
+        conn = self.conn
+        project_id = self._cached("projects", w.project_id, lambda: (
+            consumer_obj.ensure_external_id(conn, m.projects, w.project_id)))
+        user_id = self._cached("users", w.user_id, lambda: (
+            consumer_obj.ensure_external_id(conn, m.users, w.user_id)))
         type_id = None
         if w.consumer_type is not None:
-            type_id = cached("types", w.consumer_type, lambda: consumer_obj.ensure_consumer_type(
-                conn, w.consumer_type))
+            type_id = self._cached("types", w.consumer_type, lambda: (
+                consumer_obj.ensure_consumer_type(conn, w.consumer_type)))
         return project_id, user_id, type_id
 
+
+def _write_consumers(conn, writes, existing, ids):
+    """Step 4a: move each existing consumer's generation (LostRace when it
+    moved since the read), then create the new consumers that get allocations."""
     for w in sorted((w for w in writes if w.uuid in existing),
                     key=lambda w: existing[w.uuid].id):
         row = existing[w.uuid]
-        project_id, user_id, type_id = ids_for(w)
+        project_id, user_id, type_id = ids.of(w)
         values = {"project_id": project_id, "user_id": user_id}
         if type_id is not None:
             values["consumer_type_id"] = type_id
@@ -557,11 +602,15 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
             raise LostRace()
     for w in sorted((w for w in writes if w.uuid not in existing and w.allocations),
                     key=lambda w: w.uuid):
-        project_id, user_id, type_id = ids_for(w)
+        project_id, user_id, type_id = ids.of(w)
         consumer_obj.create(conn, w.uuid, project_id, user_id, type_id,
                             w.workload_class or vocabulary.DEFAULT_WORKLOAD_CLASS)
 
-    guarded = {state[u]["id"]: state[u]["generation"] for u in rp_uuids}
+
+def _guard_providers(conn, guarded, released, now):
+    """Step 4b: move the generation of every provider written to, from the
+    one read ({id: seen}; LostRace when it moved), and of every provider only
+    released from, unguarded. In id order."""
     for rp_id in sorted(guarded.keys() | released):
         if rp_id in guarded:
             res = conn.execute(
@@ -571,9 +620,12 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
         else:
             conn.execute(_BUMP_PROVIDER, {"g_id": rp_id, "g_now": now})
 
+
+def _replace_rows(conn, writes, existing, state, rc_ids, now):
+    """Step 5: the consumers' allocation rows become exactly ``writes``."""
     a = m.allocations
     # A consumer without a row holds no allocation (its rows go with it).
-    rewritten = [u for u in consumer_uuids if u in existing]
+    rewritten = [w.uuid for w in writes if w.uuid in existing]
     if rewritten:
         conn.execute(a.delete().where(a.c.consumer_id.in_(rewritten)))
     rows = [
@@ -587,8 +639,6 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
         conn.execute(_INSERT_ALLOCATIONS, rows[0])
     elif rows:
         conn.execute(_INSERT_ALLOCATIONS, rows)
-    if emptied:
-        conn.execute(m.consumers.delete().where(m.consumers.c.uuid.in_(emptied)))
 
 
 def delete_for_consumer(db, consumer_uuid):

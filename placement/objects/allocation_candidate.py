@@ -327,23 +327,19 @@ class _Engine:
 
     # -- the walk --------------------------------------------------------
     def run(self, page_size=None, after=None):
+        """Steps 2-6 of the module docstring: the page of roots after ``after``.
+
+        Roots come from the driver a window at a time; each window's trees
+        are loaded at once, its roots examined in order (``_candidates_of``)
+        and its candidates serialized, until the page, ``limit`` or
+        ``max_allocation_candidates`` is full or the roots run out.
+        """
         req = self.req
         page = Page()
         if req.impossible:
             return page
-        sharing = candidate_sql.sharing_providers(self.conn, req.sharing_trait_id)
-        req.sharing_ids = {sid for sid, _root in sharing}
-        req.shared_rcs = candidate_sql.shared_rc_ids(self.conn, req.sharing_ids)
-        sdata = candidate_sql.load_trees(self.conn, {root for _sid, root in sharing}, exact=True) \
-            if sharing else candidate_sql.TreeData()
-
-        limit = req.limit
-        stop_at = None  # stop generating after this many candidates
-        if limit and not self.randomize:
-            stop_at = limit
-        if self.max_candidates is not None and self.max_candidates >= 0:
-            stop_at = self.max_candidates if stop_at is None else min(stop_at,
-                                                                      self.max_candidates)
+        sdata = self._load_sharing()
+        stop_at = self._stop_at()
         window = page_size + 1 if page_size else WINDOW
         # The common case: one unnumbered group and no sharing provider, so a
         # tree of one provider has at most one candidate (that provider).
@@ -355,7 +351,7 @@ class _Engine:
         # ~30 us per root). It pays when it bounds a page, or pins in_tree.
         filtered = bool(page_size) or any(g.in_tree_root is not None for g in req.groups)
         cursor = after
-        cands = []
+        served = 0  # candidates found so far
         full = False
         while not full:
             roots = candidate_sql.driver_roots(self.conn, req, cursor, window, filtered)
@@ -363,18 +359,14 @@ class _Engine:
                 break
             data = candidate_sql.load_trees(self.conn, roots)
             data.merge(sdata)
-            anchored = candidate_sql.sharing_anchors(self.conn, req.sharing_ids, roots)
-            by_anchor = {}
-            for sid, anchor_roots in anchored.items():
-                for root in anchor_roots:
-                    by_anchor.setdefault(root, []).append(sid)
+            by_anchor = self._sharing_by_anchor(roots)
             window_cands = []
             for root in roots:
                 if page_size and len(page.anchor_roots) >= page_size:
                     page.next_marker = cursor
                     full = True
                     break
-                if stop_at is not None and len(cands) + len(window_cands) >= stop_at:
+                if stop_at is not None and served >= stop_at:
                     # limit / max_allocation_candidates cap a page, not the
                     # walk: the next page resumes after the last root served.
                     if page_size and page.anchor_roots:
@@ -382,38 +374,73 @@ class _Engine:
                     full = True
                     break
                 cursor = root
-                if req.root_required_ids or req.root_forbidden_ids:
-                    traits = data.traits.get(root, set())
-                    if not req.root_required_ids <= traits or traits & req.root_forbidden_ids:
-                        continue
-                own = data.by_root.get(root, [])
-                if fast and len(own) == 1:
-                    cand = self._single_provider(root, data)
-                    if cand is not None:
-                        page.anchor_roots.append(root)
-                        window_cands.append(cand)
-                    continue
-                extra = sorted(s for s in by_anchor.get(root, ()) if data.root[s] != root)
-                options = self._options(root, own + extra, data)
-                if options is None:
-                    continue
-                found = []
-                for cand in self._combine(root, options, data):
-                    if not self._owned(cand, data):
-                        continue
-                    found.append(cand)
-                    if stop_at is not None and len(cands) + len(window_cands) + len(found) \
-                            >= stop_at:
-                        break
+                budget = None if stop_at is None else stop_at - served
+                found = self._candidates_of(root, data, by_anchor, fast, budget)
                 if found:
                     page.anchor_roots.append(root)
                     window_cands.extend(found)
+                    served += len(found)
             self._serialize(page, window_cands, data)
-            cands.extend(window_cands)
             if len(roots) < window:
                 break
         self._finish(page)
         return page
+
+    def _load_sharing(self):
+        """The sharing providers' trees (loaded once for every window); sets
+        the request's ``sharing_ids`` and ``shared_rcs``."""
+        req = self.req
+        sharing = candidate_sql.sharing_providers(self.conn, req.sharing_trait_id)
+        req.sharing_ids = {sid for sid, _root in sharing}
+        req.shared_rcs = candidate_sql.shared_rc_ids(self.conn, req.sharing_ids)
+        if not sharing:
+            return candidate_sql.TreeData()
+        return candidate_sql.load_trees(self.conn, {root for _sid, root in sharing}, exact=True)
+
+    def _stop_at(self):
+        """How many candidates to generate at most (None: no bound).
+
+        ``limit`` bounds generation unless the result is randomized (then it
+        is applied after shuffling, in ``_finish``).
+        """
+        stop_at = self.req.limit if self.req.limit and not self.randomize else None
+        if self.max_candidates is not None and self.max_candidates >= 0:
+            stop_at = self.max_candidates if stop_at is None else min(stop_at,
+                                                                      self.max_candidates)
+        return stop_at
+
+    def _sharing_by_anchor(self, roots):
+        """{root: [sharing provider id]} of the sharing providers anchored to ``roots``."""
+        by_anchor = {}
+        anchored = candidate_sql.sharing_anchors(self.conn, self.req.sharing_ids, roots)
+        for sid, anchor_roots in anchored.items():
+            for root in anchor_roots:
+                by_anchor.setdefault(root, []).append(sid)
+        return by_anchor
+
+    def _candidates_of(self, root, data, by_anchor, fast, budget):
+        """Step 4: the candidates anchored at ``root``, at most ``budget`` (None: all)."""
+        req = self.req
+        if req.root_required_ids or req.root_forbidden_ids:
+            traits = data.traits.get(root, set())
+            if not req.root_required_ids <= traits or traits & req.root_forbidden_ids:
+                return []
+        own = data.by_root.get(root, [])
+        if fast and len(own) == 1:
+            cand = self._single_provider(root, data)
+            return [cand] if cand is not None else []
+        extra = sorted(s for s in by_anchor.get(root, ()) if data.root[s] != root)
+        options = self._options(root, own + extra, data)
+        if options is None:
+            return []
+        found = []
+        for cand in self._combine(root, options, data):
+            if not self._owned(cand, data):
+                continue
+            found.append(cand)
+            if budget is not None and len(found) >= budget:
+                break
+        return found
 
     # -- serialization ---------------------------------------------------
     def _serialize(self, page, cands, data):

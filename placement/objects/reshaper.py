@@ -57,6 +57,12 @@ class InvalidInventoryCapacity(alloc_obj.InvalidInventory):
 def reshape(db, inventories, writes, retry_count):
     """Apply ``inventories`` and the allocation ``writes`` in one transaction.
 
+    Within the transaction of each attempt of ``allocation.replace_all``:
+    check the request and write the new inventories (before the allocation
+    writes, so the new capacity counts), then drop the inventories the
+    request leaves out (after them, so allocations that moved away no longer
+    hold them) and move every provider's generation once more.
+
     :param inventories: ``{rp_uuid: {"resource_provider_generation": int,
         "inventories": {rc_name: {total, reserved, min_unit, max_unit,
         step_size, allocation_ratio}}}}`` with defaults already filled in.
@@ -64,85 +70,117 @@ def reshape(db, inventories, writes, retry_count):
     :raise ProviderNotFound, ProviderGenerationConflict, InventoryInUse, and
         everything ``allocation.replace_all`` raises.
     """
-    state = {}
+    written = {}
 
     def before(conn):
-        state.clear()
-        rp, inv, rc = m.resource_providers, m.inventories, m.resource_classes
-        found = {
-            row.uuid: row for row in conn.execute(
-                sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
-                .where(rp.c.uuid.in_(list(inventories)))
-            )
-        }
-        for rp_uuid, data in inventories.items():
-            row = found.get(rp_uuid)
-            if row is None:
-                raise ProviderNotFound(rp_uuid)
-            if row.generation != data["resource_provider_generation"]:
-                raise ProviderGenerationConflict(
-                    rp_uuid, row.generation, data["resource_provider_generation"])
-        names = sorted({n for d in inventories.values() for n in d["inventories"]})
-        rc_ids = {
-            r.name: r.id for r in conn.execute(
-                sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
-        } if names else {}
-        for name in names:
-            if name not in rc_ids:
-                raise alloc_obj.ResourceClassNotFound(name)
-        for rp_uuid, data in inventories.items():
-            for name, record in data["inventories"].items():
-                if record["reserved"] > record["total"]:
-                    raise InvalidInventoryCapacity(name, rp_uuid)
-        now = db_mod.utcnow()
-        # Lock every provider, in id order, checking the client's generation;
-        # an interim inventory write counts as one generation (as upstream).
-        for rp_uuid in sorted(inventories, key=lambda u: found[u].id):
-            row = found[rp_uuid]
-            wanted = inventories[rp_uuid]["inventories"]
-            step = 1 if wanted else 0
-            res = conn.execute(
-                rp.update().where(rp.c.id == row.id, rp.c.generation == row.generation)
-                .values(generation=rp.c.generation + step, updated_at=now)
-            )
-            if res.rowcount != 1:
-                raise alloc_obj.LostRace()
-            existing = {
-                r.resource_class_id: r.id for r in conn.execute(
-                    sa.select(inv.c.id, inv.c.resource_class_id)
-                    .where(inv.c.resource_provider_id == row.id))
-            }
-            for name, record in wanted.items():
-                values = dict(record)
-                if rc_ids[name] in existing:
-                    conn.execute(inv.update().where(inv.c.id == existing[rc_ids[name]])
-                                 .values(updated_at=now, **values))
-                else:
-                    conn.execute(inv.insert().values(
-                        resource_provider_id=row.id, resource_class_id=rc_ids[name],
-                        created_at=now, **values))
-            state[rp_uuid] = (row.id, existing, rc_ids)
+        written.clear()
+        found, rc_ids = _check(conn, inventories)
+        written.update(_write_inventories(conn, inventories, found, rc_ids))
 
     def after(conn):
-        rp, inv, a = m.resource_providers, m.inventories, m.allocations
-        rc = m.resource_classes
-        now = db_mod.utcnow()
-        for rp_uuid in sorted(inventories, key=lambda u: state[u][0]):
-            rp_id, existing, rc_ids = state[rp_uuid]
-            keep = {rc_ids[n] for n in inventories[rp_uuid]["inventories"]}
-            drop = sorted(set(existing) - keep)
-            if drop:
-                in_use = conn.execute(
-                    sa.select(rc.c.name).distinct()
-                    .select_from(a.join(rc, rc.c.id == a.c.resource_class_id))
-                    .where(a.c.resource_provider_id == rp_id,
-                           a.c.resource_class_id.in_(drop))
-                ).scalars().all()
-                if in_use:
-                    raise InventoryInUse(", ".join(sorted(in_use)), rp_uuid)
-                conn.execute(inv.delete().where(inv.c.resource_provider_id == rp_id,
-                                                inv.c.resource_class_id.in_(drop)))
-            conn.execute(rp.update().where(rp.c.id == rp_id)
-                         .values(generation=rp.c.generation + 1, updated_at=now))
+        _drop_left_out(conn, inventories, written)
 
     alloc_obj.replace_all(db, writes, retry_count, before=before, after=after)
+
+
+def _check(conn, inventories):
+    """({uuid: provider row}, {class name: id}) once the request is known good.
+
+    :raise ProviderNotFound, ProviderGenerationConflict, ResourceClassNotFound,
+        InvalidInventoryCapacity.
+    """
+    rp, rc = m.resource_providers, m.resource_classes
+    found = {
+        row.uuid: row for row in conn.execute(
+            sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
+            .where(rp.c.uuid.in_(list(inventories)))
+        )
+    }
+    for rp_uuid, data in inventories.items():
+        row = found.get(rp_uuid)
+        if row is None:
+            raise ProviderNotFound(rp_uuid)
+        if row.generation != data["resource_provider_generation"]:
+            raise ProviderGenerationConflict(
+                rp_uuid, row.generation, data["resource_provider_generation"])
+    names = sorted({n for d in inventories.values() for n in d["inventories"]})
+    rc_ids = {
+        r.name: r.id for r in conn.execute(
+            sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
+    } if names else {}
+    for name in names:
+        if name not in rc_ids:
+            raise alloc_obj.ResourceClassNotFound(name)
+    for rp_uuid, data in inventories.items():
+        for name, record in data["inventories"].items():
+            if record["reserved"] > record["total"]:
+                raise InvalidInventoryCapacity(name, rp_uuid)
+    return found, rc_ids
+
+
+def _write_inventories(conn, inventories, found, rc_ids):
+    """Lock every provider, in id order, checking the client's generation, and
+    add or update the inventories it asks for.
+
+    An interim inventory write counts as one generation (as upstream).
+
+    :return: {rp_uuid: (rp id, {class id: inventory id before}, rc_ids)}.
+    :raise LostRace: a generation moved since ``_check`` read it.
+    """
+    rp, inv = m.resource_providers, m.inventories
+    now = db_mod.utcnow()
+    written = {}
+    for rp_uuid in sorted(inventories, key=lambda u: found[u].id):
+        row = found[rp_uuid]
+        wanted = inventories[rp_uuid]["inventories"]
+        step = 1 if wanted else 0
+        res = conn.execute(
+            rp.update().where(rp.c.id == row.id, rp.c.generation == row.generation)
+            .values(generation=rp.c.generation + step, updated_at=now)
+        )
+        if res.rowcount != 1:
+            raise alloc_obj.LostRace()
+        existing = {
+            r.resource_class_id: r.id for r in conn.execute(
+                sa.select(inv.c.id, inv.c.resource_class_id)
+                .where(inv.c.resource_provider_id == row.id))
+        }
+        for name, record in wanted.items():
+            values = dict(record)
+            if rc_ids[name] in existing:
+                conn.execute(inv.update().where(inv.c.id == existing[rc_ids[name]])
+                             .values(updated_at=now, **values))
+            else:
+                conn.execute(inv.insert().values(
+                    resource_provider_id=row.id, resource_class_id=rc_ids[name],
+                    created_at=now, **values))
+        written[rp_uuid] = (row.id, existing, rc_ids)
+    return written
+
+
+def _drop_left_out(conn, inventories, written):
+    """Delete the inventories each provider had and the request leaves out,
+    unless allocations still use them, and move each generation once more.
+
+    :raise InventoryInUse.
+    """
+    rp, inv, a = m.resource_providers, m.inventories, m.allocations
+    rc = m.resource_classes
+    now = db_mod.utcnow()
+    for rp_uuid in sorted(inventories, key=lambda u: written[u][0]):
+        rp_id, existing, rc_ids = written[rp_uuid]
+        keep = {rc_ids[n] for n in inventories[rp_uuid]["inventories"]}
+        drop = sorted(set(existing) - keep)
+        if drop:
+            in_use = conn.execute(
+                sa.select(rc.c.name).distinct()
+                .select_from(a.join(rc, rc.c.id == a.c.resource_class_id))
+                .where(a.c.resource_provider_id == rp_id,
+                       a.c.resource_class_id.in_(drop))
+            ).scalars().all()
+            if in_use:
+                raise InventoryInUse(", ".join(sorted(in_use)), rp_uuid)
+            conn.execute(inv.delete().where(inv.c.resource_provider_id == rp_id,
+                                            inv.c.resource_class_id.in_(drop)))
+        conn.execute(rp.update().where(rp.c.id == rp_id)
+                     .values(generation=rp.c.generation + 1, updated_at=now))
