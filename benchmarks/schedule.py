@@ -87,7 +87,7 @@ def make_specs(count, seed, perf_share=0.3, vcpu_choices=(1, 2, 4, 8)):
     out = []
     for _ in range(count):
         perf = rng.random() < perf_share
-        out.append({"resources": {"VCPU": rng.choice(vcpu_choices),
+        out.append({"version": "1.0", "resources": {"VCPU": rng.choice(vcpu_choices),
                                   "MEMORY_MB": rng.choice((1024, 2048, 4096))},
                     "workload_class": "performance" if perf else "standard",
                     "project_id": "bench", "user_id": "bench"})

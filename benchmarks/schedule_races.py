@@ -41,7 +41,8 @@ def main(argv=None):
         schedule.bulk_load(server.sampler_url, args.hosts, vcpu=slots, ram=slots * 1024,
                            disk=slots * 10, perf_share=0.0)
         instances = [str(uuid_lib.uuid4()) for _ in range(args.requests)]
-        specs = [{"resources": {"VCPU": 1, "MEMORY_MB": 512}, "instance_uuids": [i],
+        specs = [{"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512},
+                  "instance_uuids": [i],
                   "project_id": "bench", "user_id": "bench"} for i in instances]
         wall, sums = schedule.run_workers(
             server.url, specs, args.workers, tempfile.mkdtemp(prefix="bench-races-"),

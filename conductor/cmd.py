@@ -7,7 +7,6 @@ output line is one instance's outcome. A summary goes to stderr.
     conductor-worker --config-file etc/scheduler/conductor.conf --requests specs.jsonl
 """
 
-import dataclasses
 import json
 import sys
 
@@ -16,10 +15,10 @@ from oslo_config import cfg
 from conductor import conf as conf_mod
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import request_spec as spec_mod
 from scheduler import cli
 from scheduler import client as client_mod
 from scheduler import worker as worker_mod
-from scheduler.request import InvalidRequestSpec
 
 cli_opts = [
     cfg.StrOpt("requests", default=None,
@@ -46,7 +45,7 @@ def _build_all(conf, cond, out, counts):
             counts["instances"] += 1
             counts[res.status] = counts.get(res.status, 0) + 1
             counts["rescheduled"] += res.rescheduled
-            out.write(json.dumps(dataclasses.asdict(res)) + "\n")
+            out.write(json.dumps(spec_mod.dump_build_result(res)) + "\n")
 
     if conf.conductor.resume_pending:
         emit(cond.resume_pending())
@@ -58,8 +57,9 @@ def _build_all(conf, cond, out, counts):
                 continue
             try:
                 emit(cond.build(json.loads(line)))
-            except (ValueError, InvalidRequestSpec) as exc:
-                # JSONDecodeError is a ValueError; say which line.
+            except (ValueError, spec_mod.InvalidRequestSpec) as exc:
+                # JSONDecodeError is a ValueError; say which line. Nothing was
+                # recorded: the spec is loaded before any build request is.
                 counts["invalid"] += 1
                 out.write(json.dumps({"line": number, "status": "invalid",
                                       "error": f"line {number}: {exc}"}) + "\n")

@@ -13,35 +13,20 @@ host is released and later alternates are claimed afresh. When every host
 failed, the request fails with the reasons and none of its allocations remain.
 """
 
-import dataclasses
 import logging
 
 from conductor import driver as driver_mod
+from joule import request_spec as spec_mod
+from joule.request_spec import BuildResult
 from scheduler import claim as claim_mod
 from scheduler import client as client_mod
 from scheduler import worker as worker_mod
-from scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 
 PLACED = "placed"
 FAILED = "failed"
 SKIPPED = "skipped"  # owned by another conductor; its build request is left alone
-
-
-@dataclasses.dataclass
-class BuildResult:
-    instance_uuid: str
-    request_id: str
-    workload_class: str
-    status: str
-    host_uuid: str | None = None
-    host_name: str | None = None
-    schedulable_class: str | None = None
-    family: str | None = None
-    reason: str | None = None
-    attempts: int = 0
-    rescheduled: int = 0  # times the claim moved to an alternate
 
 
 class Conductor:
@@ -54,17 +39,17 @@ class Conductor:
     def build(self, spec):
         """Build every instance of ``spec``; return one BuildResult per instance.
 
-        :raise InvalidRequestSpec: the spec is malformed (nothing recorded).
+        :raise joule.request_spec.InvalidRequestSpec: the spec is malformed (nothing recorded).
         :raise PlacementUnreachable: placement went away; build requests that
             were recorded stay pending and are resumed by ``resume_pending``.
         """
-        if not isinstance(spec, RequestSpec):
-            spec = RequestSpec.from_dict(spec)
+        if not isinstance(spec, spec_mod.RequestSpec):
+            spec = spec_mod.load_request_spec(spec)
         if self.record:
             for instance in spec.instance_uuids:
                 self.client.create_build_request(
                     instance, spec.request_id, spec.workload_class,
-                    spec.for_instances([instance]).to_dict())
+                    spec_mod.dump_request_spec(spec.for_instances([instance])))
         return self._schedule_and_build(spec)
 
     def resume_pending(self):
@@ -77,8 +62,8 @@ class Conductor:
         results = []
         for item in self.client.list_build_requests(status="pending"):
             try:
-                spec = RequestSpec.from_dict(item["spec"])
-            except ValueError as exc:
+                spec = spec_mod.load_request_spec(item["spec"])
+            except spec_mod.InvalidRequestSpec as exc:
                 self._finish(item["instance_uuid"], FAILED, reason=f"stored spec invalid: {exc}")
                 results.append(BuildResult(item["instance_uuid"], item["request_id"],
                                            item["workload_class"], FAILED, reason=str(exc)))

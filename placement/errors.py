@@ -27,6 +27,7 @@ BUILD_REQUEST_NOT_FOUND = "placement.build_request.not_found"
 BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
 BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
 BUILD_REQUEST_LEASED = "placement.build_request.leased"
+BUILD_REQUEST_INVALID_SPEC = "placement.build_request.invalid_spec"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

@@ -29,6 +29,7 @@ import powerpolicy
 from joule import vocabulary
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import request_spec as spec_mod
 from scheduler import client as client_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker as worker_mod
@@ -111,8 +112,8 @@ def make_request(rng, performance_share):
     else:
         resources = {"VCPU": rng.choice((2, 4, 8)), "MEMORY_MB": rng.choice((4096, 8192, 16384))}
         wc = "standard"
-    return {"resources": resources, "workload_class": wc, "project_id": "demo",
-            "user_id": "demo"}
+    return {"version": spec_mod.REQUEST_SPEC_VERSION, "resources": resources,
+            "workload_class": wc, "project_id": "demo", "user_id": "demo"}
 
 
 def _progress(done, total, counts, enabled):

@@ -1,10 +1,14 @@
 """``scheduler-worker``: schedule request specs read as JSON lines.
 
-Each input line is one request spec (see scheduler.request); each output line
-is its outcome: ``{"request_id", "status": "placed"|"failed"|"invalid",
-"selections": [[selected, *alternates], ...], "error"}``. A summary goes to
-stderr at the end. Several workers may run at once against one placement:
-claims are atomic there, lost races are retried here.
+Each input line is one request spec (the ``request_spec`` message of
+joule.request_spec, documented in docs/architecture.md); each output line is
+its outcome: ``{"line", "request_id", "status": "placed"|"failed"|"invalid",
+"error"}``, and for a placed request the ``selections`` message's fields
+(``version``, ``selections``: [[selected, *alternates], ...]). A bad line is
+answered with one "invalid" line and the worker reads on; nothing is claimed
+or recorded for it. A summary goes to stderr at the end. Several workers may
+run at once against one placement: claims are atomic there, lost races are
+retried here.
 
     scheduler-worker --config-file etc/scheduler/scheduler.conf --requests specs.jsonl
 """
@@ -15,12 +19,11 @@ import sys
 
 from oslo_config import cfg
 
+from joule import request_spec as spec_mod
 from scheduler import cli
 from scheduler import client as client_mod
 from scheduler import conf as conf_mod
 from scheduler import worker as worker_mod
-from scheduler.request import InvalidRequestSpec
-from scheduler.request import RequestSpec
 
 LOG = logging.getLogger("scheduler-worker")
 
@@ -44,15 +47,15 @@ def run(conf, lines, out, client=None):
         counts["requests"] += 1
         outcome = {"line": number}
         try:
-            spec = RequestSpec.from_dict(json.loads(line))
+            spec = spec_mod.load_request_spec(json.loads(line))
             outcome["request_id"] = spec.request_id  # generated when the line has none
             selections = sched.select_destinations(spec)
         except json.JSONDecodeError as exc:
             counts["invalid"] += 1
             outcome.update(status="invalid", error=f"line {number} is not JSON: {exc}")
-        except InvalidRequestSpec as exc:
+        except spec_mod.InvalidRequestSpec as exc:
             counts["invalid"] += 1
-            outcome.update(status="invalid", error=str(exc))
+            outcome.update(status="invalid", error=f"line {number}: {exc}")
         except worker_mod.PlacementUnavailable as exc:
             # No point reading on: every later request would fail the same way.
             counts["failed"] += 1
@@ -65,8 +68,8 @@ def run(conf, lines, out, client=None):
             outcome.update(status="failed", error=str(exc))
         else:
             counts["placed"] += 1
-            outcome.update(status="placed", selections=[[s.to_dict() for s in hosts]
-                                                        for hosts in selections])
+            outcome.update(status="placed",
+                           **spec_mod.dump_selections(spec.request_id, selections))
         out.write(json.dumps(outcome) + "\n")
     out.flush()
     counts["races_lost"] = sched.stats["races_lost"]

@@ -2,7 +2,7 @@
 
 The stages, in order (each one cheap to test alone with static candidates):
 
-1. validate the request spec (``request.RequestSpec.from_dict``);
+1. validate the request spec (``joule.request_spec``, the wire contract);
 2. walk the pages of ``GET /allocation_candidates`` with node data: every
    page, or until ``max_placement_results`` hosts were read and enough of
    them passed the filters (``_Walk``);
@@ -24,11 +24,11 @@ The stages, in order (each one cheap to test alone with static candidates):
 Every request leaves a scheduling report in placement.
 """
 
-import dataclasses
 import logging
 import random
 import time
 
+from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
 from scheduler import claim as claim_mod
 from scheduler import client as client_mod
@@ -36,7 +36,6 @@ from scheduler import filters as filters_mod
 from scheduler import hosts as hosts_mod
 from scheduler import weighers as weighers_mod
 from scheduler.report import Report
-from scheduler.request import RequestSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -67,28 +66,6 @@ class PlacementUnavailable(SchedulerError):
     """Placement could not be reached; the request's claims were released."""
 
 
-@dataclasses.dataclass
-class Selection:
-    """One host for one instance: claimed when selected, not for alternates."""
-
-    instance_uuid: str
-    host_uuid: str
-    host_name: str | None
-    cell: str | None
-    allocation_request: dict
-    claimed: bool = False
-    # Node data at selection time, for the conductor's records and the demo.
-    schedulable_class: str | None = None
-    family: str | None = None
-
-    def to_dict(self):
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data):
-        return cls(**data)
-
-
 class Scheduler:
     def __init__(self, conf, client, rng=None):
         self.conf = conf
@@ -106,8 +83,8 @@ class Scheduler:
         :raise SchedulerError: placement failed or was unreachable; no claim of
             the request remains (released before raising).
         """
-        if not isinstance(spec, RequestSpec):
-            spec = RequestSpec.from_dict(spec)
+        if not isinstance(spec, spec_mod.RequestSpec):
+            spec = spec_mod.load_request_spec(spec)
         self.stats["requests"] += 1
         report = Report(spec)
         try:
@@ -333,7 +310,7 @@ class _Walk:
 
 
 def _selection(instance, host, areq, claimed):
-    return Selection(instance, host.uuid, host.name, host.cell, areq, claimed,
+    return spec_mod.Selection(instance, host.uuid, host.name, host.cell, areq, claimed,
                      host.schedulable_class, host.family)
 
 

@@ -5,7 +5,7 @@ finishes it as placed or failed; the power controller counts pending
 performance requests (``GET /build_requests?status=pending&workload_class=performance``).
 """
 
-from joule import vocabulary
+from joule import request_spec
 from placement import errors
 from placement import util
 from placement.objects import build_request as br_obj
@@ -72,10 +72,13 @@ def create_build_request():
     body = util.extract_json(schema.POST_BUILD_REQUEST)
     bulk = "build_requests" in body
     records = body["build_requests"] if bulk else [body]
-    items = [{"instance_uuid": util.normalize_uuid(r["instance_uuid"]),
-              "request_id": r["request_id"],
-              "workload_class": r.get("workload_class", vocabulary.DEFAULT_WORKLOAD_CLASS),
-              "spec": r["spec"]} for r in records]
+    items = []
+    for number, record in enumerate(records):
+        instance_uuid = util.normalize_uuid(record["instance_uuid"])
+        spec = _spec_of(record, instance_uuid, f"build_requests.{number}: " if bulk else "")
+        items.append({"instance_uuid": instance_uuid, "request_id": record["request_id"],
+                      "workload_class": spec.workload_class,
+                      "spec": request_spec.dump_request_spec(spec)})
     uuids = [i["instance_uuid"] for i in items]
     if len(set(uuids)) != len(uuids):
         raise errors.bad_request("An instance appears more than once in build_requests.")
@@ -91,6 +94,33 @@ def create_build_request():
     resp = util.json_response(_serialize(created[0]), status=201, last_modified=last)
     resp.headers["Location"] = f"/build_requests/{created[0]['instance_uuid']}"
     return resp
+
+
+def _spec_of(record, instance_uuid, where):
+    """The record's request spec, loaded with the scheduler's contract and
+    consistent with the record; a 400 saying every problem otherwise.
+
+    The spec is stored as the contract dumps it (canonical uuids, defaults
+    filled, the version), so whoever resumes the build loads what was checked.
+    """
+    try:
+        spec = request_spec.load_request_spec(record["spec"])
+    except request_spec.InvalidRequestSpec as exc:
+        raise errors.bad_request(f"{where}Invalid spec: {'; '.join(exc.problems)}",
+                                 errors.BUILD_REQUEST_INVALID_SPEC)
+    problems = []
+    if spec.request_id != record["request_id"]:
+        problems.append(f"the spec's request_id {spec.request_id!r} is not the build "
+                        f"request's {record['request_id']!r}")
+    if instance_uuid not in spec.instance_uuids:
+        problems.append(f"instance {instance_uuid} is not one of the spec's instance_uuids")
+    if record.get("workload_class", spec.workload_class) != spec.workload_class:
+        problems.append(f"workload_class {record['workload_class']!r} is not the spec's "
+                        f"{spec.workload_class!r}")
+    if problems:
+        raise errors.bad_request(f"{where}Invalid spec: {'; '.join(problems)}",
+                                 errors.BUILD_REQUEST_INVALID_SPEC)
+    return spec
 
 
 def get_build_request(instance_uuid):

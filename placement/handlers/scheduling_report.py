@@ -7,6 +7,7 @@ project readers in they still see only their own project's reports.
 
 import json
 
+from joule import request_spec
 from placement import errors
 from placement import util
 from placement.objects import scheduling_report as report_obj
@@ -15,7 +16,9 @@ from placement.schemas import scheduling_report as schema
 
 
 def _request_id(value):
-    if not value or len(value) > 64:
+    # The scheduler's request ids follow the request spec's id pattern; no
+    # other id can have a report.
+    if not request_spec.is_safe_id(value, request_spec.REQUEST_ID_MAX):
         raise errors.not_found(f"No scheduling report for request {value}.",
                                errors.REPORT_NOT_FOUND)
     return value

@@ -1,5 +1,12 @@
-"""JSON schemas of the build request extension."""
+"""JSON schemas of the build request extension.
 
+The envelope is checked here with jsonschema, like every body of the API; the
+``spec`` it carries is the scheduler's request spec and is loaded with the
+one contract of joule.request_spec (``handlers.build_request``), so placement
+refuses exactly what the scheduler and the conductor would refuse.
+"""
+
+from joule import request_spec
 from joule import vocabulary
 
 UUID = {"type": "string", "format": "uuid"}
@@ -8,12 +15,15 @@ OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
 # A lease longer than a day is a conductor that forgot to finish.
 LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": 86400}
 GENERATION = {"type": "integer", "minimum": 0}
+# The request spec's own rule: the id may end up in a URL path.
+REQUEST_ID = {"type": "string", "minLength": 1, "maxLength": request_spec.REQUEST_ID_MAX,
+              "pattern": request_spec.ID_PATTERN}
 # Bulk bodies: issue 12's batches are at most this many instances per call.
 MAX_BULK = 10000
 
 _RECORD = {
     "instance_uuid": UUID,
-    "request_id": {"type": "string", "minLength": 1, "maxLength": 64},
+    "request_id": REQUEST_ID,
     "workload_class": WORKLOAD_CLASS,
     "spec": {"type": "object"},
 }
@@ -99,7 +109,7 @@ LIST_QUERY = {
     "properties": {
         "status": {"type": "string", "enum": ["pending", "placed", "failed"]},
         "workload_class": WORKLOAD_CLASS,
-        "request_id": {"type": "string", "minLength": 1, "maxLength": 64},
+        "request_id": REQUEST_ID,
         "owner": OWNER,
         "lease_expired": {"type": "string", "enum": ["true", "false"]},
         "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,6}$"},

@@ -77,7 +77,9 @@ def _seed(client, db):
     instance = str(uuid_lib.uuid4())
     ok(client.post("/build_requests", json={
         "instance_uuid": instance, "request_id": "req-fuzz", "workload_class": "performance",
-        "spec": {"resources": {"VCPU": 1}}}), 201)
+        "spec": {"version": "1.0", "request_id": "req-fuzz", "instance_uuids": [instance],
+                 "workload_class": "performance", "resources": {"VCPU": 1},
+                 "project_id": PROJECT, "user_id": USER}}), 201)
     ok(client.put("/scheduling_reports/req-fuzz", json={
         "project_id": PROJECT, "report": {"hosts": 3}}), 201)
     return {"root": root, "child": child, "other": other, "agg": agg, "consumer": consumer,
@@ -157,6 +159,7 @@ def _valid_bodies(ctx, gens):
     """A valid body for each write route (what the mutations start from)."""
     root, child, other = ctx["root"], ctx["child"], ctx["other"]
     rg = gens.get(root, 0)
+    new_instance = str(uuid_lib.uuid4())
     alloc = {"allocations": {root: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
              "user_id": USER, "consumer_generation": 1, "consumer_type": "INSTANCE"}
     twin = {"profile": "eco", "schedulable_class": "eco", "cpu_cap_watts": 100.0,
@@ -197,9 +200,12 @@ def _valid_bodies(ctx, gens):
         ("PUT", "/nodes/<uuid>/hardware"): {"cpu_model": "x", "cpu_sockets": 1, "gpu_count": 0,
                                             "cpu_min_cap_watts": 10, "cpu_max_cap_watts": 20},
         ("PUT", "/nodes/<uuid>/twin"): twin,
-        ("POST", "/build_requests"): {"instance_uuid": str(uuid_lib.uuid4()),
+        ("POST", "/build_requests"): {"instance_uuid": new_instance,
                                       "request_id": "req-2", "workload_class": "standard",
-                                      "spec": {"x": 1}},
+                                      "spec": {"version": "1.0", "request_id": "req-2",
+                                               "instance_uuids": [new_instance],
+                                               "resources": {"VCPU": 1},
+                                               "project_id": PROJECT, "user_id": USER}},
         ("PUT", "/build_requests/<instance_uuid>"): {"status": "placed", "host_uuid": root,
                                                      "reason": None},
         ("PUT", "/build_requests"): {"build_requests": [

@@ -4,7 +4,7 @@ restarted conductor resumes what was pending, nothing is claimed twice."""
 import json
 
 from conductor import cmd as conductor_cmd
-from scheduler.request import RequestSpec
+from joule import request_spec as spec_mod
 from tests.functional.test_scheduler_e2e import add_hosts
 from tests.functional.test_scheduler_e2e import make_scheduler
 
@@ -15,19 +15,20 @@ def test_restart_resumes_pending_and_pending_demand_is_counted(db, client, live_
                                    ("e1", "c1", "eco", 8, 8192)])
     sched, pc = make_scheduler(live_server)
     # A conductor recorded two performance builds, claimed one, then died.
-    specs = [RequestSpec.from_dict({"resources": {"VCPU": 2, "MEMORY_MB": 1024},
-                                    "workload_class": "performance", "project_id": "p",
-                                    "user_id": "u"}) for _ in range(2)]
+    specs = [spec_mod.load_request_spec({
+        "version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024},
+        "workload_class": "performance", "project_id": "p", "user_id": "u"})
+        for _ in range(2)]
     for s in specs:
         pc.create_build_request(s.instance_uuids[0], s.request_id, s.workload_class,
-                                s.to_dict())
+                                spec_mod.dump_request_spec(s))
     sched.select_destinations(specs[0])
     pending = client.get("/build_requests?status=pending&workload_class=performance")
     assert len(pending.get_json()["build_requests"]) == 2
 
     # The restarted conductor resumes both, then builds one new standard request.
     new = tmp_path / "specs.jsonl"
-    new.write_text(json.dumps({"resources": {"VCPU": 1, "MEMORY_MB": 512},
+    new.write_text(json.dumps({"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512},
                                "project_id": "p", "user_id": "u"}) + "\n")
     monkeypatch.setenv("OS_PLACEMENT_CLIENT__ENDPOINT", live_server.url)
     out = tmp_path / "out.jsonl"

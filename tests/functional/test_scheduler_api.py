@@ -7,11 +7,16 @@ def _new():
     return str(uuid.uuid4())
 
 
+def spec_of(instance, request_id, wc):
+    return {"version": "1.0", "request_id": request_id, "instance_uuids": [instance],
+            "workload_class": wc, "resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+
+
 def _br(client, instance=None, wc="performance", request_id="req-1"):
     instance = instance or _new()
     resp = client.post("/build_requests", json={
         "instance_uuid": instance, "request_id": request_id, "workload_class": wc,
-        "spec": {"resources": {"VCPU": 1}}})
+        "spec": spec_of(instance, request_id, wc)})
     return instance, resp
 
 
@@ -31,7 +36,9 @@ def test_build_request_lifecycle_and_pending_count(client):
     pending = client.get("/build_requests?status=pending&workload_class=performance")
     assert [b["instance_uuid"] for b in pending.get_json()["build_requests"]] == [perf]
     one = client.get(f"/build_requests/{perf}").get_json()
-    assert one["spec"] == {"resources": {"VCPU": 1}}
+    # Stored as the contract dumps it: defaults filled, the version said.
+    assert one["spec"] == {**spec_of(perf, "req-1", "performance"), "num_instances": 1,
+                           "consumer_type": "INSTANCE"}
     assert one["workload_class"] == "performance"
 
 

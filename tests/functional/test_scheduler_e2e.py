@@ -6,11 +6,11 @@ import requests
 
 from conductor import driver as driver_mod
 from conductor import manager
+from joule.request_spec import InvalidRequestSpec
 from scheduler import claim as claim_mod
 from scheduler import client as client_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker
-from scheduler.request import InvalidRequestSpec
 from tests import builders
 
 PROFILE = {"performance": "performance", "eco": "eco", "draining": "eco"}
@@ -45,7 +45,8 @@ def make_scheduler(live_server, session=None, **opts):
 
 
 def spec(**kw):
-    data = {"resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "proj", "user_id": "usr"}
+    data = {"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "proj",
+            "user_id": "usr"}
     data.update(kw)
     return data
 
@@ -162,7 +163,7 @@ def test_outage_mid_claim_leaves_no_half_made_claim(db, client, live_server):
 
 def test_bad_spec_and_unreachable_placement_are_clear(db, client, live_server):
     sched, _pc = make_scheduler(live_server)
-    with pytest.raises(InvalidRequestSpec, match="resources.VCPU must be a positive integer"):
+    with pytest.raises(InvalidRequestSpec, match="resources.VCPU: must be a positive integer"):
         sched.select_destinations(spec(resources={"VCPU": -1}))
     with pytest.raises(worker.SchedulerError, match="placement rejected the request"):
         sched.select_destinations(spec(resources={"CUSTOM_NOPE": 1}))

@@ -43,7 +43,7 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
             for _ in range(PER_WORKER):
                 inst = str(uuid.uuid4())
                 instances.append(inst)
-                f.write(json.dumps({"resources": {"VCPU": 1, "MEMORY_MB": 256},
+                f.write(json.dumps({"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 256},
                                     "instance_uuids": [inst], "project_id": "p",
                                     "user_id": "u"}) + "\n")
         procs.append(subprocess.Popen(

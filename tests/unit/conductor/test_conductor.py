@@ -4,15 +4,17 @@ import pytest
 
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import request_spec as spec_mod
+from joule.request_spec import InvalidRequestSpec
 from scheduler import worker
-from scheduler.request import InvalidRequestSpec
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
 
 
 def spec(**kw):
-    data = {"resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p", "user_id": "u"}
+    data = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p",
+            "user_id": "u"}
     data.update(kw)
     return data
 
@@ -25,7 +27,7 @@ def make(hosts, driver=None, **conf):
 
 
 def test_simulated_driver_injection_is_reproducible():
-    sel = worker.Selection("i", "h-uuid", "h1", "c", {}, True)
+    sel = spec_mod.Selection("i", "h-uuid", "h1", "c", {}, True)
     d = driver_mod.SimulatedDriver(failing_hosts={"h1"})
     with pytest.raises(driver_mod.BuildFailed, match="h1 fails every build"):
         d.spawn("i", sel)
@@ -115,10 +117,9 @@ def test_restarted_conductor_resumes_pending_requests():
     fake, cond = make([host("a"), host("b")])
     # A conductor recorded a request, claimed it, then died before building.
     s = spec(request_id="req-crash")
-    from scheduler.request import RequestSpec
-    parsed = RequestSpec.from_dict(s)
+    parsed = spec_mod.load_request_spec(s)
     inst = parsed.instance_uuids[0]
-    fake.create_build_request(inst, "req-crash", "standard", parsed.to_dict())
+    fake.create_build_request(inst, "req-crash", "standard", spec_mod.dump_request_spec(parsed))
     cond.scheduler.select_destinations(parsed)
     assert fake.holder_of(inst)
     fresh = manager.Conductor(worker.Scheduler(make_conf(), fake), fake,
@@ -133,10 +134,9 @@ def test_restarted_conductor_resumes_pending_requests():
 
 def test_instance_claimed_by_another_conductor_is_left_to_it():
     fake, cond = make([host("a"), host("b")])
-    from scheduler.request import RequestSpec
-    parsed = RequestSpec.from_dict(spec(request_id="req-twice"))
+    parsed = spec_mod.load_request_spec(spec(request_id="req-twice"))
     inst = parsed.instance_uuids[0]
-    fake.create_build_request(inst, "req-twice", "standard", parsed.to_dict())
+    fake.create_build_request(inst, "req-twice", "standard", spec_mod.dump_request_spec(parsed))
     # The other conductor's scheduler claimed it first.
     cond.scheduler.select_destinations(parsed)
     [res] = cond._schedule_and_build(parsed)

@@ -1,16 +1,16 @@
 import pytest
 
+from joule.request_spec import load_request_spec
 from scheduler import filters as filters_mod
 from scheduler import weighers as weighers_mod
 from scheduler.hosts import HostState
-from scheduler.request import RequestSpec
 from scheduler.weighers.normalize import normalize
 
 
 def spec(**kw):
-    data = {"resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+    data = {"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
     data.update(kw)
-    return RequestSpec.from_dict(data)
+    return load_request_spec(data)
 
 
 def hs(name, klass="performance", cell="c1", labels=None, unschedulable=False, ram=0, vcpu=0):

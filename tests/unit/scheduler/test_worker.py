@@ -12,7 +12,8 @@ from tests.unit.scheduler.fakes import host
 
 
 def spec(**kw):
-    data = {"resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p", "user_id": "u"}
+    data = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p",
+            "user_id": "u"}
     data.update(kw)
     return data
 

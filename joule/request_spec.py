@@ -1,0 +1,591 @@
+"""The scheduler's wire contract: request spec, selections, build result.
+
+Three messages travel between the services (and through the JSON-lines tools
+and placement's build-request records):
+
+* ``request_spec``: what one scheduling request asks for (the conductor, a
+  ``--requests`` file or a build-request record hands it to the scheduler);
+* ``selections``: the scheduler's answer, per instance the selected host and
+  its same-cell alternates, each with the allocation request that claims it;
+* ``build_result``: what became of one instance.
+
+Each is defined once here as a marshmallow schema: ``load`` validates and
+returns the domain object, ``dump`` serialises it. Every message carries
+``"version": "MAJOR.MINOR"``. A receiver refuses a message of a newer MAJOR
+(the meaning of a field changed), accepts any MINOR of its own MAJOR, and
+refuses any field it does not know (``unknown = RAISE``): a sender that needs
+a field added in minor 1.N must talk to a receiver of at least 1.N, and finds
+out from a clear error instead of a silent drop. Adding an optional field with
+a default is a minor version; renaming, removing or changing the meaning of
+one is a major version.
+
+Every value that can end up in a URL path (request id, instance and consumer
+uuids, project and user ids, cell names) has a strict pattern: no ``/``,
+``?``, ``#``, ``%``, whitespace or control character, and it cannot be ``.``
+or ``..``. A spec saying ``"request_id": "../traits/CUSTOM_X"`` is refused
+here, before anything is sent anywhere.
+"""
+
+import dataclasses
+import re
+import uuid as uuid_lib
+
+import marshmallow
+from marshmallow import fields
+from marshmallow import validate
+
+# Versions of the messages this code speaks; bump MINOR when adding an
+# optional field, MAJOR when changing what an existing field means.
+REQUEST_SPEC_VERSION = "1.0"
+SELECTIONS_VERSION = "1.0"
+BUILD_RESULT_VERSION = "1.0"
+
+WORKLOAD_CLASSES = ("performance", "standard")
+GROUP_POLICIES = ("none", "isolate")
+BUILD_STATUSES = ("placed", "failed", "skipped")
+
+# The one upper bound on instances per request: a request is one claim loop,
+# and thousands of instances belong in several requests.
+MAX_INSTANCES = 1000
+
+# Ids: start with a letter or digit (so never "." or ".."), then letters,
+# digits, "_", "." and "-" only: safe as a URL path segment as they are.
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+REQUEST_ID_MAX = 64  # placement's build_requests/scheduling_reports column
+ID_MAX = 255
+UUID_PATTERN = (r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+                r"[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+NAME_PATTERN = r"^[A-Z0-9_]+$"  # resource classes, traits, consumer types
+SUFFIX_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"  # upstream's request group suffix
+LABEL_PATTERN = r"^[A-Za-z0-9_./-]{1,255}$"  # node labels: matched locally, never in a URL
+LABEL_VALUE_PATTERN = r"^[^\x00-\x1f\x7f]{0,255}$"
+VERSION_PATTERN = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})$")
+
+_ID_RE = re.compile(ID_PATTERN)
+UNKNOWN_FIELD = "unknown field: this receiver does not know it"
+
+
+def is_safe_id(value, max_length=ID_MAX):
+    """Whether ``value`` matches the id pattern (for receivers outside a schema)."""
+    return isinstance(value, str) and len(value) <= max_length and bool(_ID_RE.match(value))
+
+
+class InvalidMessage(ValueError):
+    """A message failed to load; ``problems`` lists each thing wrong, as
+    ``"field.path: what is wrong"``, so a sender fixes it in one go.
+    ``unsupported_version`` is true when the message's MAJOR is not ours."""
+
+    def __init__(self, message, problems, unsupported_version=False):
+        self.message = message
+        self.problems = list(problems)
+        self.unsupported_version = unsupported_version
+        super().__init__(f"invalid {message.replace('_', ' ')}: " + "; ".join(self.problems))
+
+
+class InvalidRequestSpec(InvalidMessage):
+    """The request spec is malformed or of a version this receiver refuses."""
+
+
+# -- fields --------------------------------------------------------------------
+
+
+def _id(max_length, what):
+    return validate.And(
+        validate.Length(min=1, max=max_length,
+                        error=f"must be a {what} of 1-{max_length} characters"),
+        validate.Regexp(ID_PATTERN, error=f"{{input!r}} is not a valid {what}: letters, "
+                        "digits, '_', '.' and '-' only, starting with a letter or digit"))
+
+
+def _name(what):
+    return validate.And(
+        validate.Length(min=1, max=255, error=f"must be a {what} of 1-255 characters"),
+        validate.Regexp(NAME_PATTERN, error=f"{{input!r}} is not a {what} ({NAME_PATTERN})"))
+
+
+class Uuid(fields.String):
+    """A uuid string, with or without dashes; loads to the canonical lowercase
+    dashed form (what placement stores and what goes into a path)."""
+
+    default_error_messages = {"invalid_uuid": "{input!r} is not a uuid"}
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not re.match(UUID_PATTERN, text):
+            raise self.make_error("invalid_uuid", input=text)
+        return str(uuid_lib.UUID(text))
+
+
+class AnyOf(fields.List):
+    """One ``member_of`` entry: a uuid, or a non-empty list of uuids meaning
+    "in any of these aggregates"."""
+
+    def __init__(self, **kwargs):
+        super().__init__(Uuid(), validate=validate.Length(
+            min=1, error="must name at least one aggregate"), **kwargs)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if isinstance(value, str):
+            value = [value]
+        return tuple(super()._deserialize(value, attr, data, **kwargs))
+
+
+_NOT_AN_AMOUNT = {"invalid": "must be a positive integer", "strict": "must be a positive integer"}
+
+
+def _positive_amounts():
+    return fields.Dict(
+        keys=fields.String(validate=_name("resource class name")),
+        values=fields.Integer(strict=True, error_messages=_NOT_AN_AMOUNT, validate=validate.Range(
+            min=1, error="must be a positive integer, got {input!r}")),
+        load_default=dict)
+
+
+def _traits():
+    return fields.List(fields.String(validate=_name("trait name")), load_default=list)
+
+
+# -- schemas -------------------------------------------------------------------
+
+
+class _Strict(marshmallow.Schema):
+    class Meta:
+        unknown = marshmallow.RAISE
+
+    error_messages = {"unknown": UNKNOWN_FIELD, "type": "must be a JSON object"}
+
+
+class Message(_Strict):
+    """A top-level message: carries ``version`` and is refused when its MAJOR
+    is not the receiver's. Subclasses set ``MESSAGE`` and ``VERSION``."""
+
+    MESSAGE = "message"
+    VERSION = "1.0"
+
+    version = fields.String(required=True, metadata={"description": "MAJOR.MINOR"})
+
+    def load(self, data, **kwargs):
+        """Validate ``data``; return the domain object.
+
+        :raise marshmallow.ValidationError: with every problem found; a
+            version this receiver refuses is the only problem reported.
+        """
+        problem, _unsupported = self.version_problem(data)
+        if problem is not None:
+            raise marshmallow.ValidationError({"version": [problem]})
+        return super().load(data, **kwargs)
+
+    def dump(self, obj, **kwargs):
+        out = super().dump(obj, **kwargs)
+        out["version"] = self.VERSION
+        return out
+
+    def version_problem(self, data):
+        """(what is wrong with ``data``'s version or None, whether it is a
+        major version this receiver refuses)."""
+        if not isinstance(data, dict):
+            return None, False  # the schema says "must be a JSON object"
+        version = data.get("version")
+        if version is None:
+            return (f"is required: every {self.MESSAGE} says which version of the "
+                    f"contract it follows (this receiver speaks {self.VERSION})"), False
+        match = VERSION_PATTERN.match(version) if isinstance(version, str) else None
+        if match is None:
+            return f"must be a string \"MAJOR.MINOR\", got {version!r}", False
+        major = int(match.group(1))
+        ours = int(self.VERSION.split(".")[0])
+        if major > ours:
+            return (f"{self.MESSAGE} {version} is newer than this receiver understands "
+                    f"(it speaks {self.VERSION}, any {ours}.x); upgrade the receiver or "
+                    f"send a {ours}.x message"), True
+        if major < ours:
+            return (f"{self.MESSAGE} {version} is no longer understood (this receiver "
+                    f"speaks {self.VERSION}); resend it as a {ours}.x message"), True
+        return None, False
+
+
+class GroupSchema(_Strict):
+    """A numbered request group (``resources<suffix>`` and friends upstream)."""
+
+    resources = _positive_amounts()
+    required = _traits()
+    forbidden = _traits()
+    member_of = fields.List(AnyOf(), load_default=list)
+
+    @marshmallow.validates_schema
+    def _check(self, data, **kwargs):
+        _check_group(data, require_resources=True)
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        return Group(dict(data["resources"]), tuple(data["required"]),
+                     tuple(data["forbidden"]), tuple(data["member_of"]))
+
+    @marshmallow.pre_dump
+    def _wire(self, group, **kwargs):
+        return _group_dict(group)
+
+
+class RequestSpecSchema(Message):
+    """One scheduling request. Fields, types and defaults are documented in
+    docs/architecture.md ("The request spec"); keep the two in step."""
+
+    MESSAGE = "request_spec"
+    VERSION = REQUEST_SPEC_VERSION
+
+    request_id = fields.String(validate=_id(REQUEST_ID_MAX, "request id"))
+    project_id = fields.String(required=True, validate=_id(ID_MAX, "project id"))
+    user_id = fields.String(required=True, validate=_id(ID_MAX, "user id"))
+    workload_class = fields.String(load_default="standard", validate=validate.OneOf(
+        WORKLOAD_CLASSES, error="must be one of {choices}, got {input!r}"))
+    num_instances = fields.Integer(strict=True, validate=validate.Range(
+        min=1, max=MAX_INSTANCES, error="must be an integer from {min} to {max}"))
+    instance_uuids = fields.List(Uuid(), validate=validate.Length(
+        min=1, max=MAX_INSTANCES, error="must list 1 to {max} instance uuids"))
+    # The unnumbered request group, at the top level as upstream's query has it.
+    resources = _positive_amounts()
+    required = _traits()
+    forbidden = _traits()
+    member_of = fields.List(AnyOf(), load_default=list)
+    groups = fields.Dict(
+        keys=fields.String(validate=validate.Regexp(
+            SUFFIX_PATTERN, error="group suffix {input!r} must be 1-64 of [a-zA-Z0-9_-]")),
+        values=fields.Nested(GroupSchema), load_default=dict)
+    group_policy = fields.String(load_default=None, allow_none=True, validate=validate.OneOf(
+        GROUP_POLICIES, error="must be one of {choices}, got {input!r}"))
+    cell = fields.String(load_default=None, allow_none=True, validate=_id(ID_MAX, "cell name"))
+    node_selector = fields.Dict(
+        keys=fields.String(validate=validate.Regexp(
+            LABEL_PATTERN, error="label {input!r} must be 1-255 of [A-Za-z0-9_./-]")),
+        values=fields.String(validate=validate.Regexp(
+            LABEL_VALUE_PATTERN, error="label values are at most 255 characters, "
+            "no control characters")),
+        load_default=dict)
+    consumer_type = fields.String(load_default="INSTANCE", validate=_name("consumer type"))
+
+    @marshmallow.validates_schema
+    def _check(self, data, **kwargs):
+        problems = {}
+        try:
+            _check_group(data, require_resources=False)
+        except marshmallow.ValidationError as exc:
+            problems.update(exc.normalized_messages())
+        if not data.get("resources") and not data.get("groups"):
+            problems.setdefault("resources", []).append(
+                "at least one resource class is required (here or in a numbered group)")
+        if len(data.get("groups") or {}) > 1 and data.get("group_policy") is None:
+            problems.setdefault("group_policy", []).append(
+                "is required with more than one numbered group")
+        uuids = data.get("instance_uuids")
+        num = data.get("num_instances")
+        if uuids is not None:
+            if len(set(uuids)) != len(uuids):
+                problems.setdefault("instance_uuids", []).append("must not repeat")
+            if num is not None and num != len(uuids):
+                problems.setdefault("num_instances", []).append(
+                    f"is {num} but {len(uuids)} instance_uuids are given")
+        if problems:
+            raise marshmallow.ValidationError(problems)
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        uuids = data.get("instance_uuids")
+        if uuids is None:
+            uuids = [str(uuid_lib.uuid4()) for _ in range(data.get("num_instances", 1))]
+        return RequestSpec(
+            request_id=data.get("request_id") or f"req-{uuid_lib.uuid4()}",
+            project_id=data["project_id"], user_id=data["user_id"],
+            workload_class=data["workload_class"], instance_uuids=tuple(uuids),
+            resources=dict(data["resources"]), required=tuple(data["required"]),
+            forbidden=tuple(data["forbidden"]), member_of=tuple(data["member_of"]),
+            groups=dict(data["groups"]), group_policy=data["group_policy"],
+            cell=data["cell"], node_selector=dict(data["node_selector"]),
+            consumer_type=data["consumer_type"])
+
+    @marshmallow.pre_dump
+    def _wire(self, spec, **kwargs):
+        out = {
+            "request_id": spec.request_id, "project_id": spec.project_id,
+            "user_id": spec.user_id, "workload_class": spec.workload_class,
+            "num_instances": spec.num_instances, "instance_uuids": list(spec.instance_uuids),
+            "consumer_type": spec.consumer_type, **_group_dict(spec.unnumbered),
+        }
+        if spec.groups:
+            out["groups"] = spec.groups  # Nested dumps each Group
+        if spec.group_policy is not None:
+            out["group_policy"] = spec.group_policy
+        if spec.cell is not None:
+            out["cell"] = spec.cell
+        if spec.node_selector:
+            out["node_selector"] = dict(spec.node_selector)
+        return out
+
+
+class _ProviderAllocationSchema(_Strict):
+    resources = _positive_amounts()
+
+
+class AllocationRequestSchema(_Strict):
+    """One allocation request as placement's candidates answer gives it: what
+    a PUT /allocations/{consumer} body needs besides the consumer's ids."""
+
+    allocations = fields.Dict(
+        keys=Uuid(), values=fields.Nested(_ProviderAllocationSchema),
+        required=True, validate=validate.Length(min=1, error="must name a provider"))
+    mappings = fields.Dict(keys=fields.String(), values=fields.List(Uuid()))
+
+
+class SelectionSchema(_Strict):
+    """One host for one instance. ``claimed`` is true for the selected host
+    (the scheduler already holds its allocation) and false for alternates,
+    which carry what claiming them later needs: the allocation request, and
+    the spec's project, user and consumer type (the conductor has the spec)."""
+
+    instance_uuid = Uuid(required=True)
+    host_uuid = Uuid(required=True)
+    host_name = fields.String(load_default=None, allow_none=True)
+    cell = fields.String(load_default=None, allow_none=True, validate=_id(ID_MAX, "cell name"))
+    allocation_request = fields.Nested(AllocationRequestSchema, required=True)
+    claimed = fields.Boolean(load_default=False)
+    schedulable_class = fields.String(load_default=None, allow_none=True)
+    family = fields.String(load_default=None, allow_none=True)
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        return Selection(**data)
+
+
+class SelectionsSchema(Message):
+    """The scheduler's answer to one request spec: per instance, in the
+    spec's order, ``[selected, *alternates]``."""
+
+    MESSAGE = "selections"
+    VERSION = SELECTIONS_VERSION
+
+    request_id = fields.String(required=True, validate=_id(REQUEST_ID_MAX, "request id"))
+    selections = fields.List(fields.List(fields.Nested(SelectionSchema), validate=(
+        validate.Length(min=1, error="each instance needs a selected host"))), required=True)
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        return Selections(data["request_id"], [list(hosts) for hosts in data["selections"]])
+
+
+class BuildResultSchema(Message):
+    """What became of one instance (the conductor's answer)."""
+
+    MESSAGE = "build_result"
+    VERSION = BUILD_RESULT_VERSION
+
+    instance_uuid = Uuid(required=True)
+    request_id = fields.String(required=True, validate=_id(REQUEST_ID_MAX, "request id"))
+    workload_class = fields.String(required=True, validate=validate.OneOf(WORKLOAD_CLASSES))
+    status = fields.String(required=True, validate=validate.OneOf(BUILD_STATUSES))
+    host_uuid = Uuid(load_default=None, allow_none=True)
+    host_name = fields.String(load_default=None, allow_none=True)
+    schedulable_class = fields.String(load_default=None, allow_none=True)
+    family = fields.String(load_default=None, allow_none=True)
+    reason = fields.String(load_default=None, allow_none=True)
+    attempts = fields.Integer(strict=True, load_default=0, validate=validate.Range(min=0))
+    rescheduled = fields.Integer(strict=True, load_default=0, validate=validate.Range(min=0))
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        data.pop("version")  # checked; the domain object is version-free
+        return BuildResult(**data)
+
+
+def _check_group(data, require_resources):
+    problems = {}
+    if require_resources and not data.get("resources"):
+        problems["resources"] = ["a numbered group needs resources"]
+    both = set(data.get("required", ())) & set(data.get("forbidden", ()))
+    if both:
+        problems["forbidden"] = [f"traits both required and forbidden: {sorted(both)}"]
+    if problems:
+        raise marshmallow.ValidationError(problems)
+
+
+def _group_dict(group):
+    out = {"resources": dict(group.resources)}
+    if group.required:
+        out["required"] = list(group.required)
+    if group.forbidden:
+        out["forbidden"] = list(group.forbidden)
+    if group.member_of:
+        out["member_of"] = [list(m) for m in group.member_of]
+    return out
+
+
+# -- domain objects ----------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Group:
+    resources: dict
+    required: tuple = ()
+    forbidden: tuple = ()
+    member_of: tuple = ()  # tuple of tuples: each inner tuple is "any of"
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestSpec:
+    request_id: str
+    project_id: str
+    user_id: str
+    workload_class: str
+    instance_uuids: tuple
+    resources: dict  # the unnumbered group's
+    required: tuple = ()
+    forbidden: tuple = ()
+    member_of: tuple = ()
+    groups: dict = dataclasses.field(default_factory=dict)  # suffix -> Group
+    group_policy: str | None = None
+    cell: str | None = None
+    node_selector: dict = dataclasses.field(default_factory=dict)
+    consumer_type: str = "INSTANCE"
+
+    @property
+    def unnumbered(self):
+        return Group(self.resources, self.required, self.forbidden, self.member_of)
+
+    @property
+    def num_instances(self):
+        return len(self.instance_uuids)
+
+    @property
+    def is_performance(self):
+        return self.workload_class == "performance"
+
+    def for_instances(self, instance_uuids):
+        """The same spec for a subset of its instances (one build request's)."""
+        return dataclasses.replace(self, instance_uuids=tuple(instance_uuids))
+
+    def candidate_query(self):
+        """Query parameters of GET /allocation_candidates, as (key, value) pairs."""
+        params = []
+
+        def add_group(suffix, g):
+            if g.resources:
+                params.append((f"resources{suffix}", ",".join(
+                    f"{rc}:{amount}" for rc, amount in sorted(g.resources.items()))))
+            traits = list(g.required) + ["!" + t for t in g.forbidden]
+            if traits:
+                params.append((f"required{suffix}", ",".join(traits)))
+            for any_of in g.member_of:
+                params.append((f"member_of{suffix}", "in:" + ",".join(any_of)))
+
+        add_group("", self.unnumbered)
+        for suffix, g in sorted(self.groups.items()):
+            add_group(suffix, g)
+        if self.group_policy:
+            params.append(("group_policy", self.group_policy))
+        return params
+
+
+@dataclasses.dataclass
+class Selection:
+    """One host for one instance: claimed when selected, not for alternates."""
+
+    instance_uuid: str
+    host_uuid: str
+    host_name: str | None
+    cell: str | None
+    allocation_request: dict
+    claimed: bool = False
+    # Node data at selection time, for the conductor's records and the demo.
+    schedulable_class: str | None = None
+    family: str | None = None
+
+
+@dataclasses.dataclass
+class Selections:
+    request_id: str
+    selections: list  # per instance: [selected Selection, *alternate Selections]
+
+
+@dataclasses.dataclass
+class BuildResult:
+    instance_uuid: str
+    request_id: str
+    workload_class: str
+    status: str
+    host_uuid: str | None = None
+    host_name: str | None = None
+    schedulable_class: str | None = None
+    family: str | None = None
+    reason: str | None = None
+    attempts: int = 0
+    rescheduled: int = 0  # times the claim moved to an alternate
+
+
+# -- load and dump -------------------------------------------------------------
+
+
+def load_request_spec(data):
+    """The RequestSpec of wire ``data``.
+
+    :raise InvalidRequestSpec: with every problem found; nothing else raises.
+    """
+    return _load(RequestSpecSchema(), data, InvalidRequestSpec)
+
+
+def dump_request_spec(spec):
+    return RequestSpecSchema().dump(spec)
+
+
+def load_selections(data):
+    """:raise InvalidMessage: the message is malformed or of another major."""
+    return _load(SelectionsSchema(), data, InvalidMessage)
+
+
+def dump_selections(request_id, selections):
+    return SelectionsSchema().dump(Selections(request_id, selections))
+
+
+def load_build_result(data):
+    """:raise InvalidMessage: the message is malformed or of another major."""
+    return _load(BuildResultSchema(), data, InvalidMessage)
+
+
+def dump_build_result(result):
+    return BuildResultSchema().dump(result)
+
+
+def _load(schema, data, error_cls):
+    try:
+        return schema.load(data)
+    except marshmallow.ValidationError as exc:
+        _problem, unsupported = schema.version_problem(data)
+        problems = _flatten(exc.normalized_messages())
+        if any(p.endswith(UNKNOWN_FIELD) for p in problems):
+            # Say which versions met: a newer minor's field needs a newer receiver.
+            hint = (f" (this receiver speaks {schema.MESSAGE} {schema.VERSION}, the "
+                    f"message says {data.get('version')}; a field added in a later "
+                    f"minor version needs a receiver of that version)")
+            problems = [p + hint if p.endswith(UNKNOWN_FIELD) else p for p in problems]
+        raise error_cls(schema.MESSAGE, problems, unsupported) from None
+
+
+def _flatten(messages, path=""):
+    """marshmallow's nested error dict as "a.b.c: message" lines.
+
+    Dict fields report ``{key: {"key": [...], "value": ...}}``; the "key" and
+    "value" levels are folded into the path so a line reads
+    ``groups._GPU.resources.VCPU: must be a positive integer``.
+    """
+    if isinstance(messages, str):
+        return [f"{path}: {messages}" if path else messages]
+    if isinstance(messages, list):
+        out = []
+        for item in messages:
+            out.extend(_flatten(item, path))
+        return out
+    out = []
+    for key, value in messages.items():
+        if key in ("key", "value", "_schema"):
+            sub = path
+        else:
+            sub = f"{path}.{key}" if path else str(key)
+        out.extend(_flatten(value, sub))
+    return out
