@@ -92,3 +92,50 @@ def test_scheduling_report_roundtrip_and_visibility(client):
     assert client.put("/scheduling_reports/req-x", json={"report": []}).status_code == 400
     assert client.put("/scheduling_reports/req-x", json={"nope": {}}).status_code == 400
     assert client.get("/scheduling_reports/req-x").status_code == 404
+
+
+def _post_spec(client, instance, spec, request_id="req-1", **envelope):
+    return client.post("/build_requests", json={
+        "instance_uuid": instance, "request_id": request_id, "spec": spec, **envelope})
+
+
+def test_build_request_spec_is_checked_with_the_scheduler_contract(client):
+    inst = _new()
+    good = spec_of(inst, "req-1", "standard")
+    cases = [
+        ({**good, "request_id": "../traits/CUSTOM_X"},
+         "request_id: '../traits/CUSTOM_X' is not a valid request id"),
+        ({**good, "colour": "red"}, "colour: unknown field"),
+        ({**good, "version": "2.0"}, "request_spec 2.0 is newer than this receiver"),
+        ({k: v for k, v in good.items() if k != "version"}, "version: is required"),
+        ({**good, "resources": {"VCPU": 0}, "user_id": "a b"},
+         "resources.VCPU: must be a positive integer"),
+        ({**good, "request_id": "req-other"}, "the spec's request_id 'req-other' is not"),
+        ({**good, "instance_uuids": [_new()]}, f"instance {inst} is not one of the spec's"),
+    ]
+    for spec, message in cases:
+        resp = _post_spec(client, inst, spec)
+        assert resp.status_code == 400, (spec, resp.get_json())
+        err = resp.get_json()["errors"][0]
+        assert err["code"] == "placement.build_request.invalid_spec"
+        assert "Invalid spec: " in err["detail"] and message in err["detail"], \
+            err["detail"]
+    resp = _post_spec(client, inst, good, workload_class="performance")
+    assert resp.status_code == 400 and "is not the spec's 'standard'" in \
+        resp.get_json()["errors"][0]["detail"]
+    # Nothing was recorded for any of them.
+    assert client.get(f"/build_requests/{inst}").status_code == 404
+    assert client.get("/build_requests").get_json()["build_requests"] == []
+    # The envelope's request_id follows the same id rule (jsonschema, 400).
+    resp = _post_spec(client, inst, good, request_id="req/1")
+    assert resp.status_code == 400 and "does not match" in resp.get_json()["errors"][0]["detail"]
+    # The workload class defaults to the spec's.
+    resp = _post_spec(client, inst, {**good, "workload_class": "performance"})
+    assert resp.status_code == 201 and resp.get_json()["workload_class"] == "performance"
+
+
+def test_report_ids_outside_the_request_id_rule_are_not_found(client):
+    for bad in ("a%20b", "-x", "x" * 65):
+        resp = client.put(f"/scheduling_reports/{bad}", json={"report": {}})
+        assert resp.status_code == 404, bad
+        assert resp.get_json()["errors"][0]["code"] == "placement.scheduling_report.not_found"
