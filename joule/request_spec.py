@@ -34,13 +34,15 @@ import marshmallow
 from marshmallow import fields
 from marshmallow import validate
 
+from joule import vocabulary
+
 # Versions of the messages this code speaks; bump MINOR when adding an
 # optional field, MAJOR when changing what an existing field means.
 REQUEST_SPEC_VERSION = "1.0"
 SELECTIONS_VERSION = "1.0"
 BUILD_RESULT_VERSION = "1.0"
 
-WORKLOAD_CLASSES = ("performance", "standard")
+WORKLOAD_CLASSES = vocabulary.WORKLOAD_CLASSES
 GROUP_POLICIES = ("none", "isolate")
 BUILD_STATUSES = ("placed", "failed", "skipped")
 
@@ -236,8 +238,9 @@ class RequestSpecSchema(Message):
     request_id = fields.String(validate=_id(REQUEST_ID_MAX, "request id"))
     project_id = fields.String(required=True, validate=_id(ID_MAX, "project id"))
     user_id = fields.String(required=True, validate=_id(ID_MAX, "user id"))
-    workload_class = fields.String(load_default="standard", validate=validate.OneOf(
-        WORKLOAD_CLASSES, error="must be one of {choices}, got {input!r}"))
+    workload_class = fields.String(
+        load_default=vocabulary.DEFAULT_WORKLOAD_CLASS, validate=validate.OneOf(
+            WORKLOAD_CLASSES, error="must be one of {choices}, got {input!r}"))
     num_instances = fields.Integer(strict=True, validate=validate.Range(
         min=1, max=MAX_INSTANCES, error="must be an integer from {min} to {max}"))
     instance_uuids = fields.List(Uuid(), validate=validate.Length(
@@ -455,7 +458,7 @@ class RequestSpec:
 
     @property
     def is_performance(self):
-        return self.workload_class == "performance"
+        return self.workload_class == vocabulary.PERFORMANCE
 
     def for_instances(self, instance_uuids):
         """The same spec for a subset of its instances (one build request's)."""

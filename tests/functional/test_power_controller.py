@@ -146,9 +146,12 @@ def test_pending_performance_builds_raise_demand(live_server, db):
     ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power))
     assert ctl.tick().hp_count == 1
     for _ in range(3):
+        instance = new_uuid()
         resp = api.session.post(f"{live_server.url}/build_requests", json={
-            "instance_uuid": new_uuid(), "request_id": "req-1",
-            "workload_class": "performance", "spec": {}})
+            "instance_uuid": instance, "request_id": "req-1", "workload_class": "performance",
+            "spec": {"version": "1.0", "request_id": "req-1", "instance_uuids": [instance],
+                     "workload_class": "performance", "resources": {"VCPU": 1},
+                     "project_id": "p", "user_id": "u"}})
         if resp.status_code in (404, 501):
             pytest.skip("build requests are not served yet")
         assert resp.status_code == 201, resp.text

@@ -139,3 +139,17 @@ def test_report_ids_outside_the_request_id_rule_are_not_found(client):
         resp = client.put(f"/scheduling_reports/{bad}", json={"report": {}})
         assert resp.status_code == 404, bad
         assert resp.get_json()["errors"][0]["code"] == "placement.scheduling_report.not_found"
+
+
+def test_bulk_build_requests_name_the_record_whose_spec_is_bad(client):
+    first, second = _new(), _new()
+    records = [{"instance_uuid": i, "request_id": "req-b", "spec": spec_of(i, "req-b", "standard")}
+               for i in (first, second)]
+    records[1]["spec"]["cell"] = "cell/../x"
+    resp = client.post("/build_requests", json={"build_requests": records})
+    assert resp.status_code == 400
+    err = resp.get_json()["errors"][0]
+    assert err["code"] == "placement.build_request.invalid_spec"
+    assert "build_requests.1: Invalid spec: cell: 'cell/../x' is not a valid cell name" in \
+        err["detail"]
+    assert client.get("/build_requests").get_json()["build_requests"] == []

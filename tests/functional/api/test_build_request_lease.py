@@ -20,9 +20,17 @@ def _code(resp):
     return resp.get_json()["errors"][0]["code"]
 
 
+def _spec(instance, request_id, workload_class="standard"):
+    """A request spec of the contract (joule.request_spec) for one instance."""
+    return {"version": "1.0", "request_id": request_id, "instance_uuids": [instance],
+            "workload_class": workload_class, "resources": {"VCPU": 1},
+            "project_id": "p", "user_id": "u"}
+
+
 def _create(client, owner=None, lease=None, instance=None):
-    body = {"instance_uuid": instance or _new(), "request_id": "req-lease",
-            "spec": {"resources": {"VCPU": 1}}}
+    instance = instance or _new()
+    body = {"instance_uuid": instance, "request_id": "req-lease",
+            "spec": _spec(instance, "req-lease")}
     if owner is not None:
         body.update(owner=owner, lease_seconds=lease or 60)
     resp = client.post("/build_requests", json=body)
@@ -141,8 +149,12 @@ def test_lease_errors(client):
 
 
 def _records(n, request_id="req-bulk"):
-    return [{"instance_uuid": _new(), "request_id": request_id, "workload_class": "standard",
-             "spec": {"resources": {"VCPU": 1}}} for _ in range(n)]
+    out = []
+    for _ in range(n):
+        instance = _new()
+        out.append({"instance_uuid": instance, "request_id": request_id,
+                    "workload_class": "standard", "spec": _spec(instance, request_id)})
+    return out
 
 
 def _count(db):
