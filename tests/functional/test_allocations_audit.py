@@ -11,6 +11,7 @@ from scheduler import client as client_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker as worker_mod
 from tests import builders
+from tests.specs import build_request_spec
 
 BIN = os.path.dirname(sys.executable)
 
@@ -55,8 +56,8 @@ def test_audit_finds_and_deletes_what_an_interrupted_request_left(db, db_url, cl
     session = _PlacementGoesAway(claims=4)
     sched = worker_mod.Scheduler(sconf, client_mod.PlacementClient.from_conf(
         sconf, session=session))
-    spec = {"request_id": "req-interrupted", "num_instances": 10, "project_id": "p",
-            "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 512}}
+    spec = {"version": "1.0", "request_id": "req-interrupted", "num_instances": 10,
+            "project_id": "p", "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 512}}
     try:
         sched.select_destinations(spec)
     except worker_mod.SchedulerError:
@@ -75,7 +76,7 @@ def test_audit_finds_and_deletes_what_an_interrupted_request_left(db, db_url, cl
     for consumer in (live_pending, live_placed, failed):
         assert client.post("/build_requests", json={
             "instance_uuid": consumer, "request_id": "req-other",
-            "spec": {"resources": {"VCPU": 1}}}).status_code == 201
+            "spec": build_request_spec(consumer, "req-other")}).status_code == 201
         _claim(client, consumer, host, "INSTANCE")
     client.put(f"/build_requests/{live_placed}", json={"status": "placed", "host_uuid": host})
     client.put(f"/build_requests/{failed}", json={"status": "failed", "reason": "x"})

@@ -17,6 +17,7 @@ from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from tests import builders
 from tests.conftest import new_uuid
+from tests.specs import build_request_spec
 
 CPU = "AMD EPYC 9655 96-Core Processor"
 GPU = "NVIDIA H100 NVL"
@@ -125,9 +126,10 @@ def test_dry_run_json_shows_the_next_tick_and_writes_nothing(live_server, cluste
 def test_dry_run_counts_pending_work_for_queue_aware(live_server, cluster):
     api, _ = cluster
     for _ in range(3):
+        instance = new_uuid()
         resp = api.session.post(f"{live_server.url}/build_requests", json={
-            "instance_uuid": new_uuid(), "request_id": "req-1",
-            "workload_class": "performance", "spec": {}})
+            "instance_uuid": instance, "request_id": "req-1", "workload_class": "performance",
+            "spec": build_request_spec(instance, "req-1", "performance")})
         assert resp.status_code == 201, resp.text
     before = _everything(api)
     out = json.loads(_dry_run(
