@@ -102,16 +102,14 @@ def _series_names(collector, names):
     return set(names)
 
 
-def _labels_of(collector):
+def _labels_of(collector, series_name):
     if isinstance(collector, MetricWrapperBase):
         labels = set(collector._labelnames)
-        if collector._type == "histogram":
+        if collector._type == "histogram" and series_name.endswith("_bucket"):
             labels.add("le")
-        if collector._type == "summary":
-            labels.add("quantile")
         return labels
     return {name for family in collector.collect() for sample in family.samples
-            for name in sample.labels}
+            if sample.name == series_name for name in sample.labels}
 
 
 def exported_series():
@@ -123,9 +121,9 @@ def exported_series():
         if not collectors:
             missing.append(name)
         for collector, names in collectors.items():
-            labels = _labels_of(collector)
             for series_name in _series_names(collector, names):
-                series.setdefault(series_name, set()).update(labels)
+                series.setdefault(series_name, set()).update(
+                    _labels_of(collector, series_name))
     assert not missing, (
         f"{', '.join(missing)} import prometheus_client but define no metric this test can "
         "find: keep metrics in a module-level registry or metric object, or in a class that "
@@ -280,15 +278,25 @@ def test_every_template_variable_reads_an_exported_label(exported):
             assert any(label in exported[m] for m in metrics), f"{where}: no label {label}"
 
 
-def test_the_power_controller_panels_are_there(exported):
-    """The issue's power panels: per-family nodes and performance nodes,
-    transitions applied and deferred, hp_count."""
+def test_the_issue_panels_and_alerts_are_there():
+    """The power panels (per-family nodes and performance nodes, transitions
+    applied and deferred, hp_count), the API's latency and errors, and the
+    alerts for a controller that does not reconcile and for API 5xx."""
     read = set()
-    for _, expr in all_queries():
-        read |= referenced(expr)[0]
+    for path in DASHBOARDS:
+        for _, expr in dashboard_queries(path):
+            read |= referenced(expr)[0]
     for metric in ("joulie_policy_family_nodes", "joulie_policy_family_performance_nodes",
-                   "joulie_policy_state_transitions_total", "joulie_policy_hp_count"):
+                   "joulie_policy_state_transitions_total", "joulie_policy_hp_count",
+                   "placement_api_requests_total",
+                   "placement_api_request_duration_seconds_bucket"):
         assert metric in read, metric
+    alerts = {where.split(": ", 1)[1]: expr for path in RULE_FILES
+              for where, expr in rule_queries(path)}
+    assert "joulie_policy_last_reconcile_success_timestamp_seconds" in referenced(
+        alerts["PowerControllerNotReconciling"])[0]
+    metrics, labels = referenced(alerts["PlacementAPIServerErrors"])
+    assert metrics == {"placement_api_requests_total"} and labels == {"status"}
 
 
 def test_the_checker_catches_drift(exported):
@@ -303,6 +311,12 @@ def test_the_checker_catches_drift(exported):
                     exported) == ["metric x is not exported",
                                   "label outcome is on none of joulie_policy_family_nodes, x"]
     assert problems('{__name__="joulie_policy_hp_count", job="power"}', exported) == []
+    # A histogram's buckets carry le; its count does not.
+    assert problems("sum by (le) (rate(placement_api_request_duration_seconds_bucket[5m]))",
+                    exported) == []
+    assert problems("sum by (le) (rate(placement_api_request_duration_seconds_count[5m]))",
+                    exported) == [
+        "label le is on none of placement_api_request_duration_seconds_count"]
     # Counters are scraped with _total; the bare name is no series.
     assert problems("rate(joulie_policy_reconciles[5m])", exported) == [
         "metric joulie_policy_reconciles is not exported"]
