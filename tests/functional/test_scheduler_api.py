@@ -59,6 +59,7 @@ def test_build_request_errors_leave_state_unchanged(client):
     # unknown instance
     resp = client.put(f"/build_requests/{_new()}", json={"status": "failed"})
     assert resp.status_code == 404
+    assert resp.get_json()["errors"][0]["code"] == "placement.build_request.not_found"
     assert client.get("/build_requests/not-a-uuid").status_code == 404
     # bad query
     assert client.get("/build_requests?status=bogus").status_code == 400
@@ -69,6 +70,7 @@ def test_build_request_errors_leave_state_unchanged(client):
     assert client.put(f"/build_requests/{inst}", json={"status": "failed"}).status_code == 200
     resp = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": _new()})
     assert resp.status_code == 409
+    assert resp.get_json()["errors"][0]["code"] == "placement.build_request.invalid_transition"
     assert client.get(f"/build_requests/{inst}").get_json()["status"] == "failed"
 
 

@@ -343,31 +343,42 @@ def test_workload_class_extension(client, db, rp):
 
 
 def test_two_threads_race_for_the_last_unit(live_server, db):
-    """Exactly one of two simultaneous claims on the last VCPU wins; the other is a 409."""
+    """Exactly one of two simultaneous claims on the last VCPU wins; the other is
+    told the capacity is gone (409, not a retry-exhaustion concurrent_update),
+    and the provider holds exactly the winner's unit."""
     import requests
 
     rp_uuid = builders.create_provider(db)
     builders.set_inventory(db, rp_uuid, "VCPU", 1)
     barrier = threading.Barrier(2)
-    statuses = []
+    answers = {}
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
 
-    def claim():
+    def claim(consumer):
         barrier.wait()
-        resp = requests.put(
-            f"{live_server.url}/allocations/{new_uuid()}",
+        answers[consumer] = requests.put(
+            f"{live_server.url}/allocations/{consumer}",
             json={"allocations": {rp_uuid: {"resources": {"VCPU": 1}}},
                   "project_id": PROJECT, "user_id": USER, "consumer_generation": None},
-            headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.28"},
-            timeout=30,
+            headers=headers, timeout=30,
         )
-        statuses.append(resp.status_code)
 
-    threads = [threading.Thread(target=claim) for _ in range(2)]
+    threads = [threading.Thread(target=claim, args=(new_uuid(),)) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(statuses) == [204, 409]
+    assert sorted(r.status_code for r in answers.values()) == [204, 409]
+    (winner,) = [c for c, r in answers.items() if r.status_code == 204]
+    (loser,) = [r for r in answers.values() if r.status_code == 409]
+    error = loser.json()["errors"][0]
+    assert error["code"] == "placement.undefined_code"
+    assert "exceed the capacity" in error["detail"]
+    base = f"{live_server.url}/resource_providers/{rp_uuid}"
+    assert requests.get(f"{base}/usages", headers=headers, timeout=30).json()["usages"] == {
+        "VCPU": 1}
+    held = requests.get(f"{base}/allocations", headers=headers, timeout=30).json()
+    assert list(held["allocations"]) == [winner]
 
 
 def _stale_provider_reads(monkeypatch):

@@ -89,6 +89,10 @@ def test_bad_input(client, db):
         resp = client.get("/allocation_candidates?" + query)
         assert resp.status_code == 400, (query, resp.get_data(as_text=True))
         assert text in resp.get_json()["errors"][0]["detail"], query
+    # A marker that does not decode has the extension's own code, so a client
+    # can tell it to start the walk over.
+    resp = client.get("/allocation_candidates?resources=VCPU:1&page_size=10&page_marker=x")
+    assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
     resp = client.get("/allocation_candidates?resources=VCPU:1&required=!HW_CPU_X86_AVX2",
                       version="1.21")
     assert resp.status_code == 400
@@ -202,6 +206,7 @@ def test_paging_walk_and_node_data(client, db):
     resp = client.get("/allocation_candidates?resources=VCPU:2&page_size=1&page_marker="
                       + marker)
     assert resp.status_code == 400
+    assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
     # Vanilla requests never see extension keys.
     assert set(_get(client, "resources=VCPU:1")) == {"allocation_requests",
                                                      "provider_summaries"}
