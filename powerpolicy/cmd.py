@@ -91,7 +91,7 @@ def _tick_json(result):
         "policy": result.policy, "hp_count": result.hp_count,
         "demand": {"running": result.running, "pending": result.pending},
         "families": result.families, "written": result.written,
-        "draining": result.draining,
+        "draining": result.draining, "repaired_traits": sorted(result.repaired),
         "transitions": [{"node": d.name, "from": d.from_state, "to": d.to_state,
                          "result": d.result} for d in result.transitions],
         "seconds": round(result.seconds, 3),

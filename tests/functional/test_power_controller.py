@@ -163,7 +163,7 @@ def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
     monkeypatch.setenv("OS_POWER__PLACEMENT_ENDPOINT", live_server.url)
     assert cmd.main(["--once", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["written"] == 1 and out["hp_count"] == 1
+    assert out["written"] == 1 and out["hp_count"] == 1 and out["repaired_traits"] == []
     assert api.list_nodes()[0]["twin"]["profile"] == "performance"
 
 
