@@ -13,11 +13,13 @@ import uuid
 
 import flask
 import markupsafe
+import sqlalchemy as sa
 import werkzeug.exceptions
 
 from placement import conf as conf_mod
 from placement import context as context_mod
 from placement import db as db_mod
+from placement import disconnect
 from placement import errors
 from placement import healthcheck
 from placement import metrics
@@ -45,7 +47,7 @@ class Deps:
         self.enforcer = enforcer
 
 
-def create_app(conf=None, db=None, sync=None):
+def create_app(conf=None, db=None, sync=None, check_database=True):
     """Build the WSGI app.
 
     :param conf: an oslo.config ConfigOpts (placement.conf.make_conf()).
@@ -54,22 +56,25 @@ def create_app(conf=None, db=None, sync=None):
         default when ``sync_on_startup`` is set or the database is SQLite.
         Without it a database not at the head revision raises
         ``migration.SchemaNotCurrent`` naming the command to run.
+    :param check_database: False when the caller already did all of that
+        (placement-api's master, before forking its workers): the app then
+        touches no database until a request comes, so a worker (re)started
+        while the database is down boots and answers 503s.
     """
     conf = conf or conf_mod.make_conf()
     if db is None:
-        db = db_mod.Database(
-            conf_mod.connection_url(conf), pool_size=conf.placement_database.pool_size
-        )
+        db = db_mod.Database.from_conf(conf, conf_mod.connection_url(conf))
     if sync is None:
         sync = conf.placement_database.sync_on_startup or not db.is_postgres
-    if sync:
-        migration.check_current(db, behind_ok=True)
-        migration.upgrade(db)
-    else:
-        # An empty or old database would otherwise fail at the first request
-        # that touches a missing table or column.
-        migration.check_current(db)
-    db_mod.sync_standard_classes_and_traits(db)
+    if check_database:
+        if sync:
+            migration.check_current(db, behind_ok=True)
+            migration.upgrade(db)
+        else:
+            # An empty or old database would otherwise fail at the first
+            # request that touches a missing table or column.
+            migration.check_current(db)
+        db_mod.sync_standard_classes_and_traits(db)
 
     app = flask.Flask("placement")
     app.json.sort_keys = False
@@ -77,7 +82,10 @@ def create_app(conf=None, db=None, sync=None):
 
     app.before_request(_before_request)
     app.after_request(_after_request)
+    app.teardown_request(_teardown_request)
     app.register_error_handler(errors.ApiError, _api_error)
+    app.register_error_handler(sa.exc.SQLAlchemyError, _database_error)
+    app.register_error_handler(disconnect.ClientDisconnected, _client_disconnected)
     app.register_error_handler(werkzeug.exceptions.HTTPException, _http_error)
     app.register_error_handler(Exception, _unexpected_error)
     routes.register(app)
@@ -113,6 +121,9 @@ def _before_request():
             406, f"Invalid microversion: {exc}", explanation=_not_acceptable(req))
     except TypeError as exc:
         raise errors.ApiError(400, f"Invalid microversion: {exc}")
+
+    # A write about to commit for a client that hung up rolls back instead.
+    g.commit_guard_token = db_mod.before_commit.set(disconnect.commit_guard(req.environ))
 
     deps = flask.current_app.extensions["placement"]
     environ = req.environ
@@ -317,6 +328,34 @@ def _http_error(exc):
     if isinstance(exc, werkzeug.exceptions.RequestEntityTooLarge):
         return error_response(errors.ApiError(413, ""))
     return error_response(errors.ApiError(exc.code or 500, exc.description or ""))
+
+
+def _teardown_request(_exc):
+    token = flask.g.pop("commit_guard_token", None)
+    if token is not None:
+        db_mod.before_commit.reset(token)
+
+
+def _database_error(exc):
+    """The database cannot serve now (down, refusing connections, a time limit
+    ran out): 503 with Retry-After, and one log line, no traceback."""
+    reason = db_mod.unavailable_reason(exc)
+    if reason is None:
+        return _unexpected_error(exc)
+    req = flask.request
+    LOG.warning("%s %s: database unavailable: %s [%s]", req.method, req.path, reason,
+                getattr(flask.g, "request_id", "-"))
+    return error_response(errors.ApiError(
+        503, "The database is unavailable; retry later.", code=errors.DATABASE_UNAVAILABLE,
+        headers={"Retry-After": str(errors.DATABASE_RETRY_AFTER)}))
+
+
+def _client_disconnected(_exc):
+    req = flask.request
+    LOG.warning("%s %s: client closed the connection before the write committed; rolled "
+                "back [%s]", req.method, req.path, getattr(flask.g, "request_id", "-"))
+    # Nobody reads this; the access log shows nginx's "client closed request".
+    return error_response(errors.ApiError(499, "Client closed the connection."))
 
 
 def _unexpected_error(exc):

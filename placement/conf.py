@@ -78,6 +78,54 @@ database_opts = [
         min=1,
         help="Connections kept per API process (PostgreSQL only).",
     ),
+    # Time limits: together they bound how long a request waits on the
+    # database (docs/architecture.md, "Database faults"). A limit that runs out
+    # is a 503 placement.database.unavailable with Retry-After.
+    cfg.FloatOpt(
+        "connect_timeout",
+        default=5.0,
+        min=0.5,
+        help="Seconds to open a connection (TCP and start-up handshake), and to check a "
+        "pooled connection before use (PostgreSQL only).",
+    ),
+    cfg.FloatOpt(
+        "pool_timeout",
+        default=10.0,
+        min=0.1,
+        help="Seconds a request waits for a free pooled connection when all "
+        "pool_size x 2 are in use (PostgreSQL only).",
+    ),
+    cfg.FloatOpt(
+        "statement_timeout",
+        default=30.0,
+        min=0,
+        help="Seconds one SQL statement may run before PostgreSQL cancels it; 0 for no "
+        "limit. The client also gives up on a server that does not answer within this "
+        "plus 2 s (a paused or unreachable server), closing the connection.",
+    ),
+    cfg.FloatOpt(
+        "lock_timeout",
+        default=5.0,
+        min=0,
+        help="Seconds a statement waits for a row or table lock (e.g. a provider held "
+        "FOR UPDATE by a concurrent allocation write) before PostgreSQL gives up; 0 for "
+        "no limit.",
+    ),
+    cfg.FloatOpt(
+        "idle_in_transaction_timeout",
+        default=10.0,
+        min=0,
+        help="Seconds a session may sit idle inside a transaction before PostgreSQL ends "
+        "it, releasing its locks (a paused or stuck API worker cannot hold providers "
+        "locked longer); 0 for no limit.",
+    ),
+    cfg.FloatOpt(
+        "sqlite_busy_timeout",
+        default=10.0,
+        min=0,
+        help="Seconds an SQLite transaction waits for the database file lock held by "
+        "another writer before giving up (SQLite only).",
+    ),
 ]
 
 metrics_opts = [

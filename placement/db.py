@@ -1,13 +1,24 @@
-"""Engine, transactions and start-up synchronisation of standard classes and traits.
+"""Engine, transactions, database time limits and start-up synchronisation of
+standard classes and traits.
 
 Transactions are explicit: ``with db.write() as conn`` commits or rolls back and
 closes; nothing hides in decorators. On SQLite a write transaction starts with
 ``BEGIN IMMEDIATE`` so concurrent writers queue on the database lock instead of
 failing half way; on PostgreSQL writes run at READ COMMITTED and rely on
 provider generations (``UPDATE ... WHERE generation = :seen``) for conflicts.
+
+Time limits (``Limits``, from ``[placement_database]``): PostgreSQL sessions
+start with ``statement_timeout``, ``lock_timeout`` and
+``idle_in_transaction_session_timeout`` set, connecting is bounded by
+``connect_timeout``, waiting for a pooled connection by ``pool_timeout``, and
+a server that does not answer at all by the client-side watchdog
+(``placement.db_watchdog``). ``unavailable_reason()`` tells which errors mean
+"the database cannot serve now" (the API's 503).
 """
 
 import contextlib
+import contextvars
+import dataclasses
 import datetime
 import os
 
@@ -17,19 +28,54 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from placement import models
+from placement.db_watchdog import WATCHDOG
 
 CUSTOM_RC_ID_BASE = 10000
+
+# How long past statement_timeout the client waits for a server that should
+# have cancelled the statement itself before it decides the server is gone.
+UNRESPONSIVE_GRACE = 2.0
+
+# Called (when set) just before a write transaction commits; it raises to roll
+# the transaction back instead. The API sets it per request to refuse to
+# commit for a client that has hung up (placement/app.py).
+before_commit = contextvars.ContextVar("placement_before_commit", default=None)
 
 
 class DatabaseError(Exception):
     """The database cannot be reached or used; the message is one line."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Time limits on database work, in seconds (0: none). The defaults are
+    those of the ``[placement_database]`` options."""
+
+    connect_timeout: float = 5.0
+    pool_timeout: float = 10.0
+    statement_timeout: float = 30.0
+    lock_timeout: float = 5.0
+    idle_in_transaction_timeout: float = 10.0
+    sqlite_busy_timeout: float = 10.0
+
+    @classmethod
+    def from_conf(cls, conf):
+        group = conf.placement_database
+        return cls(**{f.name: getattr(group, f.name) for f in dataclasses.fields(cls)})
+
+    @property
+    def unresponsive_after(self):
+        """Seconds after which a statement with no answer means a dead server."""
+        if not self.statement_timeout:
+            return 0
+        return self.statement_timeout + UNRESPONSIVE_GRACE
+
+
 def utcnow():
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
 
 
-def _sqlite_setup(engine):
+def _sqlite_setup(engine, limits):
     # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINTs;
     # take control of it (SQLAlchemy docs, "Serializable isolation / Savepoints").
     @event.listens_for(engine, "connect")
@@ -37,7 +83,7 @@ def _sqlite_setup(engine):
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={int(limits.sqlite_busy_timeout * 1000)}")
         cur.execute("PRAGMA journal_mode=WAL")
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
@@ -50,27 +96,124 @@ def _sqlite_setup(engine):
             conn.exec_driver_sql("BEGIN")
 
 
-def make_engine(url, pool_size=10):
+def _ms(seconds):
+    return int(seconds * 1000)
+
+
+def _postgres_connect_args(url, limits):
+    """libpq parameters: the connect timeout, and the session's server-side
+    limits as start-up options (no extra round trip per connection)."""
+    settings = [
+        f"-c statement_timeout={_ms(limits.statement_timeout)}",
+        f"-c lock_timeout={_ms(limits.lock_timeout)}",
+        f"-c idle_in_transaction_session_timeout={_ms(limits.idle_in_transaction_timeout)}",
+    ]
+    given = url.query.get("options")
+    if given:  # the operator's own options= in the URL come first
+        settings.insert(0, given if isinstance(given, str) else " ".join(given))
+    # libpq takes whole seconds, at least 2 (it rounds 1 up to 2).
+    return {"connect_timeout": max(2, round(limits.connect_timeout)),
+            "options": " ".join(settings)}
+
+
+def _postgres_watch(engine, limits):
+    """Arm the watchdog around every call that waits on the server."""
+    statement = limits.unresponsive_after
+    check = limits.connect_timeout
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _before_execute(conn, cursor, statement_text, params, context, executemany):
+        WATCHDOG.arm(cursor.connection, statement, "a statement")
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def _after_execute(conn, cursor, statement_text, params, context, executemany):
+        WATCHDOG.disarm(cursor.connection)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context):
+        # A failed statement; a failed commit or rollback stays armed until
+        # the connection goes back to the pool (checkin) or is closed.
+        cursor = getattr(context.execution_context, "cursor", None)
+        if cursor is not None:
+            WATCHDOG.disarm(cursor.connection)
+
+    def _arm_connection(conn, what):
+        # An invalidated Connection would reconnect when asked for its DB-API
+        # connection; there is nothing to wait on then anyway.
+        if not conn.invalidated and not conn.closed:
+            WATCHDOG.arm(conn.connection.dbapi_connection, statement, what)
+
+    @event.listens_for(engine, "commit")
+    def _on_commit(conn):
+        _arm_connection(conn, "a commit")
+
+    @event.listens_for(engine, "rollback")
+    def _on_rollback(conn):
+        _arm_connection(conn, "a rollback")
+
+    # The pool's own round trips: the rollback that resets a returned
+    # connection, and the check (pre-ping) of a pooled one before use.
+    @event.listens_for(engine.pool, "reset")
+    def _on_reset(dbapi_conn, *_args):
+        WATCHDOG.arm(dbapi_conn, statement, "a rollback")
+
+    @event.listens_for(engine.pool, "checkin")
+    def _on_checkin(dbapi_conn, _record):
+        if dbapi_conn is not None:
+            WATCHDOG.disarm(dbapi_conn)
+
+    @event.listens_for(engine.pool, "close")
+    def _on_close(dbapi_conn, _record):
+        WATCHDOG.disarm(dbapi_conn)
+
+    ping = engine.dialect.do_ping
+
+    def bounded_ping(dbapi_conn):
+        WATCHDOG.arm(dbapi_conn, check, "a connection check")
+        try:
+            return ping(dbapi_conn)
+        finally:
+            WATCHDOG.disarm(dbapi_conn)
+
+    # The pool calls the dialect's do_ping for pre_ping; no event surrounds it.
+    engine.dialect.do_ping = bounded_ping
+
+
+def make_engine(url, pool_size=10, limits=None):
+    limits = limits or Limits()
     url = sa.engine.make_url(url)
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
             os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
-        _sqlite_setup(engine)
+        engine = sa.create_engine(url, connect_args={
+            "check_same_thread": False, "timeout": limits.sqlite_busy_timeout})
+        _sqlite_setup(engine, limits)
     else:
+        connect_args = {}
+        if url.get_backend_name() == "postgresql" and url.get_driver_name() == "psycopg":
+            connect_args = _postgres_connect_args(url, limits)
+            url = url.difference_update_query(["options", "connect_timeout"])
         engine = sa.create_engine(
-            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
-        )
+            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+            pool_timeout=limits.pool_timeout, connect_args=connect_args)
+        if connect_args:
+            _postgres_watch(engine, limits)
     return engine
 
 
 class Database:
     """An engine plus the transaction helpers every object module uses."""
 
-    def __init__(self, url, pool_size=10):
+    def __init__(self, url, pool_size=10, limits=None):
         self.url = str(url)
-        self.engine = make_engine(url, pool_size=pool_size)
+        self.limits = limits or Limits()
+        self.engine = make_engine(url, pool_size=pool_size, limits=self.limits)
         self.dialect = self.engine.dialect.name
+
+    @classmethod
+    def from_conf(cls, conf, url):
+        return cls(url, pool_size=conf.placement_database.pool_size,
+                   limits=Limits.from_conf(conf))
 
     @property
     def is_postgres(self):
@@ -88,6 +231,9 @@ class Database:
             conn.execution_options(placement_write=True)
             with conn.begin():
                 yield conn
+                guard = before_commit.get()
+                if guard is not None:
+                    guard()  # raising here rolls the transaction back
 
     def check(self):
         """Raise DatabaseError with one clear line when the database is unusable."""
@@ -102,6 +248,44 @@ class Database:
 
     def dispose(self):
         self.engine.dispose()
+
+
+# SQLSTATE classes and codes that mean "the server cannot do this now", not
+# "this request is wrong": connection exceptions (08), operator intervention
+# (57: admin shutdown, crash shutdown, cannot connect now, query cancelled by
+# statement_timeout, idle-in-transaction session timeout), insufficient
+# resources (53: too many connections, out of memory, disk full), system
+# errors (58), and lock_not_available (55P03: lock_timeout ran out).
+_UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57", "58")
+_UNAVAILABLE_SQLSTATES = {"55P03"}
+# SQLite's messages for the same situations.
+_SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open",
+                       "disk i/o error", "database or disk is full")
+
+
+def unavailable_reason(exc):
+    """A short reason when ``exc`` means the database cannot serve right now
+    (down, refusing connections, too slow, locked); None for any other error."""
+    if isinstance(exc, sa.exc.TimeoutError):
+        return "no free database connection in time (pool_timeout)"
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return None
+    orig = exc.orig
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    if code:
+        if code.startswith(_UNAVAILABLE_SQLSTATE_CLASSES) or code in _UNAVAILABLE_SQLSTATES:
+            return _first_line(exc)
+        return None
+    if exc.connection_invalidated:
+        return _first_line(exc)
+    if isinstance(exc, (sa.exc.OperationalError, sa.exc.InterfaceError)):
+        text = str(orig).lower()
+        if "sqlite" in type(orig).__module__:
+            return _first_line(exc) if any(m in text for m in _SQLITE_UNAVAILABLE) else None
+        # A driver error with no SQLSTATE: the connection could not be made
+        # or was lost (refused, timed out, closed by the server or watchdog).
+        return _first_line(exc)
+    return None
 
 
 def _first_line(exc):

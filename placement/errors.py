@@ -19,6 +19,11 @@ ILLEGAL_DUPLICATE_QUERYPARAM = "placement.query.duplicate_key"
 QUERYPARAM_BAD_VALUE = "placement.query.bad_value"
 QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
 
+# A database that is down, refusing connections or out of time: 503 with
+# Retry-After (seconds); clients retry with backoff.
+DATABASE_UNAVAILABLE = "placement.database.unavailable"
+DATABASE_RETRY_AFTER = 2
+
 # Extensions.
 NODE_NOT_FOUND = "placement.node.not_found"
 REPORT_NOT_FOUND = "placement.scheduling_report.not_found"

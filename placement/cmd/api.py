@@ -112,8 +112,10 @@ def main(argv=None):
             metrics.forget_pool()
             LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
                      workers, db.dialect)
-            serve(lambda: app_mod.create_app(conf, sync=False), conf.host, conf.port, workers,
-                  conf.threads)
+            # Workers touch no database at boot: one (re)started while the
+            # database is down answers 503s instead of failing to boot.
+            serve(lambda: app_mod.create_app(conf, sync=False, check_database=False),
+                  conf.host, conf.port, workers, conf.threads)
         finally:
             # A gunicorn worker leaves through here too (SystemExit after fork).
             if metrics_dir is not None and os.getpid() == master:

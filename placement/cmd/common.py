@@ -54,8 +54,7 @@ def parse_conf(argv, cli_opts=(), prog=None, setup=None):
 
 
 def open_database(conf):
-    db = db_mod.Database(conf_mod.connection_url(conf),
-                         pool_size=conf.placement_database.pool_size)
+    db = db_mod.Database.from_conf(conf, conf_mod.connection_url(conf))
     try:
         db.check()
     except db_mod.DatabaseError as exc:

@@ -76,7 +76,10 @@ NOT_CHECKED = object()
 
 # PostgreSQL SQLSTATEs worth a fresh attempt: deadlock, serialization failure,
 # lock not available.
-_RETRY_SQLSTATES = {"40P01", "40001", "55P03"}
+# Deadlock and serialization failures: the loser retries. Not lock_not_available
+# (55P03): it means lock_timeout ran out, and retrying would multiply the wait
+# the limit bounds; the API answers 503 with Retry-After instead.
+_RETRY_SQLSTATES = {"40P01", "40001"}
 
 
 class AllocationError(Exception):
@@ -268,12 +271,11 @@ def _first_line(exc):
 
 
 def _is_transient(exc):
+    # SQLite's "database is locked" is not retried either: busy_timeout has
+    # already waited for the other writer.
     orig = getattr(exc, "orig", None)
     code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    if code in _RETRY_SQLSTATES:
-        return True
-    # SQLite: busy_timeout ran out while another writer held the file lock.
-    return isinstance(exc, sa.exc.OperationalError) and "database is locked" in str(exc)
+    return code in _RETRY_SQLSTATES
 
 
 def _ordered_unique(items):
