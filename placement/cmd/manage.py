@@ -4,6 +4,8 @@
     placement-manage inventory load FILE [--cells N]
     placement-manage allocations audit [--delete]
 
+Every command but ``db ...`` refuses an empty or old schema with one line
+naming ``placement-manage db sync``, exit status 2.
 ``allocations audit`` exits like nova's ``placement audit``: 0 when nothing
 was found, 3 when orphans were found (and left), 4 when they were deleted.
 """
@@ -117,6 +119,12 @@ def main(argv=None):
             raise common.StartupError("--cells must be at least 1")
         db = common.open_database(conf)
         try:
+            if conf.category.name != "db":
+                # On an empty or old schema: exit 2, naming db sync.
+                try:
+                    migration.check_current(db)
+                except migration.SchemaNotCurrent as exc:
+                    raise common.schema_error(exc)
             return _COMMANDS[conf.category.name](conf, db)
         except common.StartupError:
             raise

@@ -106,8 +106,12 @@ def test_api_on_empty_postgres_database_names_db_sync(pg_admin_url, empty_db_url
     assert res.returncode == 2
     line = _one_line_naming_sync(res)
     assert "no placement schema" in line and "'placement-manage db sync'" in line
+    audit = _run(["placement-manage", "allocations", "audit"], env=env)
+    assert audit.returncode == 2
+    assert "'placement-manage db sync'" in _one_line_naming_sync(audit)
     # The command it names fixes it.
     assert _run(["placement-manage", "db", "sync"], env=env).returncode == 0
+    assert _run(["placement-manage", "allocations", "audit"], env=env).returncode == 0
 
 
 def test_api_on_database_of_unknown_revision_refuses(empty_db_url):
