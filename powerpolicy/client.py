@@ -8,6 +8,7 @@ One reconcile tick costs a handful of calls whatever the cluster size:
 """
 
 import logging
+import urllib.parse
 
 import requests
 
@@ -84,7 +85,8 @@ class PlacementClient:
 
     def provider_inventories(self, uuid):
         """{resource class: inventory} of one provider (hardware fallback only)."""
-        return self._call("GET", f"/resource_providers/{uuid}/inventories")["inventories"]
+        return self._call("GET", f"/resource_providers/{_segment(uuid)}/inventories")[
+            "inventories"]
 
     def write_twins(self, twins):
         """POST /nodes/twins: all or nothing; returns the stored twins."""
@@ -94,7 +96,17 @@ class PlacementClient:
 
     # Registration helpers (tests, benchmarks, operators seeding a cluster).
     def put_node(self, uuid, **record):
-        return self._call("PUT", f"/nodes/{uuid}", json=record)
+        return self._call("PUT", f"/nodes/{_segment(uuid)}", json=record)
 
     def put_hardware(self, uuid, hardware):
-        return self._call("PUT", f"/nodes/{uuid}/hardware", json=hardware)
+        return self._call("PUT", f"/nodes/{_segment(uuid)}/hardware", json=hardware)
+
+
+def _segment(value):
+    """``value`` as one URL path segment: everything but letters, digits and
+    ``_.-~`` quoted, so no id can add a segment, a query or a fragment; ``.``
+    and ``..`` (which URL parsing would resolve) are refused."""
+    text = str(value)
+    if text in ("", ".", ".."):
+        raise ValueError(f"{text!r} cannot be a URL path segment")
+    return urllib.parse.quote(text, safe="")

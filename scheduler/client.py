@@ -80,7 +80,7 @@ class PlacementClient:
         Reads (and writes the caller marks idempotent with ``retry=True``) are
         retried ``connect_retries`` times when placement cannot be reached.
         """
-        url = path if path.startswith("http") else self.endpoint + path
+        url = self.endpoint + path
         headers = {"x-auth-token": self.token, "accept": "application/json",
                    "openstack-api-version": f"placement {MICROVERSION}"}
         if retry is None:
@@ -121,7 +121,21 @@ class PlacementClient:
             path = None
             for link in body.get("links") or ():
                 if link.get("rel") == "next":
-                    path = link["href"]
+                    path = self._endpoint_path(link["href"])
+
+    def _endpoint_path(self, href):
+        """``href`` (a link placement gave) as a path under our endpoint.
+
+        Placement's links carry its mount point (``/placement/...`` behind a
+        prefix); the endpoint already ends with it, so the link is resolved
+        against the endpoint and must stay under it: a link elsewhere is
+        refused, never followed with our token.
+        """
+        url = urllib.parse.urljoin(self.endpoint + "/", href)
+        if not url.startswith(self.endpoint + "/"):
+            raise PlacementError("GET", "/allocation_candidates", 200, None,
+                                 f"a next link leaves the placement endpoint: {href}")
+        return url[len(self.endpoint):]
 
     # -- allocations ---------------------------------------------------------
 
@@ -139,27 +153,27 @@ class PlacementClient:
         }
         if allocation_request.get("mappings"):
             body["mappings"] = allocation_request["mappings"]
-        self.request("PUT", f"/allocations/{consumer}", json=body, ok=(204,))
+        self.request("PUT", f"/allocations/{_segment(consumer)}", json=body, ok=(204,))
 
     def get_allocations(self, consumer):
         """(allocations {rp: {"resources": ...}}, consumer_generation or None)."""
-        body = self.request("GET", f"/allocations/{consumer}").json()
+        body = self.request("GET", f"/allocations/{_segment(consumer)}").json()
         return body.get("allocations", {}), body.get("consumer_generation")
 
     def delete_allocations(self, consumer):
         """Unclaim; idempotent (404, nothing to delete, counts as success)."""
-        self.request("DELETE", f"/allocations/{consumer}", ok=(204, 404), retry=True)
+        self.request("DELETE", f"/allocations/{_segment(consumer)}", ok=(204, 404), retry=True)
 
     # -- extensions ----------------------------------------------------------
 
     def put_report(self, request_id, project_id, report):
-        self.request("PUT", f"/scheduling_reports/{urllib.parse.quote(request_id)}",
+        self.request("PUT", f"/scheduling_reports/{_segment(request_id)}",
                      json={"project_id": project_id, "report": report}, ok=(200, 201),
                      retry=True)
 
     def get_report(self, request_id):
         return self.request(
-            "GET", f"/scheduling_reports/{urllib.parse.quote(request_id)}").json()
+            "GET", f"/scheduling_reports/{_segment(request_id)}").json()
 
     def create_build_request(self, instance_uuid, request_id, workload_class, spec):
         """Record a pending build request; an existing one (a retry) is fine."""
@@ -172,11 +186,24 @@ class PlacementClient:
         body = {"status": status, "host_uuid": host_uuid}
         if reason is not None:
             body["reason"] = reason[:60000]
-        self.request("PUT", f"/build_requests/{instance_uuid}", json=body, retry=True)
+        self.request("PUT", f"/build_requests/{_segment(instance_uuid)}", json=body,
+                     retry=True)
 
     def list_build_requests(self, **filters):
         params = {k: v for k, v in filters.items() if v is not None}
         return self.request("GET", "/build_requests", params=params).json()["build_requests"]
+
+
+def _segment(value):
+    """``value`` as one URL path segment: everything but letters, digits and
+    ``_.-~`` is quoted, so no id can add a segment, a query or a fragment;
+    ``.`` and ``..`` (which URL parsing would resolve) are refused. The
+    request-spec contract already refuses such ids; this is the second lock.
+    """
+    text = str(value)
+    if text in ("", ".", ".."):
+        raise ValueError(f"{text!r} cannot be a URL path segment")
+    return urllib.parse.quote(text, safe="")
 
 
 def _reason(exc, timeout):

@@ -97,3 +97,43 @@ def test_claims_are_not_blindly_retried_when_unreachable():
                              "connection refused"):
         c.put_allocations("c", {"allocations": {}}, "p", "u")
     assert len(session.sent) == 1
+
+
+def test_next_links_resolve_under_a_prefixed_endpoint_and_never_leave_it():
+    # Placement behind /placement gives links with its mount point.
+    session = Session([
+        Resp(200, {"links": [{"rel": "next", "href": "/placement/allocation_candidates?m=1"}]}),
+        Resp(200, {"links": [{"rel": "next", "href": "/placement/../traits/CUSTOM_X"}]}),
+    ])
+    c = client_mod.PlacementClient("http://p/placement", session=session)
+    pages = c.candidate_pages([], 10)
+    next(pages)
+    next(pages)
+    with pytest.raises(client_mod.PlacementError, match="a next link leaves the placement "
+                       "endpoint: /placement/../traits/CUSTOM_X"):
+        next(pages)
+    assert [url for _m, url, _kw in session.sent] == [
+        "http://p/placement/allocation_candidates?page_size=10&node_data=true",
+        "http://p/placement/allocation_candidates?m=1"]
+
+
+@pytest.mark.parametrize("hostile, quoted", [
+    ("../traits/CUSTOM_X", "..%2Ftraits%2FCUSTOM_X"),
+    ("a?b#c", "a%3Fb%23c"),
+    ("a%2Fb c", "a%252Fb%20c"),
+])
+def test_path_segments_are_quoted_with_nothing_kept_safe(hostile, quoted):
+    session = Session([Resp(201, {}), Resp(204), Resp(204), Resp(200, {})])
+    c = client_mod.PlacementClient("http://p/placement", session=session)
+    c.put_report(hostile, "p", {})
+    c.delete_allocations(hostile)
+    c.put_allocations(hostile, {"allocations": {}}, "p", "u")
+    c.finish_build_request(hostile, "failed")
+    assert [url for _m, url, _kw in session.sent] == [
+        f"http://p/placement/scheduling_reports/{quoted}",
+        f"http://p/placement/allocations/{quoted}",
+        f"http://p/placement/allocations/{quoted}",
+        f"http://p/placement/build_requests/{quoted}"]
+    for dots in (".", ".."):
+        with pytest.raises(ValueError, match="cannot be a URL path segment"):
+            c.delete_allocations(dots)
