@@ -73,12 +73,18 @@ def create_build_request():
     bulk = "build_requests" in body
     records = body["build_requests"] if bulk else [body]
     items = []
+    specs = request_spec.canonical_request_specs(r["spec"] for r in records)
     for number, record in enumerate(records):
+        where = f"build_requests.{number}: " if bulk else ""
         instance_uuid = util.normalize_uuid(record["instance_uuid"])
-        spec = _spec_of(record, instance_uuid, f"build_requests.{number}: " if bulk else "")
+        try:
+            spec, wire = next(specs)
+        except request_spec.InvalidRequestSpec as exc:
+            raise errors.bad_request(f"{where}Invalid spec: {'; '.join(exc.problems)}",
+                                     errors.BUILD_REQUEST_INVALID_SPEC)
+        _check_envelope(record, instance_uuid, spec, where)
         items.append({"instance_uuid": instance_uuid, "request_id": record["request_id"],
-                      "workload_class": spec.workload_class,
-                      "spec": request_spec.dump_request_spec(spec)})
+                      "workload_class": spec.workload_class, "spec": wire})
     uuids = [i["instance_uuid"] for i in items]
     if len(set(uuids)) != len(uuids):
         raise errors.bad_request("An instance appears more than once in build_requests.")
@@ -96,18 +102,13 @@ def create_build_request():
     return resp
 
 
-def _spec_of(record, instance_uuid, where):
-    """The record's request spec, loaded with the scheduler's contract and
-    consistent with the record; a 400 saying every problem otherwise.
+def _check_envelope(record, instance_uuid, spec, where):
+    """A 400 unless the record's envelope agrees with its spec.
 
-    The spec is stored as the contract dumps it (canonical uuids, defaults
-    filled, the version), so whoever resumes the build loads what was checked.
+    The spec was loaded with the scheduler's contract and is stored as the
+    contract dumps it (canonical uuids, defaults filled, the version), so
+    whoever resumes the build loads what was checked here.
     """
-    try:
-        spec = request_spec.load_request_spec(record["spec"])
-    except request_spec.InvalidRequestSpec as exc:
-        raise errors.bad_request(f"{where}Invalid spec: {'; '.join(exc.problems)}",
-                                 errors.BUILD_REQUEST_INVALID_SPEC)
     problems = []
     if spec.request_id != record["request_id"]:
         problems.append(f"the spec's request_id {spec.request_id!r} is not the build "
@@ -120,7 +121,6 @@ def _spec_of(record, instance_uuid, where):
     if problems:
         raise errors.bad_request(f"{where}Invalid spec: {'; '.join(problems)}",
                                  errors.BUILD_REQUEST_INVALID_SPEC)
-    return spec
 
 
 def get_build_request(instance_uuid):

@@ -245,3 +245,30 @@ def test_documentation_lists_every_request_spec_field():
     section = doc.split("### The request spec", 1)[1].split("\n## ", 1)[0]
     for name in rs.RequestSpecSchema().fields:
         assert f"| `{name}` |" in section, name
+
+
+def test_canonical_specs_of_one_request_match_loading_each_alone():
+    import uuid as uuid_lib
+    uuids = [str(uuid_lib.uuid4()) for _ in range(5)]
+    items = [base(request_id="req-bulk", instance_uuids=[u.upper()]) for u in uuids]
+    items.append(base(request_id="req-other", instance_uuids=[uuids[0]], cell="c1"))
+    got = list(rs.canonical_request_specs(items))
+    for (spec, wire), data in zip(got, items, strict=True):
+        alone = rs.load_request_spec(data)
+        assert spec == alone and wire == rs.dump_request_spec(alone)
+    assert [s.instance_uuids for s, _ in got[:5]] == [(u,) for u in uuids]
+
+
+@pytest.mark.parametrize("bad_uuids, message", [
+    (["../x"], "instance_uuids.0: '../x' is not a uuid"),
+    ([INST, INST], "instance_uuids: must not repeat"),
+    ([], "instance_uuids: must list 1 to 1000"),
+    ([7], "instance_uuids.0: Not a valid string"),
+])
+def test_canonical_specs_refuse_what_a_single_load_refuses(bad_uuids, message):
+    items = [base(request_id="req-bulk", instance_uuids=[AGG]),
+             base(request_id="req-bulk", instance_uuids=bad_uuids)]
+    specs = rs.canonical_request_specs(items)
+    next(specs)
+    with pytest.raises(rs.InvalidRequestSpec, match=message):
+        next(specs)
