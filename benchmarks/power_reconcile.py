@@ -32,12 +32,12 @@ import uuid as uuid_lib
 import sqlalchemy as sa
 import werkzeug.serving
 
+from joule import placement_client
 from placement import app as app_mod
 from placement import conf as placement_conf
 from placement import db as db_mod
 from placement import migration
 from placement import models as m
-from powerpolicy import client as client_mod
 from powerpolicy import conf as power_conf
 from powerpolicy import controller as controller_mod
 from joule import inventory
@@ -127,9 +127,9 @@ def run(backend, url=None, repeat=3):
         server = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         endpoint = f"http://127.0.0.1:{server.server_port}"
-        conf = power_conf.make_conf(overrides={"static_hp_frac": 0.2,
-                                               "placement_endpoint": endpoint})
-        ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power))
+        conf = power_conf.make_conf(overrides={"static_hp_frac": 0.2})
+        ctl = controller_mod.Controller(
+            conf, placement_client.PlacementClient.for_endpoint(endpoint))
 
         rows = []
 

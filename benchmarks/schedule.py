@@ -97,7 +97,7 @@ def make_specs(count, seed, perf_share=0.3, vcpu_choices=(1, 2, 4, 8)):
 def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
     """Run ``workers`` scheduler-worker processes over ``specs``; return
     (wall seconds, summaries of each worker)."""
-    env = dict(os.environ, OS_PLACEMENT_CLIENT__ENDPOINT=endpoint, **(extra_env or {}))
+    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=endpoint, **(extra_env or {}))
     files = []
     for w in range(workers):
         path = os.path.join(tmpdir, f"specs-{w}-{time.monotonic_ns()}.jsonl")

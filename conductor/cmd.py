@@ -12,12 +12,14 @@ import sys
 
 from oslo_config import cfg
 
+from joule import placement_client
+
 from conductor import conf as conf_mod
 from conductor import driver as driver_mod
 from conductor import manager
 from joule import request_spec as spec_mod
 from scheduler import cli
-from scheduler import client as client_mod
+from scheduler import conf as sconf
 from scheduler import worker as worker_mod
 
 cli_opts = [
@@ -30,7 +32,8 @@ cli_opts = [
 
 
 def make_conductor(conf, client=None):
-    client = client or client_mod.PlacementClient.from_conf(conf)
+    client = client or placement_client.PlacementClient.from_conf(
+        conf, sconf.LEGACY_CLIENT_GROUP)
     c = conf.conductor
     driver = driver_mod.SimulatedDriver(c.simulated_failure_rate, c.simulated_failing_hosts,
                                         c.simulated_seed)
@@ -80,7 +83,8 @@ def main(argv=None):
     except OSError as exc:
         print(f"conductor-worker: {exc}", file=sys.stderr)
         return 2
-    except client_mod.PlacementUnreachable as exc:
+    except (worker_mod.PlacementUnavailable, placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed) as exc:
         print(f"conductor-worker: {exc}; pending build requests are resumed on the "
               "next start", file=sys.stderr)
         return 3

@@ -16,10 +16,10 @@ failed, the request fails with the reasons and none of its allocations remain.
 import logging
 
 from conductor import driver as driver_mod
+from joule import placement_client
 from joule import request_spec as spec_mod
 from joule.request_spec import BuildResult
 from scheduler import claim as claim_mod
-from scheduler import client as client_mod
 from scheduler import worker as worker_mod
 
 LOG = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ class Conductor:
         """Build every instance of ``spec``; return one BuildResult per instance.
 
         :raise joule.request_spec.InvalidRequestSpec: the spec is malformed (nothing recorded).
-        :raise PlacementUnreachable: placement went away; build requests that
+        :raise PlacementUnavailable: placement went away (or refused our token); build requests that
             were recorded stay pending and are resumed by ``resume_pending``.
         """
         if not isinstance(spec, spec_mod.RequestSpec):
@@ -78,10 +78,10 @@ class Conductor:
     def _schedule_and_build(self, spec):
         try:
             selections = self.scheduler.select_destinations(spec)
-        except worker_mod.PlacementUnavailable as exc:
+        except worker_mod.PlacementUnavailable:
             # Nothing is claimed (the scheduler released it); the build
             # requests stay pending for a later resume.
-            raise client_mod.PlacementUnreachable(str(exc)) from exc
+            raise
         except worker_mod.ConsumerInUse as exc:
             # Another conductor holds (and so owns) one of these instances, e.g.
             # two conductors resuming the same pending request: leave the build
@@ -138,7 +138,7 @@ class Conductor:
                     claim_mod.move(self.client, instance, alt.allocation_request, spec)
                 else:
                     claim_mod.claim(self.client, instance, alt.allocation_request, spec)
-            except client_mod.ClaimConflict as exc:
+            except placement_client.Conflict as exc:
                 reasons.append(f"claim on {alt.host_name or alt.host_uuid} failed: "
                                f"{exc.detail}")
                 if holding:
@@ -156,5 +156,5 @@ class Conductor:
         try:
             self.client.finish_build_request(instance, status, host_uuid=host_uuid,
                                              reason=reason)
-        except client_mod.PlacementError as exc:
+        except placement_client.PlacementError as exc:
             LOG.warning("build request %s not finished as %s: %s", instance, status, exc)

@@ -26,11 +26,17 @@ import time
 import werkzeug.serving
 
 import powerpolicy
-from joule import vocabulary
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import inventory as inventory_mod
+from joule import placement_client
 from joule import request_spec as spec_mod
-from scheduler import client as client_mod
+from joule import vocabulary
+from joule.placement_client import url_path
+from placement import app as app_mod
+from placement import conf as pconf_mod
+from powerpolicy import conf as power_conf
+from powerpolicy import controller as power_controller
 from scheduler import conf as sconf_mod
 from scheduler import worker as worker_mod
 
@@ -50,7 +56,7 @@ def _parser():
                    help="share of performance requests in the stream (0.3)")
     p.add_argument("--inventory", default=DEFAULT_INVENTORY,
                    help="cluster inventory in the YAML format of powerpolicy/data/*.yaml "
-                   "(powerpolicy/inventory.py; default: the shipped 41-node inventory)")
+                   "(joule/inventory.py; default: the shipped 41-node inventory)")
     p.add_argument("--database", default=None,
                    help="SQLAlchemy URL of the placement database (default: a temporary "
                    "SQLite file, removed at exit)")
@@ -83,7 +89,8 @@ def load_inventory(client, nodes):
     out = []
     for index, node in enumerate(nodes):
         hw = node.hardware
-        resp = client.request("POST", "/resource_providers", json={"name": node.name})
+        resp = client.request("POST", url_path("resource_providers"),
+                              json={"name": node.name})
         uuid = resp.json()["uuid"]
         inventories = {
             "VCPU": {"total": hw.get("cpu_cores") or 1},
@@ -91,13 +98,13 @@ def load_inventory(client, nodes):
         }
         if hw.get("gpu_count"):
             inventories["PGPU"] = {"total": hw["gpu_count"]}
-        client.request("PUT", f"/resource_providers/{uuid}/inventories",
+        client.request("PUT", url_path("resource_providers", uuid, "inventories"),
                        json={"resource_provider_generation": 0, "inventories": inventories})
         # Cells alternate so that alternates (same cell only) are a real constraint.
         cell = f"cell{index % CELLS + 1}"
-        client.request("PUT", f"/nodes/{uuid}", json={"cell": cell, "labels": {
-            "joulie.io/managed": "true", "family": node.family}}, ok=(200, 201))
-        client.request("PUT", f"/nodes/{uuid}/hardware", json=hw, ok=(200, 201))
+        client.put_node(uuid, cell=cell, labels={"joulie.io/managed": "true",
+                                                 "family": node.family})
+        client.put_hardware(uuid, hw)
         out.append((uuid, node))
     return out
 
@@ -108,10 +115,10 @@ def make_request(rng, performance_share):
         resources = {"VCPU": rng.choice((8, 16, 32)), "MEMORY_MB": rng.choice((32768, 65536))}
         if rng.random() < 0.6:
             resources["PGPU"] = rng.choice((1, 2))
-        wc = "performance"
+        wc = vocabulary.PERFORMANCE
     else:
         resources = {"VCPU": rng.choice((2, 4, 8)), "MEMORY_MB": rng.choice((4096, 8192, 16384))}
-        wc = "standard"
+        wc = vocabulary.STANDARD
     return {"version": spec_mod.REQUEST_SPEC_VERSION, "resources": resources,
             "workload_class": wc, "project_id": "demo", "user_id": "demo"}
 
@@ -131,13 +138,6 @@ def _progress(done, total, counts, enabled):
 
 def run(args, log=print):
     """Run the demo; return the summary dict."""
-    from placement import app as app_mod
-    from placement import conf as pconf_mod
-    from powerpolicy import client as power_client
-    from powerpolicy import conf as power_conf
-    from powerpolicy import controller as power_controller
-    from joule import inventory as inventory_mod
-
     nodes = inventory_mod.load(args.inventory)
     tmpdir = None
     url = args.database
@@ -153,17 +153,16 @@ def run(args, log=print):
         app = app_mod.create_app(pconf, sync=True)
         server = _Server(app)
         sconf = sconf_mod.make_conf(overrides={
-            ("placement_client", "endpoint"): server.url,
+            ("placement", "endpoint_override"): server.url,
             ("filter_scheduler", "max_attempts"): args.max_attempts})
-        client = client_mod.PlacementClient.from_conf(sconf)
+        client = placement_client.PlacementClient.from_conf(sconf, sconf_mod.LEGACY_CLIENT_GROUP)
         hosts = load_inventory(client, nodes)
         log(f"loaded {len(hosts)} nodes from {args.inventory} into placement at {server.url}",
             file=sys.stderr)
 
-        pc = power_conf.make_conf(overrides={
-            "placement_endpoint": server.url, "static_hp_frac": args.static_hp_frac})
-        tick = power_controller.Controller(
-            pc, power_client.PlacementClient.from_conf(pc.power)).tick()
+        pc = power_conf.make_conf(overrides={"static_hp_frac": args.static_hp_frac})
+        # The power controller reads and writes the same placement: one client.
+        tick = power_controller.Controller(pc, client).tick()
         log(f"power controller: policy {tick.policy}, {tick.hp_count} of {len(hosts)} nodes "
             "in performance", file=sys.stderr)
 
@@ -195,7 +194,7 @@ def run(args, log=print):
 
 def _summary(args, client, hosts, results, counts, cond, elapsed):
     # The ledger's view, not the scheduler's: the twins as stored now.
-    nodes = {n["uuid"]: n for n in client.request("GET", "/nodes").json()["nodes"]}
+    nodes = {n["uuid"]: n for n in client.list_nodes()}
     family_of = {uuid: node.family for uuid, node in hosts}
     families = {}
     for uuid, fam in family_of.items():
@@ -262,9 +261,8 @@ def main(argv=None):
     try:
         summary = run(args)
     except Exception as exc:  # one clear line, not a traceback, for a first run
-        from joule import inventory as inventory_mod
-        if isinstance(exc, (inventory_mod.InventoryError, client_mod.PlacementError,
-                            client_mod.PlacementUnreachable, OSError)):
+        if isinstance(exc, (inventory_mod.InventoryError, placement_client.PlacementError,
+                            OSError)):
             print(f"placement-demo: {exc}", file=sys.stderr)
             return 2
         raise

@@ -23,7 +23,8 @@ import threading
 
 from oslo_config import cfg
 
-from powerpolicy import client as client_mod
+from joule import placement_client
+
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from joule import inventory as inventory_mod
@@ -130,12 +131,12 @@ def main(argv=None):
         _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)),
                     args.json)
         return 0
+    client = placement_client.PlacementClient.from_conf(conf, conf_mod.power_group.name)
     if args.dry_run:
-        controller = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(
-            conf.power))
+        controller = controller_mod.Controller(conf, client)
         try:
             result, _ = controller.plan()  # the tick without its write
-        except client_mod.PlacementError as exc:
+        except placement_client.PlacementError as exc:
             print(f"power-controller: dry run failed: {exc}", file=sys.stderr)
             return 1
         out = preview_mod.build(result)
@@ -143,13 +144,12 @@ def main(argv=None):
         return 0
 
     metrics = metrics_mod.Metrics()
-    controller = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(
-        conf.power), metrics)
+    controller = controller_mod.Controller(conf, client, metrics)
 
     if args.once:
         try:
             result = controller.tick()
-        except client_mod.PlacementError as exc:
+        except placement_client.PlacementError as exc:
             print(f"power-controller: reconcile failed: {exc}", file=sys.stderr)
             return 1
         if args.json:
@@ -164,7 +164,7 @@ def main(argv=None):
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
     LOG.info("power controller running policy %s every %ss against %s", policy,
-             conf.power.reconcile_interval, conf.power.placement_endpoint)
+             conf.power.reconcile_interval, controller.client.endpoint)
     controller.run_forever(stop)
     return 0
 

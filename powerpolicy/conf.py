@@ -8,6 +8,7 @@ e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``; the environment wins over files.
 
 from oslo_config import cfg
 
+from joule import placement_client
 from powerpolicy import policies
 
 power_group = cfg.OptGroup("power", title="Power policy controller")
@@ -102,19 +103,6 @@ power_opts = [
         "metrics_port", default=9108,
         help="Port of the Prometheus /metrics endpoint of the service; 0 disables it.",
     ),
-    cfg.URIOpt(
-        "placement_endpoint", default="http://127.0.0.1:8778",
-        help="Base URL of the placement API the controller reads nodes from and writes "
-        "twins to.",
-    ),
-    cfg.StrOpt(
-        "placement_token", default="admin", secret=True,
-        help="Token sent as X-Auth-Token to placement (with noauth2, 'admin' is an admin).",
-    ),
-    cfg.FloatOpt(
-        "request_timeout", default=30.0, min=0.1,
-        help="Seconds to wait for one placement HTTP call.",
-    ),
 ]
 
 
@@ -125,11 +113,14 @@ def register_opts(conf):
     group = cfg.OptGroup(power_group.name, title=power_group.title)
     conf.register_group(group)
     conf.register_opts(power_opts, group=group)
+    # [placement]: the REST client; [power] placement_endpoint, placement_token
+    # and request_timeout are read for one release.
+    placement_client.register_opts(conf, power_group.name)
 
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return [(power_group, power_opts)]
+    return [(power_group, power_opts)] + placement_client.list_opts(power_group.name)
 
 
 def check(conf):

@@ -27,9 +27,9 @@ import dataclasses
 import logging
 import time
 
+from joule import placement_client
 from joule import vocabulary
 from powerpolicy import caps
-from powerpolicy import client as client_mod
 from powerpolicy import guard
 from powerpolicy import policies
 from powerpolicy import selection
@@ -194,8 +194,11 @@ class Controller:
         if self.conf.power.policy != policies.QUEUE_AWARE_V1:
             return 0
         try:
-            return self.client.pending_performance_builds()
-        except client_mod.FeatureMissing as exc:
+            return self.client.count_build_requests(status="pending",
+                                                    workload_class=vocabulary.PERFORMANCE)
+        except placement_client.PlacementError as exc:
+            if not exc.route_missing:
+                raise
             # Without the build request queue, demand is the running work only;
             # it undercounts, it never throttles anything that runs.
             LOG.warning("pending build requests unavailable, demand counts running work "
@@ -302,7 +305,7 @@ class Controller:
         while not stop_event.is_set():
             try:
                 self.tick()
-            except client_mod.PlacementError as exc:
+            except placement_client.PlacementError as exc:
                 LOG.error("reconcile failed, retrying in %ss: %s", interval, exc)
             except Exception:  # keep the service alive; the next tick starts afresh
                 LOG.exception("reconcile failed, retrying in %ss", interval)

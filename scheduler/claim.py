@@ -9,7 +9,7 @@ generation, so the instance never holds nothing in between.
 """
 
 def claim(client, consumer, allocation_request, spec):
-    """Claim for ``consumer``; raise ClaimConflict on a lost race."""
+    """Claim for ``consumer``; raise placement_client.Conflict on a lost race."""
     client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,
                            consumer_generation=None, workload_class=spec.workload_class,
                            consumer_type=spec.consumer_type)
@@ -25,7 +25,7 @@ def move(client, consumer, allocation_request, spec):
 
     The write carries the generation read just before; if anything changed the
     consumer in between, placement answers 409 and nothing is changed.
-    :raise ClaimConflict: the alternate's capacity is gone or the consumer changed.
+    :raise placement_client.Conflict: the alternate's capacity is gone or the consumer changed.
     """
     _current, generation = client.get_allocations(consumer)
     client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,

@@ -19,9 +19,9 @@ import sys
 
 from oslo_config import cfg
 
+from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import cli
-from scheduler import client as client_mod
 from scheduler import conf as conf_mod
 from scheduler import worker as worker_mod
 
@@ -37,7 +37,8 @@ cli_opts = [
 
 def run(conf, lines, out, client=None):
     """Schedule every spec of ``lines``; write outcomes to ``out``; return stats."""
-    client = client or client_mod.PlacementClient.from_conf(conf)
+    client = client or placement_client.PlacementClient.from_conf(
+        conf, conf_mod.LEGACY_CLIENT_GROUP)
     sched = worker_mod.Scheduler(conf, client)
     counts = {"requests": 0, "placed": 0, "failed": 0, "invalid": 0}
     for number, line in enumerate(lines, 1):

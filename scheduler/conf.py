@@ -1,4 +1,5 @@
-"""oslo.config options of the scheduler worker (and the conductor, which embeds it).
+"""oslo.config options of the scheduler worker (and the conductor, which embeds it):
+``[filter_scheduler]`` here, ``[placement]`` (the REST client) from joule.placement_client.
 
 Names follow nova's ``[filter_scheduler]`` where nova has the option, so an
 operator who knows nova reads them without a glossary.
@@ -6,8 +7,12 @@ operator who knows nova reads them without a glossary.
 
 from oslo_config import cfg
 
+from joule import placement_client
+
 filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler")
-client_group = cfg.OptGroup("placement_client", title="Placement REST client")
+
+# The group of the client options before [placement] (deprecated names).
+LEGACY_CLIENT_GROUP = "placement_client"
 
 ALL_FILTERS = ["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]
 
@@ -106,49 +111,20 @@ filter_opts = [
     ),
 ]
 
-client_opts = [
-    cfg.StrOpt(
-        "endpoint",
-        default="http://127.0.0.1:8778",
-        help="Base URL of the placement API.",
-    ),
-    cfg.StrOpt(
-        "token",
-        default="admin",
-        secret=True,
-        help="Value of the X-Auth-Token header. With placement's noauth2 strategy the "
-        "token 'admin' is an admin; with keystone use a service token.",
-    ),
-    cfg.FloatOpt(
-        "timeout",
-        default=30.0,
-        min=0.1,
-        help="Seconds to wait for one placement response.",
-    ),
-    cfg.IntOpt(
-        "connect_retries",
-        default=2,
-        min=0,
-        help="Extra attempts when placement cannot be reached (connection refused, "
-        "timeout) for a read; writes are retried only when the answer was never "
-        "received and the write is idempotent.",
-    ),
-]
-
-
 def register_opts(conf):
     # Fresh OptGroup objects per ConfigOpts: oslo.config keeps overrides in
     # the group object, so sharing the module-level ones would leak one
     # ConfigOpts' overrides into every other (tests, several workers).
     conf.register_group(cfg.OptGroup(filter_group.name, title=filter_group.title))
     conf.register_opts(filter_opts, group=filter_group.name)
-    conf.register_group(cfg.OptGroup(client_group.name, title=client_group.title))
-    conf.register_opts(client_opts, group=client_group.name)
+    # [placement]: the REST client; the old [placement_client] names are read
+    # for one release.
+    placement_client.register_opts(conf, LEGACY_CLIENT_GROUP)
 
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return [(filter_group, filter_opts), (client_group, client_opts)]
+    return [(filter_group, filter_opts)] + placement_client.list_opts(LEGACY_CLIENT_GROUP)
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):

@@ -28,10 +28,10 @@ import logging
 import random
 import time
 
+from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
 from scheduler import claim as claim_mod
-from scheduler import client as client_mod
 from scheduler import filters as filters_mod
 from scheduler import hosts as hosts_mod
 from scheduler import weighers as weighers_mod
@@ -186,7 +186,7 @@ class Scheduler:
             try:
                 claim_mod.claim(self.client, instance, areq, spec)
                 return host, areq
-            except client_mod.ClaimConflict as exc:
+            except placement_client.Conflict as exc:
                 if exc.consumer_conflict:
                     raise ConsumerInUse(
                         f"instance {instance} already holds allocations (consumer "
@@ -206,11 +206,12 @@ class Scheduler:
                 self.stats["races_lost"] += 1
                 lost.add(host.uuid)
                 available = [item for item in available if item[2].uuid != host.uuid]
-            except client_mod.PlacementUnreachable as exc:
+            except (placement_client.PlacementUnreachable,
+                    placement_client.AuthenticationFailed) as exc:
                 # The claim may or may not have been written; _unwind releases
                 # this instance as well as the earlier ones.
                 raise _Unreachable(str(exc), instance) from exc
-            except client_mod.PlacementError as exc:
+            except placement_client.PlacementError as exc:
                 raise SchedulerError(f"claim for instance {instance} failed: {exc}")
         return None, None
 
@@ -227,7 +228,7 @@ class Scheduler:
         for consumer in reversed(claimed):
             try:
                 claim_mod.unclaim(self.client, consumer)
-            except (client_mod.PlacementUnreachable, client_mod.PlacementError) as exc:
+            except placement_client.PlacementError as exc:
                 errors.append(f"{consumer}: {exc}")
         if errors:
             LOG.error("could not release claims of %s: %s", spec.request_id, "; ".join(errors))
@@ -237,7 +238,7 @@ class Scheduler:
             return
         try:
             self.client.put_report(spec.request_id, spec.project_id, data)
-        except (client_mod.PlacementUnreachable, client_mod.PlacementError) as exc:
+        except placement_client.PlacementError as exc:
             # The report is for operators; losing one must not fail the request.
             LOG.warning("scheduling report of %s not written: %s", spec.request_id, exc)
 
@@ -300,9 +301,10 @@ class _Walk:
         spec = self.spec
         try:
             return next(self.pages, None)
-        except client_mod.PlacementUnreachable as exc:
+        except (placement_client.PlacementUnreachable,
+                placement_client.AuthenticationFailed) as exc:
             raise PlacementUnavailable(str(exc)) from exc
-        except client_mod.PlacementError as exc:
+        except placement_client.PlacementError as exc:
             if exc.status == 400:
                 raise SchedulerError(f"placement rejected the request {spec.request_id}: "
                                      f"{exc.detail}")

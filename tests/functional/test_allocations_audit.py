@@ -7,7 +7,7 @@ import uuid
 
 import requests
 
-from scheduler import client as client_mod
+from joule import placement_client
 from scheduler import conf as sconf_mod
 from scheduler import worker as worker_mod
 from tests import builders
@@ -51,10 +51,10 @@ def test_audit_finds_and_deletes_what_an_interrupted_request_left(db, db_url, cl
         rp = builders.create_provider(db, name=f"cn{i}")
         builders.set_inventory(db, rp, "VCPU", 16)
         builders.set_inventory(db, rp, "MEMORY_MB", 32768)
-    sconf = sconf_mod.make_conf(overrides={("placement_client", "endpoint"): live_server.url,
-                                           ("placement_client", "connect_retries"): 0})
+    sconf = sconf_mod.make_conf(overrides={("placement", "endpoint_override"): live_server.url,
+                                           ("placement", "connect_retries"): 0})
     session = _PlacementGoesAway(claims=4)
-    sched = worker_mod.Scheduler(sconf, client_mod.PlacementClient.from_conf(
+    sched = worker_mod.Scheduler(sconf, placement_client.PlacementClient.from_conf(
         sconf, session=session))
     spec = {"version": "1.0", "request_id": "req-interrupted", "num_instances": 10,
             "project_id": "p", "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 512}}

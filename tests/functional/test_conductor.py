@@ -30,7 +30,7 @@ def test_restart_resumes_pending_and_pending_demand_is_counted(db, client, live_
     new = tmp_path / "specs.jsonl"
     new.write_text(json.dumps({"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512},
                                "project_id": "p", "user_id": "u"}) + "\n")
-    monkeypatch.setenv("OS_PLACEMENT_CLIENT__ENDPOINT", live_server.url)
+    monkeypatch.setenv("OS_PLACEMENT__ENDPOINT_OVERRIDE", live_server.url)
     out = tmp_path / "out.jsonl"
     rc = conductor_cmd.main(["--requests", str(new), "--output", str(out)])
     assert rc == 0, capsys.readouterr().err
@@ -47,8 +47,8 @@ def test_restart_resumes_pending_and_pending_demand_is_counted(db, client, live_
 
 
 def test_conductor_worker_reports_unreachable_placement(monkeypatch, capsys):
-    monkeypatch.setenv("OS_PLACEMENT_CLIENT__ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setenv("OS_PLACEMENT_CLIENT__CONNECT_RETRIES", "0")
+    monkeypatch.setenv("OS_PLACEMENT__ENDPOINT_OVERRIDE", "http://127.0.0.1:9")
+    monkeypatch.setenv("OS_PLACEMENT__CONNECT_RETRIES", "0")
     assert conductor_cmd.main([]) == 3
     err = capsys.readouterr().err
     assert "placement at http://127.0.0.1:9 is unreachable" in err

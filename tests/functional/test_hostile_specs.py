@@ -83,7 +83,7 @@ def _write_specs(path, tag):
 
 
 def _run(script, specs, out, url):
-    env = dict(os.environ, OS_PLACEMENT_CLIENT__ENDPOINT=url,
+    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=url,
                OS_FILTER_SCHEDULER__PAGE_SIZE="1", OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS="0")
     res = subprocess.run([os.path.join(BIN, script), "--requests", str(specs),
                           "--output", str(out)], capture_output=True, text=True, env=env,

@@ -11,7 +11,8 @@ import json
 import types
 
 
-from powerpolicy import client as client_mod
+from joule import placement_client
+from joule.placement_client import url_path
 from powerpolicy import cmd
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
@@ -55,9 +56,8 @@ def _joulie_verdicts(api, performance):
     from scheduler.filters.joulie import JoulieFilter
     from scheduler.hosts import HostState
 
-    resp = api.session.get(api.endpoint + "/allocation_candidates",
-                           params={"resources": "VCPU:1", "node_data": "true"})
-    assert resp.status_code == 200, resp.text
+    resp = api.request("GET", url_path("allocation_candidates"),
+                       params={"resources": "VCPU:1", "node_data": "true"})
     nodes = resp.json()["nodes"]
     spec = types.SimpleNamespace(is_performance=performance)
     return {node["name"]: JoulieFilter().host_passes(
@@ -66,15 +66,13 @@ def _joulie_verdicts(api, performance):
 
 
 def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
-    api = client_mod.PlacementClient(live_server.url)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
     _register(api, db, "cn-a")
     b = _register(api, db, "cn-b")
     _register(api, db, "cn-infra", labels={"role": "infra"})
-    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0, "node_selector": "role=worker",
-                                         "placement_endpoint": live_server.url})
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0, "node_selector": "role=worker"})
     metrics = metrics_mod.Metrics()
-    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power),
-                                    metrics)
+    ctl = controller_mod.Controller(conf, api, metrics)
 
     first = ctl.tick()
     assert first.written == 2
@@ -86,11 +84,8 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
 
     # A performance consumer runs on cn-b.
     consumer = new_uuid()
-    resp = api.session.put(f"{live_server.url}/allocations/{consumer}", json={
-        "allocations": {b: {"resources": {"VCPU": 2}}}, "project_id": "p", "user_id": "u",
-        "consumer_generation": None, "consumer_type": "INSTANCE",
-        "workload_class": "performance"})
-    assert resp.status_code == 204, resp.text
+    api.put_allocations(consumer, {"allocations": {b: {"resources": {"VCPU": 2}}}}, "p", "u",
+                        workload_class="performance")
 
     # Demand falls to one node: cn-b (second by name) is planned eco but drains.
     ctl.conf.set_override("static_hp_frac", 0.5, group="power")
@@ -99,7 +94,7 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     twin_b = _stored(api)["cn-b"]["twin"]
     assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "draining")
     assert twin_b["cpu_cap_watts"] == 400.0  # performance caps until the work ends
-    traits = api.session.get(f"{live_server.url}/resource_providers/{b}/traits").json()
+    traits = api.request("GET", url_path("resource_providers", b, "traits")).json()
     assert "CUSTOM_POWER_PROFILE_ECO" in traits["traits"]
     assert "CUSTOM_POWER_PROFILE_PERFORMANCE" not in traits["traits"]
     assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
@@ -114,7 +109,7 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     assert ctl.tick().written == 0
 
     # The consumer goes away: cn-b turns eco with eco caps, the drain's end is counted.
-    assert api.session.delete(f"{live_server.url}/allocations/{consumer}").status_code == 204
+    api.delete_allocations(consumer)
     third = ctl.tick()
     assert third.written == 1
     twin_b = _stored(api)["cn-b"]["twin"]
@@ -136,31 +131,29 @@ class _OnlySelected:
 
 
 def test_pending_performance_builds_raise_demand(live_server, db):
-    api = client_mod.PlacementClient(live_server.url)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
     for i in range(4):
         _register(api, db, f"cn-{i}")
     conf = conf_mod.make_conf(overrides={
         "policy": "queue_aware_v1", "queue_hp_base_frac": 0.0, "queue_hp_min": 0,
-        "queue_perf_per_hp_node": 1, "placement_endpoint": live_server.url})
-    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power))
+        "queue_perf_per_hp_node": 1})
+    ctl = controller_mod.Controller(conf, api)
     assert ctl.tick().hp_count == 1
     for _ in range(3):
         instance = new_uuid()
-        resp = api.session.post(f"{live_server.url}/build_requests", json={
-            "instance_uuid": instance, "request_id": "req-1", "workload_class": "performance",
-            "spec": {"version": "1.0", "request_id": "req-1", "instance_uuids": [instance],
-                     "workload_class": "performance", "resources": {"VCPU": 1},
-                     "project_id": "p", "user_id": "u"}})
-        assert resp.status_code == 201, resp.text
+        assert api.create_build_request(instance, "req-1", "performance", {
+            "version": "1.0", "request_id": "req-1", "instance_uuids": [instance],
+            "workload_class": "performance", "resources": {"VCPU": 1},
+            "project_id": "p", "user_id": "u"})
     result = ctl.tick()
     assert (result.pending, result.hp_count) == (3, 3)
     assert sum(n["twin"]["profile"] == "performance" for n in api.list_nodes()) == 3
 
 
 def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
-    api = client_mod.PlacementClient(live_server.url)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
     _register(api, db, "cn-x")
-    monkeypatch.setenv("OS_POWER__PLACEMENT_ENDPOINT", live_server.url)
+    monkeypatch.setenv("OS_PLACEMENT__ENDPOINT_OVERRIDE", live_server.url)
     assert cmd.main(["--once", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["written"] == 1 and out["hp_count"] == 1 and out["repaired_traits"] == []
@@ -168,7 +161,7 @@ def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
 
 
 def _traits(api, rp):
-    resp = api.session.get(f"{api.endpoint}/resource_providers/{rp}/traits")
+    resp = api.request("GET", f"/resource_providers/{rp}/traits")
     assert resp.status_code == 200, resp.text
     return resp.json()
 
@@ -176,7 +169,7 @@ def _traits(api, rp):
 def _set_traits(api, rp, traits):
     """What any placement client may do behind the controller's back."""
     generation = _traits(api, rp)["resource_provider_generation"]
-    resp = api.session.put(f"{api.endpoint}/resource_providers/{rp}/traits", json={
+    resp = api.request("PUT", f"/resource_providers/{rp}/traits", json={
         "traits": traits, "resource_provider_generation": generation})
     assert resp.status_code == 200, resp.text
 
@@ -186,12 +179,11 @@ def _profile_traits(api, rp):
 
 
 def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, db):
-    api = client_mod.PlacementClient(live_server.url)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
     rps = {name: _register(api, db, name) for name in ("cn-a", "cn-b", "cn-c", "cn-d")}
-    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.5,
-                                         "placement_endpoint": live_server.url})
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.5})
     metrics = metrics_mod.Metrics()
-    ctl = controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power),
+    ctl = controller_mod.Controller(conf, api,
                                     metrics)
     ctl.tick()
     before = _stored(api)
@@ -204,7 +196,7 @@ def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, 
     _set_traits(api, rps["cn-d"], ["CUSTOM_POWER_PROFILE_ECO",
                                    "CUSTOM_POWER_PROFILE_PERFORMANCE"])
     untouched_generation = _traits(api, rps["cn-b"])["resource_provider_generation"]
-    resp = api.session.get(f"{live_server.url}/resource_providers",
+    resp = api.request("GET", "/resource_providers",
                            params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
     assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-b", "cn-d"]
 
@@ -223,7 +215,7 @@ def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, 
         assert same == {k: v for k, v in before[name]["twin"].items() if k != "generation"}
     assert after["cn-b"]["twin"]["generation"] == before["cn-b"]["twin"]["generation"]
     assert _traits(api, rps["cn-b"])["resource_provider_generation"] == untouched_generation
-    resp = api.session.get(f"{live_server.url}/resource_providers",
+    resp = api.request("GET", "/resource_providers",
                            params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
     assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-a", "cn-b"]
 

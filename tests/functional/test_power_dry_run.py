@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from powerpolicy import client as client_mod
+from joule import placement_client
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from tests import builders
@@ -39,14 +39,14 @@ def _register(api, db, name, gpus=0):
 def _everything(api):
     """What placement stores that a dry run must not change."""
     nodes = api.list_nodes()
-    providers = api.session.get(api.endpoint + "/resource_providers").json()
+    providers = api.request("GET", "/resource_providers").json()
     return nodes, sorted((rp["uuid"], rp["generation"]) for rp in providers["resource_providers"])
 
 
 def _dry_run(url, *args, **env):
     exe = shutil.which("power-controller") or pytest.fail("power-controller is not installed")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OS_POWER__")}
-    environ.update({"OS_POWER__PLACEMENT_ENDPOINT": url, **env})
+    environ.update({"OS_PLACEMENT__ENDPOINT_OVERRIDE": url, **env})
     proc = subprocess.run([exe, "--dry-run", *args], capture_output=True, text=True,
                           timeout=120, env=environ, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -59,20 +59,19 @@ def cluster(live_server, db):
     STATIC_HP_FRAC 1.0; then a performance consumer on cn-2, a sixth CPU node
     that was never planned, and cn-0's profile trait changed behind the
     controller's back."""
-    api = client_mod.PlacementClient(live_server.url)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
     rps = {f"cn-{i}": _register(api, db, f"cn-{i}") for i in range(4)}
     rps["gpu-0"] = _register(api, db, "gpu-0", gpus=4)
-    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0,
-                                         "placement_endpoint": live_server.url})
-    controller_mod.Controller(conf, client_mod.PlacementClient.from_conf(conf.power)).tick()
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0})
+    controller_mod.Controller(conf, api).tick()
     rps["cn-4"] = _register(api, db, "cn-4")
-    resp = api.session.put(f"{live_server.url}/allocations/{new_uuid()}", json={
+    resp = api.request("PUT", f"/allocations/{new_uuid()}", ok=(204,), json={
         "allocations": {rps["cn-2"]: {"resources": {"VCPU": 2}}}, "project_id": "p",
         "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE",
         "workload_class": "performance"})
     assert resp.status_code == 204, resp.text
-    traits = api.session.get(f"{live_server.url}/resource_providers/{rps['cn-0']}/traits")
-    resp = api.session.put(f"{live_server.url}/resource_providers/{rps['cn-0']}/traits", json={
+    traits = api.request("GET", f"/resource_providers/{rps['cn-0']}/traits")
+    resp = api.request("PUT", f"/resource_providers/{rps['cn-0']}/traits", json={
         "traits": ["CUSTOM_POWER_PROFILE_ECO"],
         "resource_provider_generation": traits.json()["resource_provider_generation"]})
     assert resp.status_code == 200, resp.text
@@ -110,10 +109,9 @@ def test_dry_run_json_shows_the_next_tick_and_writes_nothing(live_server, cluste
     assert out["cap_watts"] == {"now": 3200.0, "planned": 3120.0}
 
     # The preview is what the tick then does.
-    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.2,
-                                         "placement_endpoint": live_server.url})
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.2})
     result = controller_mod.Controller(
-        conf, client_mod.PlacementClient.from_conf(conf.power)).tick()
+        conf, api).tick()
     assert sorted(result.repaired) == ["cn-0"]
     assert sorted((d.name, d.to_state) for d in result.transitions) == [
         ("cn-1", "eco"), ("cn-2", "draining"), ("cn-3", "eco"), ("cn-4", "eco")]
@@ -127,7 +125,7 @@ def test_dry_run_counts_pending_work_for_queue_aware(live_server, cluster):
     api, _ = cluster
     for _ in range(3):
         instance = new_uuid()
-        resp = api.session.post(f"{live_server.url}/build_requests", json={
+        resp = api.request("POST", "/build_requests", ok=(201,), json={
             "instance_uuid": instance, "request_id": "req-1", "workload_class": "performance",
             "spec": build_request_spec(instance, "req-1", "performance")})
         assert resp.status_code == 201, resp.text
@@ -169,7 +167,7 @@ def test_dry_run_text_for_an_operator(live_server, cluster):
 def test_dry_run_against_an_unreachable_placement_fails_cleanly():
     exe = shutil.which("power-controller")
     environ = {k: v for k, v in os.environ.items() if not k.startswith("OS_POWER__")}
-    environ["OS_POWER__PLACEMENT_ENDPOINT"] = "http://127.0.0.1:9"
+    environ["OS_PLACEMENT__ENDPOINT_OVERRIDE"] = "http://127.0.0.1:9"
     proc = subprocess.run([exe, "--dry-run", "--json"], capture_output=True, text=True,
                           timeout=120, env=environ, check=False)
     assert proc.returncode == 1 and proc.stdout == ""

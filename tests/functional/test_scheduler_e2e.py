@@ -6,9 +6,9 @@ import requests
 
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import placement_client
 from joule.request_spec import InvalidRequestSpec
 from scheduler import claim as claim_mod
-from scheduler import client as client_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker
 from tests import builders
@@ -37,10 +37,10 @@ def add_hosts(db, client, specs):
 
 
 def make_scheduler(live_server, session=None, **opts):
-    overrides = {("placement_client", "endpoint"): live_server.url}
+    overrides = {("placement", "endpoint_override"): live_server.url}
     overrides.update({("filter_scheduler", k): v for k, v in opts.items()})
     conf = sconf_mod.make_conf(overrides=overrides)
-    client = client_mod.PlacementClient.from_conf(conf, session=session)
+    client = placement_client.PlacementClient.from_conf(conf, session=session)
     return worker.Scheduler(conf, client), client
 
 
@@ -167,9 +167,9 @@ def test_bad_spec_and_unreachable_placement_are_clear(db, client, live_server):
         sched.select_destinations(spec(resources={"VCPU": -1}))
     with pytest.raises(worker.SchedulerError, match="placement rejected the request"):
         sched.select_destinations(spec(resources={"CUSTOM_NOPE": 1}))
-    conf = sconf_mod.make_conf(overrides={("placement_client", "endpoint"): "http://127.0.0.1:9",
-                                          ("placement_client", "connect_retries"): 0})
-    down = worker.Scheduler(conf, client_mod.PlacementClient.from_conf(conf))
+    conf = sconf_mod.make_conf(overrides={("placement", "endpoint_override"): "http://127.0.0.1:9",
+                                          ("placement", "connect_retries"): 0})
+    down = worker.Scheduler(conf, placement_client.PlacementClient.from_conf(conf))
     with pytest.raises(worker.PlacementUnavailable,
                        match=r"placement at http://127.0.0.1:9 is unreachable "
                              r"\(GET /allocation_candidates\): connection refused"):

@@ -2,8 +2,8 @@
 
 import pytest
 
+from joule import placement_client as client_mod
 from joule import vocabulary
-from powerpolicy import client as client_mod
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
@@ -44,12 +44,13 @@ class FakeClient:
 
     def workload_usages(self):
         if self.usages_missing:
-            raise client_mod.FeatureMissing("GET /workload_usages: 501", status=501)
+            raise client_mod.ServerError("GET", "/workload_usages", 501)
         return self.usages
 
-    def pending_performance_builds(self):
+    def count_build_requests(self, status=None, workload_class=None):
+        assert (status, workload_class) == ("pending", "performance")
         if self.pending_missing:
-            raise client_mod.FeatureMissing("GET /build_requests: 404", status=404)
+            raise client_mod.NotFound("GET", "/build_requests", 404)
         return self.pending
 
     def provider_inventories(self, uuid):
@@ -137,7 +138,7 @@ def test_missing_build_request_queue_counts_running_only():
 def test_missing_workload_usages_writes_nothing():
     client = FakeClient([_node("a")], usages_missing=True)
     ctl, metrics = _controller(client)
-    with pytest.raises(client_mod.FeatureMissing):
+    with pytest.raises(client_mod.ServerError):
         ctl.tick()
     assert client.writes == []
     assert metrics.value("joulie_policy_reconciles_total", outcome="error") == 1
@@ -239,7 +240,8 @@ def test_service_loop_serves_metrics_and_survives_a_failed_tick():
         def list_nodes(self):
             Flaky.calls += 1
             if Flaky.calls == 1:
-                raise client_mod.PlacementError("placement is down")
+                raise client_mod.PlacementUnreachable("GET", "/nodes", "http://p",
+                                                      "connection refused")
             if Flaky.calls == 3:
                 stop.set()
             return super().list_nodes()

@@ -110,7 +110,7 @@ def test_the_service_refuses_to_start_with_one_line(mode, tmp_path):
 
 def test_environment_selector_is_checked_too():
     proc = _power_controller("--once", env={"OS_POWER__NODE_SELECTOR": "cpu>4",
-                                            "OS_POWER__PLACEMENT_ENDPOINT": "http://127.0.0.1:9"})
+                                            "OS_PLACEMENT__ENDPOINT_OVERRIDE": "http://127.0.0.1:9"})
     assert proc.returncode == 2
     assert "the numeric comparison '>' is not supported" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -8,7 +8,7 @@ a test make another scheduler win the race for a host before our claim lands.
 
 import uuid as uuid_lib
 
-from scheduler import client as client_mod
+from joule import placement_client as client_mod
 
 
 def host(name, cell="cell1", klass="performance", vcpu=8, ram=8192, disk=None, labels=None,
@@ -74,12 +74,12 @@ class FakePlacement:
                     self.used[rp][rc] = self.hosts[rp]["capacity"][rc]
         if self.fail_next_claims:
             self.fail_next_claims -= 1
-            raise client_mod.ClaimConflict("PUT", "/allocations", 409,
+            raise client_mod.Conflict("PUT", "/allocations", 409,
                                            "placement.concurrent_update", "injected")
         current = self.consumers.get(consumer)
         have_gen = current["generation"] if current else None
         if consumer_generation != have_gen:
-            raise client_mod.ClaimConflict(
+            raise client_mod.Conflict(
                 "PUT", "/allocations", 409, "placement.concurrent_update",
                 f"consumer generation conflict - expected {consumer_generation} "
                 f"but got {have_gen}")
@@ -88,7 +88,7 @@ class FakePlacement:
             for rc, amount in res.items():
                 already = old.get(rp, {}).get(rc, 0)
                 if self.used[rp][rc] - already + amount > self.hosts[rp]["capacity"][rc]:
-                    raise client_mod.ClaimConflict(
+                    raise client_mod.Conflict(
                         "PUT", "/allocations", 409, "placement.undefined_code",
                         f"Unable to allocate inventory: {rc} on {rp}")
         self._release(old)

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from scheduler import client as client_mod
+from joule import placement_client as client_mod
 from scheduler import worker
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
@@ -176,7 +176,8 @@ class Unreachable(FakePlacement):
         if self.ok_claims == 0:
             # Written, but the answer is lost: the worst case for the caller.
             super().put_allocations(consumer, *args, **kwargs)
-            raise client_mod.PlacementUnreachable("placement at x is unreachable")
+            raise client_mod.PlacementUnreachable("PUT", "/allocations/x", "http://x",
+                                                  "connection dropped")
         self.ok_claims -= 1
         return super().put_allocations(consumer, *args, **kwargs)
 
