@@ -171,4 +171,5 @@ def test_dry_run_against_an_unreachable_placement_fails_cleanly():
     proc = subprocess.run([exe, "--dry-run", "--json"], capture_output=True, text=True,
                           timeout=120, env=environ, check=False)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.startswith("power-controller: dry run failed: GET ")
+    assert proc.stderr.startswith(
+        "power-controller: dry run failed: placement at http://127.0.0.1:9 is unreachable")
