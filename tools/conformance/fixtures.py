@@ -165,13 +165,7 @@ class APIFixture(gabbi_fixture.GabbiFixture):
         builders.set_traits(self.db, rp_uuid, *names)
 
     def custom_class(self, name):
-        rc = models.resource_classes
-        with self.db.write() as conn:
-            if conn.execute(sa.select(rc.c.id).where(rc.c.name == name)).first() is None:
-                next_id = conn.execute(sa.select(sa.func.max(rc.c.id))).scalar_one() or 0
-                conn.execute(rc.insert().values(
-                    id=max(next_id + 1, db_mod.CUSTOM_RC_ID_BASE), name=name,
-                    created_at=db_mod.utcnow()))
+        builders.ensure_resource_class(self.db, name)
 
     def user_and_project(self, user, project):
         """Create the user and project rows (upstream's fixtures create them up front)."""
@@ -185,15 +179,11 @@ class APIFixture(gabbi_fixture.GabbiFixture):
     def allocate(self, rp_uuid, resources, project, user, consumer=None):
         """A new consumer holding ``resources`` on one provider; returns its uuid.
 
-        Like a first allocation through the API, it leaves the consumer at
-        generation 1 and bumps the provider generation once.
+        Written through the API's claim path: the consumer ends at generation 1
+        and the provider generation moves once.
         """
         consumer = consumer or _new_uuid()
         builders.allocate(self.db, consumer, {rp_uuid: resources}, project=project, user=user)
-        cons = models.consumers
-        with self.db.write() as conn:
-            conn.execute(cons.update().where(cons.c.uuid == consumer).values(
-                generation=cons.c.generation + 1))
         return consumer
 
 

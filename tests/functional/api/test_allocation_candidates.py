@@ -1,13 +1,14 @@
 """GET /allocation_candidates: wire behaviour, upstream's bugs avoided, paging
-and node data. Data comes from tests/builders.py (direct to the database)."""
+and node data. Data comes from tests/builders.py and placement/objects (no HTTP
+set-up through other APIs)."""
 
-import json
 import uuid as uuid_lib
 
-import sqlalchemy as sa
-
-from placement import models as m
+from placement import app as app_mod
+from placement.objects import node as node_obj
 from tests import builders as b
+from tests.conftest import ApiClient
+from tests.conftest import make_conf
 
 AGG = "14a5c8a3-5a99-4e8f-88be-00d85fcb1c17"
 
@@ -162,18 +163,11 @@ def test_limit_and_usage(client, db):
 def test_paging_walk_and_node_data(client, db):
     cns = [_compute(db, f"cn{i}") for i in range(7)]
     b.allocate(db, str(uuid_lib.uuid4()), {cns[3]: {"VCPU": 8}})
-    with db.write() as conn:
-        rp_id = conn.execute(sa.select(m.resource_providers.c.id).where(
-            m.resource_providers.c.uuid == cns[0])).scalar_one()
-        now = b._now()
-        conn.execute(m.nodes.insert().values(
-            resource_provider_id=rp_id, cell="cell1", labels=json.dumps({"rack": "r1"}),
-            reserved=False, unschedulable=True, generation=0, created_at=now))
-        conn.execute(m.node_hardware.insert().values(
-            resource_provider_id=rp_id, cpu_model="EPYC", gpu_count=0, created_at=now))
-        conn.execute(m.node_twins.insert().values(
-            resource_provider_id=rp_id, profile="eco", schedulable_class="eco",
-            generation=0, created_at=now))
+    node_obj.put_node(db, cns[0], "cell1", {"rack": "r1"}, reserved=False, unschedulable=True,
+                      generation=None)
+    node_obj.put_hardware(db, cns[0], {"cpu_model": "EPYC", "gpu_count": 0})
+    node_obj.set_twins(db, [{"uuid": cns[0], "generation": None, "profile": "eco",
+                             "schedulable_class": "eco"}])
     seen = []
     url = "/allocation_candidates?resources=VCPU:1&page_size=2&node_data=true"
     pages = 0
@@ -210,3 +204,32 @@ def test_paging_walk_and_node_data(client, db):
     # Vanilla requests never see extension keys.
     assert set(_get(client, "resources=VCPU:1")) == {"allocation_requests",
                                                      "provider_summaries"}
+
+
+def _walk(client, url):
+    """The provider of each allocation request, following ``next`` links to the end."""
+    seen = []
+    while url:
+        resp = client.get(url, version="1.39")
+        assert resp.status_code == 200, resp.get_data(as_text=True)
+        body = resp.get_json()
+        seen.extend(next(iter(ar["allocations"])) for ar in body["allocation_requests"])
+        nxt = [link["href"] for link in body["links"] if link["rel"] == "next"]
+        url = nxt[0] if nxt else None
+    return seen
+
+
+def test_paged_walk_with_limit_reaches_every_root(client, db):
+    """``limit`` applies per page: a page cut short by it must still link on."""
+    cns = [_compute(db, f"cn{i}") for i in range(5)]
+    seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3&limit=2")
+    assert seen == cns
+
+
+def test_paged_walk_with_max_candidates_reaches_every_root(db_url, db):
+    """[placement] max_allocation_candidates caps a page, not the walk."""
+    conf = make_conf(db_url, **{"placement.max_allocation_candidates": 2})
+    client = ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
+    cns = [_compute(db, f"cn{i}") for i in range(5)]
+    seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3")
+    assert seen == cns
