@@ -8,13 +8,15 @@ operator who knows nova reads them without a glossary.
 from oslo_config import cfg
 
 from joule import placement_client
+from scheduler import filters
 
 filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler")
 
 # The group of the client options before [placement] (deprecated names).
 LEGACY_CLIENT_GROUP = "placement_client"
 
-ALL_FILTERS = ["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]
+# Every filter, in the default chain order: the names filters.REGISTRY knows.
+ALL_FILTERS = list(filters.REGISTRY)
 
 filter_opts = [
     cfg.ListOpt(
