@@ -61,6 +61,8 @@ class HardwareView:
     gpu_max_cap_watts: float | None = None
     source: str = "hardware"
     cpu_sockets: int | None = None
+    # What was wrong with the labels read (the controller warns once per node).
+    problems: tuple = dataclasses.field(default=(), compare=False)
 
     @property
     def family(self):
@@ -87,8 +89,8 @@ def _first_label(labels, keys):
     return None
 
 
-def _count_label(node, labels, keys, what):
-    """A non-negative integer label, None when absent or not an integer (warned)."""
+def _count_label(labels, keys, what, problems):
+    """A non-negative integer label; None when absent or not one (noted in ``problems``)."""
     text = _first_label(labels, keys)
     if text is None:
         return None
@@ -97,8 +99,7 @@ def _count_label(node, labels, keys, what):
     except ValueError:
         value = -1
     if value < 0:
-        LOG.warning("node %s: %s label %r is not a non-negative integer; ignored",
-                    node["name"], what, text)
+        problems.append(f"{what} label {text!r} is not a non-negative integer; ignored")
         return None
     return value
 
@@ -115,17 +116,20 @@ def hardware_view(node, inventories=None):
         neither the record nor the labels say how many GPUs the node has.
     """
     labels = node.get("labels") or {}
+    problems = []
     if node.get("hardware"):
         view = HardwareView.from_record(node["hardware"])
         if view.cpu_model and view.cpu_sockets is not None:
             return view
+        sockets = view.cpu_sockets
+        if sockets is None:
+            sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
         return dataclasses.replace(
             view, cpu_model=view.cpu_model or _first_label(labels, CPU_MODEL_LABELS),
-            cpu_sockets=(view.cpu_sockets if view.cpu_sockets is not None else
-                         _count_label(node, labels, CPU_SOCKETS_LABELS, "CPU sockets")))
+            cpu_sockets=sockets, problems=tuple(problems))
     gpu_model = _first_label(labels, GPU_PRODUCT_LABELS)
     cpu_model = _first_label(labels, CPU_MODEL_LABELS)
-    gpu_count = _count_label(node, labels, GPU_COUNT_LABELS, "GPU count")
+    gpu_count = _count_label(labels, GPU_COUNT_LABELS, "GPU count", problems)
     if gpu_count is None and inventories is not None:
         inv = inventories(node["uuid"]).get(GPU_RESOURCE_CLASS)
         gpu_count = int(inv["total"]) if inv else 0
@@ -135,10 +139,9 @@ def hardware_view(node, inventories=None):
     gpu_count = gpu_count or 0
     if gpu_count and not gpu_model:
         gpu_model = "unknown-gpu"
+    sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
     return HardwareView(cpu_model=cpu_model, gpu_model=gpu_model, gpu_count=gpu_count,
-                        source=source,
-                        cpu_sockets=_count_label(node, labels, CPU_SOCKETS_LABELS,
-                                                 "CPU sockets"))
+                        source=source, cpu_sockets=sockets, problems=tuple(problems))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,7 +189,7 @@ class Controller:
         self.metrics = metrics
         self.clock = clock
         self.selector = selector_mod.Selector(conf.power.node_selector)
-        self._unknown_warned = set()  # nodes already warned of: no known hardware
+        self._warned = set()  # (node, problem) pairs already warned of
         if metrics is not None:
             metrics.reconcile_interval.set(conf.power.reconcile_interval)
 
@@ -205,15 +208,22 @@ class Controller:
                         "only: %s", exc)
             return 0
 
-    def _warn_unknown(self, names):
-        """Warn once per node that its hardware is unknown (again if it comes back)."""
-        names = set(names)
-        for name in sorted(names - self._unknown_warned):
-            LOG.warning("node %s: no known hardware (no hardware record with a CPU or GPU "
-                        "model, no joulie.io/hw.cpu-model or GPU labels, no %s inventory); "
-                        "it is planned in the %r family", name, GPU_RESOURCE_CLASS,
-                        vocabulary.UNKNOWN_FAMILY)
-        self._unknown_warned = names
+    def _warn_hardware(self, views):
+        """Warn once per node and problem of its hardware view, not every tick: an
+        unknown family, a label that is not a count. A problem that goes away and
+        comes back is warned of again."""
+        now = set()
+        for name, view in views.items():
+            problems = list(view.problems)
+            if not view.known:
+                problems.append(
+                    "no known hardware (no hardware record with a CPU or GPU model, no "
+                    f"joulie.io/hw.cpu-model or GPU labels, no {GPU_RESOURCE_CLASS} "
+                    f"inventory); it is planned in the {vocabulary.UNKNOWN_FAMILY!r} family")
+            now.update((name, problem) for problem in problems)
+        for name, problem in sorted(now - self._warned):
+            LOG.warning("node %s: %s", name, problem)
+        self._warned = now
 
     def plan(self):
         """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
@@ -223,7 +233,7 @@ class Controller:
                     if not n["reserved"] and not n["unschedulable"]
                     and self.selector.matches(n.get("labels") or {})]
         views = {n["name"]: hardware_view(n, self.client.provider_inventories) for n in eligible}
-        self._warn_unknown(name for name, view in views.items() if not view.known)
+        self._warn_hardware(views)
         candidates = [
             selection.Candidate(n["name"], views[n["name"]].family,
                                 (n.get("twin") or {}).get("profile"))

@@ -285,14 +285,21 @@ def test_joulie_hw_labels_make_the_hardware_view():
     assert (view.family, view.cpu_sockets, view.cpu_max_cap_watts) == ("cpu:EPYC 9965", 1, 400.0)
 
 
-def test_bad_count_labels_are_ignored_with_a_warning(caplog):
+def test_bad_count_labels_are_ignored_with_one_warning_per_node(caplog):
     labels = {"joulie.io/hw.cpu-model": "EPYC", "joulie.io/hw.gpu-count": "eight",
               "joulie.io/hw.cpu-sockets": "-2"}
     view = controller_mod.hardware_view(_node("x", hardware=False, labels=labels),
                                         inventories=lambda uuid: {})
     assert (view.gpu_count, view.cpu_sockets, view.source) == (0, None, "inventory")
-    assert "GPU count label 'eight'" in caplog.text
-    assert "CPU sockets label '-2'" in caplog.text
+    client = FakeClient([_node("x", hardware=False, labels=labels)])
+    ctl, _ = _controller(client)
+    caplog.set_level("WARNING", logger="powerpolicy.controller")
+    for _ in range(3):
+        ctl.tick()
+    warnings = sorted(r.getMessage() for r in caplog.records if "label" in r.getMessage())
+    assert warnings == [
+        "node x: CPU sockets label '-2' is not a non-negative integer; ignored",
+        "node x: GPU count label 'eight' is not a non-negative integer; ignored"]
 
 
 def test_a_node_with_no_known_hardware_is_its_own_family_warned_once(caplog):
