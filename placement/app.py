@@ -343,8 +343,8 @@ def _database_error(exc):
     if reason is None:
         return _unexpected_error(exc)
     req = flask.request
-    LOG.warning("%s %s: database unavailable: %s [%s]", req.method, req.path, reason,
-                getattr(flask.g, "request_id", "-"))
+    # The request id is on every line already (placement/request_log.py).
+    LOG.warning("%s %s: database unavailable: %s", req.method, req.path, reason)
     return error_response(errors.ApiError(
         503, "The database is unavailable; retry later.", code=errors.DATABASE_UNAVAILABLE,
         headers={"Retry-After": str(errors.DATABASE_RETRY_AFTER)}))
@@ -353,7 +353,7 @@ def _database_error(exc):
 def _client_disconnected(_exc):
     req = flask.request
     LOG.warning("%s %s: client closed the connection before the write committed; rolled "
-                "back [%s]", req.method, req.path, getattr(flask.g, "request_id", "-"))
+                "back", req.method, req.path)
     # Nobody reads this; the access log shows nginx's "client closed request".
     return error_response(errors.ApiError(499, "Client closed the connection."))
 

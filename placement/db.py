@@ -255,9 +255,11 @@ class Database:
 # (57: admin shutdown, crash shutdown, cannot connect now, query cancelled by
 # statement_timeout, idle-in-transaction session timeout), insufficient
 # resources (53: too many connections, out of memory, disk full), system
-# errors (58), and lock_not_available (55P03: lock_timeout ran out).
+# errors (58), lock_not_available (55P03: lock_timeout ran out), and
+# idle_in_transaction_session_timeout (25P03: the session was ended while the
+# server or the API worker stalled mid-transaction).
 _UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57", "58")
-_UNAVAILABLE_SQLSTATES = {"55P03"}
+_UNAVAILABLE_SQLSTATES = {"55P03", "25P03"}
 # SQLite's messages for the same situations.
 _SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open",
                        "disk i/o error", "database or disk is full")

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from placement import app as app_mod
 from placement import db as db_mod
 from placement import errors
+from placement import request_log
 from tests import builders
 from tests import conftest
 
@@ -55,6 +56,7 @@ def test_refused_connection_is_503_with_one_log_line(caplog):
     db = db_mod.Database(url, limits=db_mod.Limits(connect_timeout=2))
     client = _client(url, db)
     try:
+        caplog.handler.addFilter(request_log.RequestIdLogFilter())
         with caplog.at_level(logging.WARNING):
             resp = client.get("/resource_providers")
             write = client.post("/resource_providers", json={"name": "x"})
@@ -63,7 +65,7 @@ def test_refused_connection_is_503_with_one_log_line(caplog):
         assert "retry later" in error["detail"]
         lines = [r for r in caplog.records if "database unavailable" in r.getMessage()]
         assert len(lines) == 2
-        assert resp.headers["x-openstack-request-id"] in lines[0].getMessage()
+        assert lines[0].request_id == resp.headers["x-openstack-request-id"]
         assert "Connection refused" in lines[0].getMessage()
         assert all(r.exc_info is None for r in caplog.records)
         assert "Traceback" not in caplog.text
@@ -151,6 +153,24 @@ def test_postgres_sessions_carry_the_limits(pg_database_url):
             assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "5s"
             assert conn.exec_driver_sql(
                 "SHOW idle_in_transaction_session_timeout").scalar() == "10s"
+    finally:
+        db.dispose()
+
+
+def test_session_idle_in_transaction_is_ended(pg_database_url):
+    """A transaction left idle (a stalled worker holding locks) is ended by the
+    server after idle_in_transaction_timeout; its next statement is a 503 reason."""
+    db = db_mod.Database(pg_database_url,
+                         limits=db_mod.Limits(idle_in_transaction_timeout=0.5))
+    try:
+        with pytest.raises(sa.exc.DBAPIError) as info:
+            with db.read() as conn:
+                conn.exec_driver_sql("SELECT 1")
+                time.sleep(1.5)
+                conn.exec_driver_sql("SELECT 1")
+        assert "idle-in-transaction" in db_mod.unavailable_reason(info.value)
+        with db.read() as conn:  # the pool hands out a live connection again
+            assert conn.exec_driver_sql("SELECT 1").scalar() == 1
     finally:
         db.dispose()
 
