@@ -22,6 +22,7 @@ from placement import db as db_mod
 from placement import disconnect
 from placement import errors
 from placement import healthcheck
+from placement import host
 from placement import metrics
 from placement import microversion
 from placement import migration
@@ -78,6 +79,9 @@ def create_app(conf=None, db=None, sync=None, check_database=True):
 
     app = flask.Flask("placement")
     app.json.sort_keys = False
+    # A chunked body (no Content-Length) is cut off as soon as it passes the
+    # limit: werkzeug raises RequestEntityTooLarge while the handler reads it.
+    app.config["MAX_CONTENT_LENGTH"] = conf.api.max_request_body_size
     app.extensions["placement"] = Deps(conf, db, policy.Enforcer(conf))
 
     app.before_request(_before_request)
@@ -127,7 +131,17 @@ def _before_request():
 
     deps = flask.current_app.extensions["placement"]
     environ = req.environ
-    if deps.conf.api.auth_strategy == "noauth2" and req.path != "/":
+    noauth = deps.conf.api.auth_strategy == "noauth2"
+    if noauth and not deps.conf.api.allow_insecure_noauth:
+        host.check_loopback(environ)
+    # Refused before anything reads it: a declared length over the limit.
+    limit = deps.conf.api.max_request_body_size
+    if (req.content_length or 0) > limit:
+        raise errors.ApiError(
+            413, f"The request body is larger than {limit} bytes "
+            "([api] max_request_body_size).", code=errors.REQUEST_TOO_LARGE,
+            headers={"Connection": "close"})
+    if noauth and req.path != "/":
         _noauth2(environ)
     g.context = context_mod.from_environ(environ, enforcer=deps.enforcer)
     g.context.request_id = g.request_id
@@ -326,7 +340,11 @@ def _http_error(exc):
     if isinstance(exc, werkzeug.exceptions.NotFound):
         return error_response(errors.not_found(""))
     if isinstance(exc, werkzeug.exceptions.RequestEntityTooLarge):
-        return error_response(errors.ApiError(413, ""))
+        limit = flask.current_app.config["MAX_CONTENT_LENGTH"]
+        return error_response(errors.ApiError(
+            413, f"The request body is larger than {limit} bytes "
+            "([api] max_request_body_size).", code=errors.REQUEST_TOO_LARGE,
+            headers={"Connection": "close"}))
     return error_response(errors.ApiError(exc.code or 500, exc.description or ""))
 
 

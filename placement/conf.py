@@ -52,8 +52,49 @@ api_opts = [
             ),
         ],
         help="Authentication strategy of the API. The default, noauth2, suits the embedded "
-        "single-machine setup; the service warns at start-up when noauth2 listens on "
-        "anything but loopback. Production deployments use keystone.",
+        "single-machine setup: it answers only requests addressed to a loopback name "
+        "(Host: localhost, 127.0.0.0/8 or ::1) and placement-api refuses to listen "
+        "beyond loopback with it unless allow_insecure_noauth is set. Production "
+        "deployments use keystone.",
+    ),
+    cfg.BoolOpt(
+        "allow_insecure_noauth",
+        default=False,
+        help="Let auth_strategy = noauth2 listen on a non-loopback address and answer "
+        "requests whatever their Host header. With noauth2 any caller who can reach the "
+        "port is an admin: only for a test network nobody else can reach.",
+    ),
+    cfg.IntOpt(
+        "max_request_body_size",
+        default=1024 * 1024,
+        min=1,
+        help="Largest request body in bytes. A larger one is refused with 413 "
+        "placement.request.too_large before it is read (chunked bodies as soon as they "
+        "pass the limit). The default holds a POST /allocations or POST /reshaper for "
+        "several thousand providers.",
+    ),
+    cfg.FloatOpt(
+        "client_header_timeout",
+        default=10.0,
+        min=0.1,
+        help="Seconds a client may take to send the request line and headers, from its "
+        "first byte; a slower client (e.g. slowloris) is disconnected. placement-api's "
+        "own server only.",
+    ),
+    cfg.FloatOpt(
+        "client_body_timeout",
+        default=30.0,
+        min=0.1,
+        help="Seconds a client may take to send a whole request body once its headers are "
+        "in; a slower client gets 408 and is disconnected. placement-api's own server "
+        "only.",
+    ),
+    cfg.FloatOpt(
+        "keepalive_timeout",
+        default=30.0,
+        min=0.1,
+        help="Seconds an open connection may wait for its first or next request before "
+        "the server closes it. placement-api's own server only.",
     ),
 ]
 

@@ -85,7 +85,9 @@ def _sqlite_setup(engine, limits):
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={int(limits.sqlite_busy_timeout * 1000)}")
         cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
+        # FULL: a committed allocation survives a power cut. NORMAL in WAL
+        # mode may lose the last transactions (docs/benchmarks.md: the cost).
+        cur.execute("PRAGMA synchronous=FULL")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -94,6 +96,22 @@ def _sqlite_setup(engine, limits):
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         else:
             conn.exec_driver_sql("BEGIN")
+
+
+def _create_private_file(path):
+    """Create the SQLite file (and its directory) readable by its owner only.
+
+    The ledger is nobody else's business, and with noauth2 whoever can write
+    the file is an admin anyway. SQLite gives its -wal and -shm files the
+    database file's mode. An existing file keeps the mode its owner chose.
+    """
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def _ms(seconds):
@@ -183,8 +201,9 @@ def make_engine(url, pool_size=10, limits=None):
     limits = limits or Limits()
     url = sa.engine.make_url(url)
     if url.get_backend_name() == "sqlite":
-        if url.database and url.database != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(url.database)), exist_ok=True)
+        if url.database and url.database != ":memory:" and not url.database.startswith(
+                "file:"):
+            _create_private_file(url.database)
         engine = sa.create_engine(url, connect_args={
             "check_same_thread": False, "timeout": limits.sqlite_busy_timeout})
         _sqlite_setup(engine, limits)

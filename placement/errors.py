@@ -33,6 +33,8 @@ BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
 BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
 BUILD_REQUEST_LEASED = "placement.build_request.leased"
 BUILD_REQUEST_INVALID_SPEC = "placement.build_request.invalid_spec"
+REQUEST_TOO_LARGE = "placement.request.too_large"
+HOST_NOT_ALLOWED = "placement.request.host_not_allowed"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

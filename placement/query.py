@@ -18,6 +18,10 @@ _RESOURCES_FORM = (
 )
 
 
+# Largest amount a query may ask for: a signed 64-bit integer.
+MAX_AMOUNT = 2**63 - 1
+
+
 def _version_at_least(version, minimum):
     # ``version`` is a microversion.Version (a tuple) or None (= latest).
     return version is None or tuple(version) >= tuple(minimum)
@@ -47,6 +51,13 @@ def parse_resources(value):
         if amount < 1:
             raise errors.bad_request(
                 f"Requested resource {name} requires amount >= 1. Got: {amount}."
+            )
+        if amount > MAX_AMOUNT:
+            # No inventory can hold it (totals stop at 2147483647), and the
+            # databases' 64-bit integers cannot even carry it into the query.
+            raise errors.bad_request(
+                f"Requested resource {name} amount is out of range: it must be at most "
+                f"{MAX_AMOUNT}. Got: {raw_amount}."
             )
         # A class named twice keeps the last amount, as upstream does.
         result[name] = amount

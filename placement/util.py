@@ -22,6 +22,13 @@ UUID_RE = re.compile(
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
 
+# Deepest nesting of lists and objects a request body may have. Placement's own
+# bodies nest at most 6 levels; the free-form ones (build request specs,
+# scheduling reports) get room to spare.
+MAX_JSON_DEPTH = 64
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abcdefABCDEF]")
+_BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
+
 
 @_FORMAT_CHECKER.checks("uuid")
 def _is_uuid(value):
@@ -109,11 +116,21 @@ def extract_json(schema, body=None):
                               parse_float=_finite_float)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"Malformed JSON: {exc}")
-        # PostgreSQL text cannot hold NUL: refuse it before any SQL sees it. Strict
-        # JSON can only carry one as the escape \u0000, so most bodies skip the walk.
-        if b"\\u0000" in raw and _has_nul(body):
+        except RecursionError:
+            raise errors.bad_request(
+                f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels") from None
+        # Nesting is bounded before validation, whose recursion (and the
+        # formatting of its error) would otherwise fail from ~400 levels on.
+        # Most bodies cannot nest that deep: they hold fewer brackets.
+        if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _too_deep(body):
+            raise errors.bad_request(
+                f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels")
+        # PostgreSQL text cannot hold NUL, and a lone UTF-16 surrogate ("\ud800")
+        # cannot be encoded for any database: refuse both before SQL sees them.
+        # Strict JSON can only carry either as an escape, so most bodies skip the walk.
+        if (b"\\u0000" in raw or _SURROGATE_ESCAPE.search(raw)) and _has_bad_char(body):
             raise errors.bad_request("JSON does not validate: strings must not contain NUL "
-                                     "characters")
+                                     "characters or unpaired UTF-16 surrogates")
     try:
         _validate(body, schema)
     except jsonschema.ValidationError as exc:
@@ -135,13 +152,35 @@ def _finite_float(text):
     return value
 
 
-def _has_nul(value):
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_has_nul(v) for v in value)
+def _has_bad_char(value):
+    """Whether any key or string holds NUL or a lone surrogate (the decoder
+    joins a valid pair into one character, so what remains is unpaired)."""
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            if _BAD_CHAR.search(value):
+                return True
+        elif isinstance(value, dict):
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
+
+
+def _too_deep(value):
+    """Whether ``value`` nests lists/objects deeper than MAX_JSON_DEPTH (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = value.values()
+        elif not isinstance(value, list):
+            continue
+        if depth > MAX_JSON_DEPTH:
+            return True
+        stack.extend((item, depth + 1) for item in value)
     return False
 
 

@@ -1,10 +1,11 @@
 """placement-api: serve the placement API.
 
-One process with threads on SQLite (the embedded default: SQLite allows one
-writer at a time anyway), several gunicorn worker processes on PostgreSQL.
+gunicorn runs the processes: one worker on SQLite (the embedded default: SQLite
+allows one writer at a time anyway), several on PostgreSQL. Each worker is
+placement.server.PlacementWorker: an asyncio loop reads whole requests, with
+deadlines, and a thread pool runs the app (docs/decisions.md says why).
 """
 
-import ipaddress
 import logging
 import shutil
 import sys
@@ -14,9 +15,11 @@ from oslo_config import cfg
 
 from placement import app as app_mod
 from placement import connection_budget
+from placement import host as host_mod
 from placement import metrics
 from placement import migration
 from placement import request_log
+from placement import server as server_mod
 from placement.cmd import common
 
 LOG = logging.getLogger("placement-api")
@@ -30,24 +33,20 @@ cli_opts = [
 ]
 
 
-def _is_loopback(host):
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
-def serve(app_factory, host, port, workers, threads):
+def serve(app_factory, host, port, workers, threads, limits):
     import gc
 
     import gunicorn.app.base
 
     class Server(gunicorn.app.base.BaseApplication):
+        # Read by PlacementWorker in each worker process.
+        placement_limits = limits
+        placement_threads = threads
+
         def load_config(self):
-            self.cfg.set("bind", f"{host}:{port}")
+            self.cfg.set("bind", f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
             self.cfg.set("workers", workers)
-            self.cfg.set("threads", threads)
-            self.cfg.set("worker_class", "gthread")
+            self.cfg.set("worker_class", "placement.server.PlacementWorker")
             # placement.request_log writes the access lines (with request id
             # and latency); gunicorn's own would be a second, poorer copy.
             self.cfg.set("accesslog", None)
@@ -90,14 +89,17 @@ def main(argv=None):
         import os
 
         conf = common.parse_conf(argv, cli_opts=cli_opts, prog=prog)
+        noauth = conf.api.auth_strategy == "noauth2"
+        if noauth and not host_mod.is_loopback(conf.host) and not conf.api.allow_insecure_noauth:
+            raise common.StartupError(
+                f"auth_strategy = noauth2 makes every caller an admin; refusing to listen on "
+                f"non-loopback address {conf.host} (use auth_strategy = keystone, or set "
+                "[api] allow_insecure_noauth = True on a private test network)", status=2)
         db = common.open_database(conf)
         workers = conf.workers or (1 if not db.is_postgres else (os.cpu_count() or 2))
         if not db.is_postgres and workers > 1:
             LOG.warning("SQLite serves one writer at a time; using 1 worker process")
             workers = 1
-        if conf.api.auth_strategy == "noauth2" and not _is_loopback(conf.host):
-            LOG.warning("auth_strategy=noauth2 on %s: anyone who can reach this port is "
-                        "an admin; use auth_strategy=keystone outside a lab", conf.host)
         metrics_dir = _metrics_dir()
         master = os.getpid()
         try:
@@ -110,12 +112,20 @@ def main(argv=None):
                 raise common.StartupError(f"cannot start: {exc}")
             db.dispose()
             metrics.forget_pool()
+            if noauth:
+                LOG.warning(
+                    "auth_strategy = noauth2: development mode, any token is accepted and "
+                    "'admin' is an admin; %s", (
+                        f"INSECURE: listening on {conf.host} and answering any Host "
+                        "([api] allow_insecure_noauth)" if conf.api.allow_insecure_noauth
+                        else "answering only requests addressed to loopback names"))
             LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
                      workers, db.dialect)
             # Workers touch no database at boot: one (re)started while the
             # database is down answers 503s instead of failing to boot.
             serve(lambda: app_mod.create_app(conf, sync=False, check_database=False),
-                  conf.host, conf.port, workers, conf.threads)
+                  conf.host, conf.port, workers, conf.threads,
+                  server_mod.Limits.from_conf(conf))
         finally:
             # A gunicorn worker leaves through here too (SystemExit after fork).
             if metrics_dir is not None and os.getpid() == master:

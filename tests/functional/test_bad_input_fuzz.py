@@ -3,6 +3,8 @@
 Issue 2/3 acceptance: malformed JSON, wrong types, unknown fields, bad uuids,
 oversized names, unknown resource classes and malformed query strings get a
 4xx in the error format and leave the database as it was; no input gets a 5xx.
+Issue 13 adds JSON nested hundreds of levels deep, unpaired UTF-16 surrogates,
+amounts of 2**63 and more, and bodies over [api] max_request_body_size.
 
 A hypothesis-driven fuzz sends mutated requests to every route of
 ``placement/routes.py`` (bodies derived from a valid one per route by
@@ -31,6 +33,7 @@ from placement import routes
 from tests import builders
 
 MAX_MINOR = 39
+BODY_LIMIT = 1024 * 1024  # [api] max_request_body_size's default
 PROJECT = "6e7a3ed8-7f0c-4a2e-9d64-1b2b8c0d7a11"
 USER = "2c1f7f1e-4f7a-4a0e-8a3f-3b7e0c8d6e22"
 
@@ -126,7 +129,10 @@ floats = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
                    st.sampled_from([0.5, -0.0, 1e308, -1e-308, 1.0000001]))
 texts = st.one_of(st.sampled_from(BAD_STRINGS), st.text(max_size=12),
                   st.text(min_size=250, max_size=300))
-scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts)
+# Unpaired UTF-16 surrogates: valid JSON escapes, but no database can store them.
+LONE_SURROGATES = ["\ud800", "a\udfffb", "\udc00\ud800", "CUSTOM_\udbff"]
+scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts,
+                    st.sampled_from(LONE_SURROGATES))
 json_values = st.recursive(
     scalars,
     lambda inner: st.one_of(st.lists(inner, max_size=3),
@@ -301,7 +307,10 @@ def bodies(draw, valid):
     if choice == 0:
         raw = draw(st.sampled_from([b"", b"{", b"{'a': 1}", b"[1,", b"\xff\xfe", b"nul",
                                     b'{"a": NaN}', b'{"a": Infinity}', b'{"a": 1e999}',
-                                    b'{"a": "\\ud800"}', b'{"a": 1, "a": 2}']))
+                                    b'{"a": "\\ud800"}', b'{"a": 1, "a": 2}',
+                                    b"[" * 1000 + b"]" * 1000,
+                                    b'{"a":' * 450 + b"1" + b"}" * 450,
+                                    b" " * BODY_LIMIT + b"{}"]))
         return "raw", raw
     if choice == 1 or valid is None:
         return "json", draw(json_values)
@@ -582,3 +591,174 @@ def test_reshaper_inventory_key_not_a_class_name_is_400(client, db, key, record)
     detail = resp.get_json()["errors"][0]["detail"]
     assert "JSON does not validate" in detail and "does not match any of the regexes" in detail
     assert _snapshot(db) == before
+
+
+# --- issue 13: deep JSON, lone surrogates, huge numbers, oversized bodies ------
+
+
+def _write_routes(ctx, gens, read_body=True):
+    """(method, route), valid body; with ``read_body`` only the routes that
+    read a body at 1.39 (from 1.7 PUT /resource_classes/{name} ignores it)."""
+    return sorted(item for item in _valid_bodies(ctx, gens).items()
+                  if not read_body or item[0] != ("PUT", "/resource_classes/<name>"))
+
+
+def _assert_refused(resp, status, where, before, db, code=None):
+    assert resp.status_code == status, f"{where}: {resp.status_code} " \
+        f"{resp.get_data(as_text=True)[:300]}"
+    error = resp.get_json()["errors"][0]
+    assert error["status"] == status
+    if code:
+        assert error["code"] == code, where
+    assert _snapshot(db) == before, where
+    return error
+
+
+def _fill(method, route, ctx):
+    path = route
+    for part in route.split("/"):
+        if part.startswith("<"):
+            path = path.replace(part, GOOD_PARAMS[part[1:-1]](ctx)[0], 1)
+    return path
+
+
+def test_deeply_nested_json_is_400_on_every_write_route(client, db):
+    """JSON nested 65 to 100,000 levels: a RecursionError (a 500) while
+    decoding from ~1000 levels, and while validating or formatting the
+    validation error from ~400; now a 400 "nested deeper than 64 levels"."""
+    ctx = _seed(client, db)
+    before = _snapshot(db)
+    for (method, route), valid in _write_routes(ctx, _generations(db)):
+        path = _fill(method, route, ctx)
+        key = next(iter(valid))
+        for depth in (65, 400, 1000, 100_000):
+            nested = "[" * depth + "]" * depth
+            raw = json.dumps({**valid, key: "X"}).replace('"X"', nested, 1)
+            resp = _send(client, method, path, ("raw", raw.encode()), "1.39")
+            error = _assert_refused(resp, 400, f"{method} {path} depth {depth}", before, db)
+            assert "nested deeper than 64 levels" in error["detail"]
+
+
+def test_64_levels_of_free_form_json_are_accepted(client, db):
+    """The bound leaves room: a scheduling report nested 63 levels inside its
+    body (64 in all) is stored and served back whole."""
+    report = {}
+    inner = report
+    for _ in range(61):
+        inner["n"] = {}
+        inner = inner["n"]
+    resp = client.put("/scheduling_reports/deep", json={"report": report})
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    assert client.get("/scheduling_reports/deep").get_json()["report"] == report
+
+
+def _leaves(value, prefix=()):
+    """Paths of every string (and of every key, as ("key", path))."""
+    if isinstance(value, str):
+        yield prefix
+    elif isinstance(value, dict):
+        for key, sub in value.items():
+            yield ("key", prefix + (key,))
+            yield from _leaves(sub, prefix + (key,))
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            yield from _leaves(sub, prefix + (index,))
+
+
+def _rename(body, keys, new):
+    body = json.loads(json.dumps(body))
+    parent = _get(body, keys[:-1])
+    parent[new] = parent.pop(keys[-1])
+    return body
+
+
+def test_lone_surrogates_are_400_on_every_write_route(client, db):
+    """An unpaired surrogate ("\\ud800") in a name or any other string or key
+    was a UnicodeEncodeError (a 500) on POST/PUT /resource_providers, PUT
+    /allocations, /nodes, /nodes/hardware, /nodes/twin and /build_requests,
+    and a DataError on PostgreSQL's json columns; every string and key of
+    every write body is tried."""
+    ctx = _seed(client, db)
+    before = _snapshot(db)
+    tried = 0
+    for (method, route), valid in _write_routes(ctx, _generations(db)):
+        path = _fill(method, route, ctx)
+        for leaf in _leaves(valid):
+            if leaf and leaf[0] == "key":
+                body = _rename(valid, leaf[1], leaf[1][-1] + "\udc00")
+            else:
+                body = _set_path(valid, leaf, "\ud800" + str(_get(valid, leaf)))
+            resp = _send(client, method, path, ("json", body), "1.39")
+            _assert_refused(resp, 400, f"{method} {path} at {leaf}", before, db)
+            tried += 1
+    assert tried > 80
+    # A valid pair (one astral character) is no surrogate: stored and served.
+    rp = builders.create_provider(db, name="astral")
+    resp = client.put(f"/resource_providers/{rp}", json={"name": "rp \U0001f600"})
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+    assert client.get(f"/resource_providers/{rp}").get_json()["name"] == "rp \U0001f600"
+
+
+def _int_leaves(value, prefix=()):
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        yield prefix
+    elif isinstance(value, dict):
+        for key, sub in value.items():
+            yield from _int_leaves(sub, prefix + (key,))
+    elif isinstance(value, list):
+        for index, sub in enumerate(value):
+            yield from _int_leaves(sub, prefix + (index,))
+
+
+def test_huge_numbers_are_refused_on_every_write_route(client, db):
+    """Every integer of every write body (but inside the free-form spec and
+    report documents) as 2**63, 2**64, 10**30 and -(2**63)-1: a 4xx that
+    changes nothing (a 400, or the 409 upstream answers for an allocation no
+    inventory can hold), never a driver overflow."""
+    ctx = _seed(client, db)
+    before = _snapshot(db)
+    for (method, route), valid in _write_routes(ctx, _generations(db)):
+        path = _fill(method, route, ctx)
+        for leaf in _int_leaves(valid):
+            if leaf[0] in ("spec", "report"):
+                continue  # free-form JSON documents: any number is data, stored as text
+            for number in (2**63, 2**64, 10**30, -(2**63) - 1):
+                body = _set_path(valid, leaf, number)
+                resp = _send(client, method, path, ("json", body), "1.39")
+                assert resp.status_code in (400, 409), (method, path, leaf, number,
+                                                        resp.get_data(as_text=True)[:300])
+                _assert_refused(resp, resp.status_code, f"{method} {path}", before, db)
+
+
+@pytest.mark.parametrize("path", ["/resource_providers", "/allocation_candidates"])
+@pytest.mark.parametrize("amount", [2**63, 2**64, 10**30])
+def test_query_amount_beyond_64_bits_is_400(client, db, path, amount):
+    """GET /resource_providers?resources=VCPU:2**63 was an OverflowError on
+    SQLite and a DataError on PostgreSQL (500s)."""
+    builders.set_inventory(db, builders.create_provider(db, name="cn1"), "VCPU", 8)
+    resp = client.get(f"{path}?resources=VCPU:{amount}")
+    assert resp.status_code == 400, resp.get_data(as_text=True)
+    assert "out of range" in resp.get_json()["errors"][0]["detail"]
+    resp = client.get(f"{path}?resources=VCPU:{2**63 - 1}")
+    assert resp.status_code == 200, resp.get_data(as_text=True)
+
+
+def test_bodies_over_the_limit_are_413_on_every_write_route(client, db):
+    """A body one byte over [api] max_request_body_size is a 413 with a stable
+    code before anything reads it, whatever the route, the token or the body."""
+    ctx = _seed(client, db)
+    before = _snapshot(db)
+    for (method, route), valid in _write_routes(ctx, _generations(db), read_body=False):
+        path = _fill(method, route, ctx)
+        raw = json.dumps(valid).encode()
+        raw += b" " * (BODY_LIMIT + 1 - len(raw))
+        resp = _send(client, method, path, ("raw", raw), "1.39")
+        error = _assert_refused(resp, 413, f"{method} {path}", before, db,
+                                code="placement.request.too_large")
+        assert str(BODY_LIMIT) in error["detail"]
+        # Exactly at the limit it is read and handled as usual.
+        resp = _send(client, method, path, ("raw", raw[:-1]), "1.39")
+        assert resp.status_code != 413, f"{method} {path}"
+        before = _snapshot(db)

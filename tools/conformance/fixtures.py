@@ -101,6 +101,10 @@ class APIFixture(gabbi_fixture.GabbiFixture):
         conf = conf_mod.make_conf(overrides={
             ("placement_database", "connection"): self.db_url,
             ("api", "auth_strategy"): "noauth2",
+            # gabbi's intercept addresses every file to a random host name
+            # (and tests check absolute Location headers built from it): serve
+            # foreign names, as a deployment beyond loopback would.
+            ("api", "allow_insecure_noauth"): True,
         })
         # The [oslo_policy] options exist once an Enforcer registers them; register
         # them now so the RBAC fixtures can set them before the app is built.
