@@ -70,8 +70,8 @@ api_opts = [
         min=1,
         help="Largest request body in bytes. A larger one is refused with 413 "
         "placement.request.too_large before it is read (chunked bodies as soon as they "
-        "pass the limit). The default holds a POST /allocations or POST /reshaper for "
-        "several thousand providers.",
+        "pass the limit). The default holds a POST /allocations of about 2,500 "
+        "consumers or a POST /reshaper of a 1,000-provider tree.",
     ),
     cfg.FloatOpt(
         "client_header_timeout",
