@@ -249,3 +249,63 @@ def test_embedded_sqlite_file_is_private_and_synchronous_full(tmp_path):
         assert shared.stat().st_mode & 0o777 == 0o640
     finally:
         os.umask(old_umask)
+
+
+def test_server_tells_the_app_when_its_client_hung_up():
+    """placement/disconnect.py's commit guard asks our server, which reads every
+    socket on its loop, whether the client is gone: True once the client
+    closed while the app ran, False for a client that waits for its answer."""
+    import threading
+
+    from placement import disconnect
+    from placement import server as server_mod
+
+    seen = {}
+    started = threading.Event()
+
+    def app(environ, start_response):
+        guard = disconnect.commit_guard(environ)
+        started.set()
+        deadline = time.monotonic() + 5
+        gone = False
+        while time.monotonic() < deadline and not gone:
+            try:
+                guard()
+            except disconnect.ClientDisconnected:
+                gone = True
+            time.sleep(0.05)
+            if environ["PATH_INFO"] == "/stays" and time.monotonic() > deadline - 4:
+                break
+        seen[environ["PATH_INFO"]] = gone
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"done"]
+
+    loop = asyncio.new_event_loop()
+    http = server_mod.HttpServer(app, server_mod.Limits(), threads=2)
+    server = loop.run_until_complete(asyncio.start_server(http.serve, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /gone HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert started.wait(5)
+        sock.close()
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(b"GET /stays HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        assert _read_response(sock)[2] == b"done"
+        sock.close()
+        deadline = time.monotonic() + 10
+        while "/gone" not in seen and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert seen == {"/gone": True, "/stays": False}
+    finally:
+        async def shut_down():
+            server.close()
+            http.stop_accepting_requests()
+            await http.wait_closed(5)
+
+        asyncio.run_coroutine_threadsafe(shut_down(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
