@@ -190,6 +190,7 @@ class Controller:
         self.clock = clock
         self.selector = selector_mod.Selector(conf.power.node_selector)
         self._warned = set()  # (node, problem) pairs already warned of
+        self._traits_warned = False
         if metrics is not None:
             metrics.reconcile_interval.set(conf.power.reconcile_interval)
 
@@ -224,6 +225,15 @@ class Controller:
         for name, problem in sorted(now - self._warned):
             LOG.warning("node %s: %s", name, problem)
         self._warned = now
+
+    def _traits_unreported(self):
+        # A placement whose node list does not report profile traits: the
+        # controller cannot see a trait changed behind its back, and must not
+        # rewrite every twin on every tick to find out.
+        if not self._traits_warned:
+            LOG.warning("placement's GET /nodes does not report profile_traits; profile "
+                        "traits changed behind the controller's back are not repaired")
+            self._traits_warned = True
 
     def plan(self):
         """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
@@ -271,9 +281,13 @@ class Controller:
             twin = node.get("twin")
             node_plans.append(NodePlan(decision.name, views[decision.name], twin, desired,
                                        decision, running_by_name[decision.name]))
+            traits = node.get("profile_traits")
             if twin is None or any(twin.get(k) != v for k, v in desired.items()):
                 pass  # the twin changes; placement sets the trait with it
-            elif node.get("profile_traits") == [vocabulary.PROFILE_TRAITS[twin["profile"]]]:
+            elif traits is None:
+                self._traits_unreported()
+                continue
+            elif traits == [vocabulary.PROFILE_TRAITS[twin["profile"]]]:
                 continue  # twin and trait agree: nothing to write
             else:
                 repaired.append(decision.name)

@@ -216,6 +216,21 @@ def test_a_trait_changed_behind_the_controller_is_put_back():
     assert (again.written, again.repaired) == (0, [])
 
 
+def test_a_placement_without_profile_traits_is_not_rewritten_every_tick(caplog):
+    class Older(FakeClient):
+        def list_nodes(self):
+            return [{k: v for k, v in n.items() if k != "profile_traits"}
+                    for n in super().list_nodes()]
+
+    client = Older([_node(n) for n in "ab"])
+    ctl, _ = _controller(client)
+    assert ctl.tick().written == 2
+    for _ in range(2):
+        result = ctl.tick()
+        assert (result.written, result.repaired) == (0, [])
+    assert caplog.text.count("does not report profile_traits") == 1
+
+
 def test_hardware_fallback_labels_then_inventory():
     nodes = [_node("lab", hardware=False, labels={"nvidia.com/gpu.product": "L40S",
                                                   "nvidia.com/gpu.count": "4"}),
