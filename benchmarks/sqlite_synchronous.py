@@ -50,9 +50,10 @@ def run_mode(directory, mode, claims):
     rp = str(uuid.uuid4())
     assert client.post("/resource_providers", json={"name": "bench", "uuid": rp},
                        headers=HEADERS).status_code == 200
-    assert client.put(f"/resource_providers/{rp}/inventories/VCPU", json={
-        "resource_provider_generation": 0, "total": 1_000_000}, headers=HEADERS
-    ).status_code == 200
+    assert client.put(f"/resource_providers/{rp}/inventories", json={
+        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 1_000_000,
+                                                                     "max_unit": 1_000_000}}},
+        headers=HEADERS).status_code == 200
     consumers = [str(uuid.uuid4()) for _ in range(claims)]
     timings = []
     started = time.perf_counter()
