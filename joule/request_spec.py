@@ -160,7 +160,13 @@ class _Strict(marshmallow.Schema):
 
 class Message(_Strict):
     """A top-level message: carries ``version`` and is refused when its MAJOR
-    is not the receiver's. Subclasses set ``MESSAGE`` and ``VERSION``."""
+    is not the receiver's. Subclasses set ``MESSAGE`` and ``VERSION``.
+
+    Adding a field: give it a default (``load_default``) and
+    ``metadata={"since": "1.N"}``, and bump ``VERSION`` to ``1.N``; a message
+    that says an older minor and still uses the field is refused, so the
+    version a sender writes is the one it needs (a unit test checks the rule).
+    """
 
     MESSAGE = "message"
     VERSION = "1.0"
@@ -176,7 +182,28 @@ class Message(_Strict):
         problem, _unsupported = self.version_problem(data)
         if problem is not None:
             raise marshmallow.ValidationError({"version": [problem]})
-        return super().load(data, **kwargs)
+        too_new = self._fields_newer_than(data)
+        try:
+            result = super().load(data, **kwargs)
+        except marshmallow.ValidationError as exc:
+            raise marshmallow.ValidationError({**too_new, **exc.normalized_messages()})
+        if too_new:
+            raise marshmallow.ValidationError(too_new)
+        return result
+
+    def _fields_newer_than(self, data):
+        """{field: [problem]} for fields ``data`` uses that its version lacks."""
+        if not isinstance(data, dict):
+            return {}
+        said = _version_tuple(data["version"])
+        out = {}
+        for name in data:
+            field = self.fields.get(name)
+            since = field.metadata.get("since") if field is not None else None
+            if since and _version_tuple(since) > said:
+                out[name] = [f"is new in {self.MESSAGE} {since}; the message says "
+                             f"{data['version']} (say {since} or later to use it)"]
+        return out
 
     def dump(self, obj, **kwargs):
         out = super().dump(obj, **kwargs)
@@ -205,6 +232,11 @@ class Message(_Strict):
             return (f"{self.MESSAGE} {version} is no longer understood (this receiver "
                     f"speaks {self.VERSION}); resend it as a {ours}.x message"), True
         return None, False
+
+
+def _version_tuple(text):
+    major, minor = VERSION_PATTERN.match(text).groups()
+    return int(major), int(minor)
 
 
 class GroupSchema(_Strict):
@@ -342,8 +374,10 @@ class AllocationRequestSchema(_Strict):
 class SelectionSchema(_Strict):
     """One host for one instance. ``claimed`` is true for the selected host
     (the scheduler already holds its allocation) and false for alternates,
-    which carry what claiming them later needs: the allocation request, and
-    the spec's project, user and consumer type (the conductor has the spec)."""
+    which carry what claiming them later needs: the allocation request and
+    the placement microversion it was made at (a claim must be sent at that
+    version or later, as nova's Selection says), plus the spec's project,
+    user, workload class and consumer type, which travel with the spec."""
 
     instance_uuid = Uuid(required=True)
     host_uuid = Uuid(required=True)
@@ -353,6 +387,9 @@ class SelectionSchema(_Strict):
     claimed = fields.Boolean(load_default=False)
     schedulable_class = fields.String(load_default=None, allow_none=True)
     family = fields.String(load_default=None, allow_none=True)
+    allocation_request_version = fields.String(
+        load_default=None, allow_none=True, validate=validate.Regexp(
+            r"^1\.[0-9]{1,3}$", error="must be a placement microversion 1.N"))
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
@@ -500,6 +537,8 @@ class Selection:
     # Node data at selection time, for the conductor's records and the demo.
     schedulable_class: str | None = None
     family: str | None = None
+    # The placement microversion the allocation request came from.
+    allocation_request_version: str | None = None
 
 
 @dataclasses.dataclass

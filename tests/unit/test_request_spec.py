@@ -140,7 +140,7 @@ class _NextMinor(rs.RequestSpecSchema):
     """What a 1.1 receiver looks like: one optional field with a default."""
 
     VERSION = "1.1"
-    scheduler_hints = marshmallow.fields.Dict(load_default=dict)
+    scheduler_hints = marshmallow.fields.Dict(load_default=dict, metadata={"since": "1.1"})
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
@@ -156,6 +156,41 @@ def test_older_minor_is_accepted_by_a_newer_receiver_and_newer_field_needs_it():
     # ...and the 1.0 receiver refuses the 1.1 field, naming both versions.
     err = problems_of(base(version="1.1", scheduler_hints={"a": "b"}))
     assert "this receiver speaks request_spec 1.0, the message says 1.1" in str(err)
+    # A message that says 1.0 but uses the 1.1 field is refused with the rest.
+    with pytest.raises(marshmallow.ValidationError) as err:
+        _NextMinor().load(base(version="1.0", scheduler_hints={}, resources={"VCPU": 0}))
+    assert err.value.messages["scheduler_hints"] == [
+        "is new in request_spec 1.1; the message says 1.0 (say 1.1 or later to use it)"]
+    assert "resources" in err.value.messages
+
+
+# The fields of each message at 1.0. A field added later is optional, says
+# the minor it came in, and that minor is at most the message's version.
+FIELDS_1_0 = {
+    rs.RequestSpecSchema: {
+        "version", "request_id", "project_id", "user_id", "workload_class", "num_instances",
+        "instance_uuids", "resources", "required", "forbidden", "member_of", "groups",
+        "group_policy", "cell", "node_selector", "consumer_type"},
+    rs.SelectionsSchema: {"version", "request_id", "selections"},
+    rs.BuildResultSchema: {
+        "version", "instance_uuid", "request_id", "workload_class", "status", "host_uuid",
+        "host_name", "schedulable_class", "family", "reason", "attempts", "rescheduled"},
+}
+
+
+@pytest.mark.parametrize("schema", list(FIELDS_1_0))
+def test_fields_added_after_1_0_follow_the_minor_version_rule(schema):
+    instance = schema()
+    assert instance.VERSION.startswith("1.")
+    assert FIELDS_1_0[schema] <= set(instance.fields), "a 1.0 field is gone: a major change"
+    for name, field in instance.fields.items():
+        if name in FIELDS_1_0[schema]:
+            continue
+        since = field.metadata.get("since")
+        assert since, f"{name}: a field added after 1.0 says since which minor"
+        assert rs._version_tuple(since) <= rs._version_tuple(instance.VERSION), name
+        assert not field.required and field.load_default is not marshmallow.missing, \
+            f"{name}: a field added in a minor version needs a default"
 
 
 HOSTILE = ["../traits/CUSTOM_X", "..", ".", "a/b", "a?b", "a#b", "a%2Fb", "a b", "a\tb",
@@ -191,7 +226,7 @@ def test_request_id_longer_than_placement_stores_is_refused():
 def _selection(**kw):
     sel = rs.Selection(INST, AGG, "h1", "cell1",
                        {"allocations": {AGG: {"resources": {"VCPU": 2}}},
-                        "mappings": {"": [AGG]}}, True, "performance", "epyc")
+                        "mappings": {"": [AGG]}}, True, "performance", "epyc", "1.39")
     for k, v in kw.items():
         setattr(sel, k, v)
     return sel
