@@ -313,7 +313,7 @@ class _Walk:
 
 def _selection(instance, host, areq, claimed):
     return spec_mod.Selection(instance, host.uuid, host.name, host.cell, areq, claimed,
-                              host.schedulable_class, host.family, client_mod.MICROVERSION)
+                              host.schedulable_class, host.family, placement_client.MICROVERSION)
 
 
 class _Unreachable(PlacementUnavailable):
