@@ -13,9 +13,10 @@ not work), 255 when a check itself broke. The checks:
   is a failure, never created here.
 - Policy file: ``[oslo_policy] policy_file``, when present, is YAML (JSON is
   deprecated), parses, and names only rules this release knows.
-- API authentication: noauth2 makes every caller an admin; on an address
+- API authentication: noauth2 makes every caller an admin. On an address
   other than loopback (``[DEFAULT] host``, the option placement-api reads)
-  that is a warning.
+  it is a failure (placement-api refuses to start there), or a warning when
+  ``[api] allow_insecure_noauth`` lets it.
 - Connection budget (PostgreSQL): ``workers x (pool_size + max_overflow)``
   fits ``max_connections`` (placement.connection_budget).
 """
@@ -32,6 +33,7 @@ from oslo_upgradecheck import upgradecheck
 from placement import conf as conf_mod
 from placement import connection_budget
 from placement import db as db_mod
+from placement import host as host_mod
 from placement import migration
 from placement import policies
 from placement.cmd import api as api_cmd
@@ -113,11 +115,15 @@ class Checks(upgradecheck.UpgradeCommands):
         if self.conf.api.auth_strategy != "noauth2":
             return Result(Code.SUCCESS, f"auth_strategy = {self.conf.api.auth_strategy}")
         host = self.conf.host
-        if api_cmd._is_loopback(host):
+        if host_mod.is_loopback(host):
             return Result(Code.SUCCESS, f"noauth2 on loopback ({host}) only: development "
                           "setup; use auth_strategy = keystone in production")
-        return Result(Code.WARNING, f"auth_strategy = noauth2 with host = {host}: anyone "
-                      "who can reach the port is an admin; use auth_strategy = keystone")
+        if not self.conf.api.allow_insecure_noauth:
+            return Result(Code.FAILURE, f"auth_strategy = noauth2 with host = {host}: "
+                          "placement-api refuses to start; use auth_strategy = keystone")
+        return Result(Code.WARNING, f"auth_strategy = noauth2 with host = {host} and "
+                      "allow_insecure_noauth: anyone who can reach the port is an admin; "
+                      "use auth_strategy = keystone")
 
     def _connection_budget(self):
         url = conf_mod.connection_url(self.conf)

@@ -126,18 +126,20 @@ def test_policy_file(tmp_path, content, expected, words):
     assert code == expected
 
 
-@pytest.mark.parametrize("config,expected", [
-    ("[DEFAULT]\nhost = 0.0.0.0\n", WARNING),
-    ("[DEFAULT]\nhost = ::1\n", SUCCESS),
-    ("[DEFAULT]\nhost = 0.0.0.0\n[api]\nauth_strategy = keystone\n", SUCCESS),
-], ids=["noauth2-everywhere", "noauth2-loopback", "keystone"])
-def test_api_authentication(tmp_path, config, expected):
+@pytest.mark.parametrize("config,expected,words", [
+    ("[DEFAULT]\nhost = 0.0.0.0\n", FAILURE, "placement-api refuses to start"),
+    ("[DEFAULT]\nhost = 0.0.0.0\n[api]\nallow_insecure_noauth = True\n", WARNING,
+     "anyone who can reach the port is an admin"),
+    ("[DEFAULT]\nhost = ::1\n", SUCCESS, "noauth2 on loopback (::1) only"),
+    ("[DEFAULT]\nhost = 0.0.0.0\n[api]\nauth_strategy = keystone\n", SUCCESS,
+     "auth_strategy = keystone"),
+], ids=["noauth2-everywhere", "noauth2-everywhere-allowed", "noauth2-loopback", "keystone"])
+def test_api_authentication(tmp_path, config, expected, words):
     url = _synced_sqlite(tmp_path)
     code, checks = _status(tmp_path, f"{config}[placement_database]\nconnection = {url}\n")
     assert checks["API Authentication"][0] == expected, checks["API Authentication"]
+    assert words in checks["API Authentication"][1]
     assert code == expected
-    if expected == WARNING:
-        assert "anyone who can reach the port is an admin" in checks["API Authentication"][1]
 
 
 def test_bad_config_is_one_line(tmp_path):
