@@ -126,8 +126,9 @@ database_opts = [
         "connect_timeout",
         default=5.0,
         min=0.5,
-        help="Seconds to open a connection (TCP and start-up handshake), and to check a "
-        "pooled connection before use (PostgreSQL only).",
+        help="Seconds to open a connection (TCP and start-up handshake; libpq counts "
+        "whole seconds, at least 2), and to check a pooled connection before use "
+        "(PostgreSQL only).",
     ),
     cfg.FloatOpt(
         "pool_timeout",

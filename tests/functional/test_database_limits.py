@@ -10,12 +10,16 @@ paused server) is tests/functional/test_database_faults.py.
 
 import json
 import logging
+import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
 
 import pytest
+import requests
 import sqlalchemy as sa
 
 from placement import app as app_mod
@@ -25,6 +29,7 @@ from placement import request_log
 from tests import builders
 from tests import conftest
 
+BIN = os.path.dirname(sys.executable)
 PROJECT = "c8a4f2bb-6d2a-4f0e-9f5b-3c0f5c1e7a01"
 USER = "e1b1a0c6-3c8c-47a8-b3f5-1d3a8c0a9b02"
 
@@ -240,6 +245,63 @@ def test_write_for_a_client_that_hung_up_is_rolled_back(limited, db_url, caplog)
     finally:
         server.stop()
         db.dispose()
+
+
+def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db_url,
+                                                                     tmp_path):
+    """The same through placement-api's own server, a real process."""
+    db, rp, holder = limited
+    port = _closed_port()
+    log_path = tmp_path / "api.log"
+    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url,
+               OS_PLACEMENT_DATABASE__LOCK_TIMEOUT="10",
+               OS_PLACEMENT_DATABASE__SQLITE_BUSY_TIMEOUT="10",
+               XDG_STATE_HOME=str(tmp_path / "state"))
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port),
+                                 "--workers", "1"], env=env, stdout=log, stderr=log)
+    url = f"http://127.0.0.1:{port}"
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
+    gone = str(uuid.uuid4())
+    body = {"allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
+            "user_id": USER, "consumer_generation": None}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, log_path.read_text()
+            try:
+                if requests.get(url + "/", timeout=5).status_code == 200:
+                    break
+            except (requests.ConnectionError, requests.Timeout):
+                pass
+            assert time.monotonic() < deadline, "placement-api did not start"
+            time.sleep(0.2)
+        conn, trans = _hold_provider(holder, db, rp)
+        try:
+            hangs_up = _raw_put(port, f"/allocations/{gone}", body)
+            time.sleep(1.0)  # the write is waiting on the lock
+            hangs_up.close()
+            time.sleep(0.3)
+        finally:
+            _release(conn, trans)
+        deadline = time.monotonic() + 15
+        while "rolled back" not in log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "client closed the connection before the write committed" in \
+            log_path.read_text()
+        resp = requests.get(f"{url}/allocations/{gone}", headers=headers, timeout=10)
+        assert resp.json()["allocations"] == {}
+        # A client that stays gets its write.
+        resp = requests.put(f"{url}/allocations/{gone}", headers=headers, json=body,
+                            timeout=30)
+        assert resp.status_code == 204, resp.text
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def test_sqlite_busy_timeout_is_the_option(tmp_path):
