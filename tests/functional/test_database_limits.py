@@ -180,6 +180,39 @@ def test_session_idle_in_transaction_is_ended(pg_database_url):
         db.dispose()
 
 
+def test_stalled_holder_of_provider_locks_is_ended(pg_database_url):
+    """A worker that stalls (SIGSTOP, a GIL-bound thread) inside an allocation
+    write holds its providers FOR UPDATE; the server ends its session after
+    idle_in_transaction_timeout, so the next writer waits that long, not until
+    the stalled worker wakes up."""
+    limits = db_mod.Limits(idle_in_transaction_timeout=1, lock_timeout=5)
+    db = db_mod.Database(pg_database_url, limits=limits)
+    stalled = db_mod.Database(pg_database_url, limits=limits)
+    try:
+        db_mod.sync_standard_classes_and_traits(db)
+        rp = builders.create_provider(db, name="held")
+        builders.set_inventory(db, rp, "VCPU", 8, max_unit=8)
+        client = _client(pg_database_url, db)
+        holder = stalled.engine.connect()
+        trans = holder.begin()
+        holder.execute(sa.text("SELECT id FROM resource_providers WHERE uuid = :u "
+                               "FOR UPDATE"), {"u": rp})
+        # ... and the holder stalls here, idle in its transaction.
+        start = time.monotonic()
+        resp = client.put(f"/allocations/{uuid.uuid4()}", version="1.28", json={
+            "allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
+            "user_id": USER, "consumer_generation": None})
+        elapsed = time.monotonic() - start
+        assert resp.status_code == 204, resp.get_data(as_text=True)
+        assert 0.5 < elapsed < 4, elapsed
+        with pytest.raises(sa.exc.DBAPIError):
+            trans.commit()  # the stalled worker wakes to a closed session
+        holder.close()
+    finally:
+        stalled.dispose()
+        db.dispose()
+
+
 def test_programming_errors_stay_500(db):
     """Only 'cannot serve now' errors are 503s: a bug stays a 500."""
     # (sqlite3 calls an unknown column an OperationalError, psycopg a ProgrammingError.)
