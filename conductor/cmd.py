@@ -12,6 +12,7 @@ import sys
 
 from oslo_config import cfg
 
+from joule import config
 from joule import placement_client
 
 from conductor import conf as conf_mod
@@ -27,7 +28,6 @@ cli_opts = [
                help="File of request specs, one JSON object per line; - for stdin. "
                "Without it, only pending build requests are resumed."),
     cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each."),
-    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
 ]
 
 
@@ -69,25 +69,26 @@ def _build_all(conf, cond, out, counts):
 
 
 def main(argv=None):
-    conf = cli.load_conf(argv, "conductor-worker", "conductor", conf_mod.register_opts, cli_opts)
-    if conf is None:
-        return 2
+    prog = "conductor-worker"
+    try:
+        conf = cli.load_conf(argv, prog, "conductor", conf_mod.register_opts, cli_opts)
+    except config.ConfigError as exc:
+        return config.fail(prog, exc)
     cond = make_conductor(conf)
     counts = {"instances": 0, "placed": 0, "failed": 0, "invalid": 0, "rescheduled": 0}
     try:
+        cli.check_placement(cond.client)
         with cli.open_stream(conf.output, "w") as out:
             try:
                 _build_all(conf, cond, out, counts)
             finally:
                 out.flush()
     except OSError as exc:
-        print(f"conductor-worker: {exc}", file=sys.stderr)
-        return 2
+        return config.fail(prog, exc)
     except (worker_mod.PlacementUnavailable, placement_client.PlacementUnreachable,
             placement_client.AuthenticationFailed) as exc:
-        print(f"conductor-worker: {exc}; pending build requests are resumed on the "
-              "next start", file=sys.stderr)
-        return 3
+        return config.fail(prog, f"{exc}; pending build requests are resumed on the next "
+                           "start", config.EXIT_UNAVAILABLE)
     counts["races_lost"] = cond.scheduler.stats["races_lost"]
     print(json.dumps(counts), file=sys.stderr)
     return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1

@@ -237,7 +237,11 @@ def check_conf(conf):
     or an unknown auth_type fails at start-up with its name."""
     for opt in conf[GROUP]:
         conf[GROUP][opt]
-    _load_auth(conf)
+    try:
+        _load_auth(conf)
+    except ks_exc.ClientException as exc:
+        raise ValueError(f"[{GROUP}] auth_type {conf[GROUP].auth_type!r}: "
+                         f"{_first_line(exc)}") from None
 
 
 def _load_auth(conf):
@@ -367,6 +371,7 @@ class PlacementClient:
                 # catalog, before placement was asked.
                 raise AuthenticationFailed(method, name, None, None,
                                            _first_line(exc)) from exc
+            LOG.debug("%s %s -> %s", method, path, resp.status_code)
             if (resp.status_code in self.retriable_status_codes
                     and status_retries < self.status_code_retries):
                 self._sleep(self._retry_after(resp, status_retries))

@@ -12,6 +12,7 @@ from oslo_config import cfg
 from oslo_middleware import cors
 from oslo_middleware.healthcheck import opts as healthcheck_opts
 
+from joule import config
 from placement import policy
 
 api_group = cfg.OptGroup("api", title="API options")
@@ -260,17 +261,7 @@ def make_conf(args=None, default_config_files=None, overrides=None):
     ``overrides`` maps ``(group, option)`` to a value and wins over files and
     the environment; tests and the demo use it.
     """
-    conf = cfg.ConfigOpts()
-    register_opts(conf)
-    conf(
-        args=args or [],
-        project="placement",
-        default_config_files=default_config_files if default_config_files is not None else [],
-        validate_default_values=True,
-    )
-    for (group, name), value in (overrides or {}).items():
-        conf.set_override(name, value, group=group)
-    return conf
+    return config.make_conf(register_opts, args, default_config_files, overrides, "placement")
 
 
 def connection_url(conf):

@@ -28,6 +28,7 @@ import werkzeug.serving
 import powerpolicy
 from conductor import driver as driver_mod
 from conductor import manager
+from joule import config
 from joule import inventory as inventory_mod
 from joule import placement_client
 from joule import request_spec as spec_mod
@@ -43,10 +44,18 @@ from scheduler import worker as worker_mod
 DEFAULT_INVENTORY = os.path.join(os.path.dirname(powerpolicy.__file__), "data",
                                  "cluster-nodes-41.yaml")
 CELLS = 2
+PROG = "placement-demo"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Command-line mistakes are one line, not usage text."""
+
+    def error(self, message):
+        raise config.ConfigError(message)
 
 
 def _parser():
-    p = argparse.ArgumentParser(prog="placement-demo", description=__doc__.split("\n\n")[0])
+    p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=200, help="requests to schedule (200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the request mix and the "
                    "injected failures (0)")
@@ -249,22 +258,29 @@ def format_table(summary):
 
 
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    try:
+        # The demo's own options here; --version and oslo.log's (--debug,
+        # --log-file ...) through the shared start-up.
+        args, rest = _parser().parse_known_args(argv)
+        config.load(PROG, "placement-demo", lambda conf: None, argv=rest,
+                    default_config_files=[])
+    except config.ConfigError as exc:
+        return config.fail(PROG, exc)
     if args.requests < 0 or not 0.0 <= args.failure_rate <= 1.0 or \
             not 0.0 <= args.performance_share <= 1.0:
-        print("placement-demo: --requests must be >= 0 and --failure-rate / "
-              "--performance-share within [0, 1]", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s %(message)s")
-    # werkzeug logs every request at INFO; the demo's output is the table.
+        return config.fail(PROG, "--requests must be >= 0 and --failure-rate / "
+                           "--performance-share within [0, 1]")
+    # The demo's output is the table: only warnings and errors are logged
+    # unless --debug, and werkzeug's line per request never.
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        logging.getLogger().setLevel(logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
         summary = run(args)
     except Exception as exc:  # one clear line, not a traceback, for a first run
         if isinstance(exc, (inventory_mod.InventoryError, placement_client.PlacementError,
                             OSError)):
-            print(f"placement-demo: {exc}", file=sys.stderr)
-            return 2
+            return config.fail(PROG, exc)
         raise
     print(format_table(summary))
     if args.json:

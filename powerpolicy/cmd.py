@@ -21,8 +21,8 @@ import signal
 import sys
 import threading
 
-from oslo_config import cfg
 
+from joule import config
 from joule import placement_client
 
 from powerpolicy import conf as conf_mod
@@ -35,11 +35,19 @@ from powerpolicy import selection
 from powerpolicy import selector as selector_mod
 
 LOG = logging.getLogger("powerpolicy")
+PROG = "power-controller"
+
+
+class _Parser(argparse.ArgumentParser):
+    """Command-line mistakes are one ConfigError line, not usage text."""
+
+    def error(self, message):
+        raise config.ConfigError(message)
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
-        prog="power-controller",
+    parser = _Parser(
+        prog=PROG,
         description="Keep only as many nodes in the performance power profile as demand "
         "needs, split fairly across hardware families. Other arguments (--config-file, "
         "--config-dir) go to oslo.config.")
@@ -99,21 +107,26 @@ def _tick_json(result):
     }
 
 
-def main(argv=None):
-    args, rest = _parser().parse_known_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+def _check_selector(conf):
+    # A selector that cannot be read stops the service now, in every mode,
+    # rather than quietly managing no node.
     try:
-        conf = conf_mod.make_conf(args=rest, default_config_files=None)
-        conf_mod.check(conf)
-        policy = conf.power.policy
-        # A selector that cannot be read stops the service now, in every
-        # mode, rather than quietly managing no node.
         selector_mod.Selector(conf.power.node_selector)
-    except (cfg.Error, ValueError) as exc:
-        print(f"power-controller: configuration error: {exc}", file=sys.stderr)
-        return 2
+    except selector_mod.SelectorError as exc:
+        raise config.ConfigError(f"bad configuration: {exc}") from None
+
+
+def main(argv=None):
+    try:
+        args, rest = _parser().parse_known_args(argv)
+        if args.verbose:
+            rest.append("--debug")
+        conf = config.load(PROG, "power-controller", conf_mod.register_opts, argv=rest,
+                           checks=[_check_selector, placement_client.check_conf],
+                           default_config_files=[])
+    except config.ConfigError as exc:
+        return config.fail(PROG, exc)
+    policy = conf.power.policy
 
     if args.inventory and not args.dry_run:
         print("power-controller: --inventory needs --dry-run", file=sys.stderr)
@@ -156,8 +169,19 @@ def main(argv=None):
             print(json.dumps(_tick_json(result)))
         return 0
 
+    try:
+        # The service starts only against a placement that answers and takes
+        # its credentials; later outages are retried every tick.
+        client.check()
+    except (placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed) as exc:
+        return config.fail(PROG, exc, config.EXIT_UNAVAILABLE)
     if conf.power.metrics_port:
-        metrics.serve(conf.power.metrics_port, addr=conf.power.metrics_host)
+        try:
+            metrics.serve(conf.power.metrics_port, addr=conf.power.metrics_host)
+        except OSError as exc:
+            return config.fail(PROG, f"cannot serve metrics on {conf.power.metrics_host}:"
+                               f"{conf.power.metrics_port}: {exc.strerror or exc}")
         LOG.info("metrics on http://%s:%d/metrics", conf.power.metrics_host,
                  conf.power.metrics_port)
     stop = threading.Event()

@@ -8,6 +8,7 @@ e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``; the environment wins over files.
 
 from oslo_config import cfg
 
+from joule import config
 from joule import placement_client
 from powerpolicy import policies
 
@@ -123,30 +124,13 @@ def list_opts():
     return [(power_group, power_opts)] + placement_client.list_opts(power_group.name)
 
 
-def check(conf):
-    """Read every [power] option once, so a bad value fails now with its name.
-
-    oslo.config checks a value from a file or the environment only when it is
-    first read; the service should refuse to start instead of failing a tick.
-    """
-    for opt in power_opts:
-        getattr(conf.power, opt.dest)
-
-
 def make_conf(args=None, default_config_files=None, overrides=None):
-    """A fresh ConfigOpts with [power] registered (never the global one).
+    """A fresh ConfigOpts with [power] and [placement] registered (never the global one).
 
-    ``overrides`` maps option name -> value in [power]; it wins over files and
-    the environment.
+    ``overrides`` maps an option name of [power] (or a ``(group, name)``
+    pair) to a value; it wins over files and the environment.
     """
-    conf = cfg.ConfigOpts()
-    register_opts(conf)
-    conf(
-        args=args or [],
-        project="power-controller",
-        default_config_files=default_config_files if default_config_files is not None else [],
-        validate_default_values=True,
-    )
-    for name, value in (overrides or {}).items():
-        conf.set_override(name, value, group="power")
-    return conf
+    overrides = {(key if isinstance(key, tuple) else (power_group.name, key)): value
+                 for key, value in (overrides or {}).items()}
+    return config.make_conf(register_opts, args, default_config_files, overrides,
+                            "power-controller")

@@ -2,39 +2,48 @@
 
 Both read request specs as JSON lines and write outcomes as JSON lines; both
 take a config file plus a few command-line options, load the enabled filters
-up front and log to stderr.
+up front, log with oslo.log to stderr and check placement before reading input.
 """
 
 import contextlib
 import logging
 import sys
 
-from oslo_config import cfg
-
+from joule import config
+from joule import placement_client
 from scheduler import filters as filters_mod
 
 
 def load_conf(argv, prog, project, register_opts, cli_opts):
-    """Parse ``argv`` into a new ConfigOpts, load the filters, set up logging.
+    """Parse ``argv`` into a new ConfigOpts, check every option and the filter
+    list, set up oslo.log (``--debug``, ``--log-file`` ...).
 
-    ``register_opts(conf)`` registers the command's config options and
-    ``cli_opts`` (which must include a ``debug`` BoolOpt) its command-line
-    ones. Returns None after telling stderr why when the configuration or
-    the filter list is bad; the caller then exits 2.
+    Raises ``joule.config.ConfigError`` (one line) when anything is wrong;
+    the caller prints it and exits ``config.EXIT_CONFIG``.
     """
-    conf = cfg.ConfigOpts()
-    register_opts(conf)
-    conf.register_cli_opts(cli_opts)
-    try:
-        conf(args=sys.argv[1:] if argv is None else argv, project=project,
-             prog=prog, default_config_files=[])
-        filters_mod.load(conf.filter_scheduler.enabled_filters)
-    except (cfg.Error, filters_mod.UnknownFilter) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
-        return None
-    logging.basicConfig(level=logging.DEBUG if conf.debug else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    def check_filters(conf):
+        try:
+            filters_mod.load(conf.filter_scheduler.enabled_filters)
+        except filters_mod.UnknownFilter as exc:
+            raise config.ConfigError(f"bad configuration: {exc}") from None
+
+    conf = config.load(prog, project, register_opts, argv=argv, cli_opts=cli_opts,
+                       checks=[check_filters, placement_client.check_conf],
+                       default_config_files=[])
+    if not conf.debug:
+        # stderr ends with the run's summary line: say only what went wrong
+        # (warnings and errors) unless --debug asks for everything.
+        logging.getLogger().setLevel(logging.WARNING)
     return conf
+
+
+def check_placement(client):
+    """One authenticated read at start-up, so an unreachable placement or
+    refused credentials stop the command before it reads any input.
+
+    :raise placement_client.PlacementUnreachable, AuthenticationFailed:
+    """
+    client.check()
 
 
 def open_stream(path, mode):

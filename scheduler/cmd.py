@@ -19,6 +19,7 @@ import sys
 
 from oslo_config import cfg
 
+from joule import config
 from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import cli
@@ -31,7 +32,6 @@ cli_opts = [
     cfg.StrOpt("requests", default="-", positional=False,
                help="File of request specs, one JSON object per line; - for stdin."),
     cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each; - for stdout."),
-    cfg.BoolOpt("debug", default=False, help="Log at DEBUG level."),
 ]
 
 
@@ -78,18 +78,21 @@ def run(conf, lines, out, client=None):
 
 
 def main(argv=None):
-    conf = cli.load_conf(argv, "scheduler-worker", "scheduler", conf_mod.register_opts, cli_opts)
-    if conf is None:
-        return 2
+    prog = "scheduler-worker"
     try:
+        conf = cli.load_conf(argv, prog, "scheduler", conf_mod.register_opts, cli_opts)
+    except config.ConfigError as exc:
+        return config.fail(prog, exc)
+    try:
+        client = placement_client.PlacementClient.from_conf(conf, conf_mod.LEGACY_CLIENT_GROUP)
+        cli.check_placement(client)
         with cli.open_stream(conf.requests, "r") as src, cli.open_stream(conf.output, "w") as out:
-            counts = run(conf, src, out)
+            counts = run(conf, src, out, client=client)
     except OSError as exc:
-        print(f"scheduler-worker: {exc}", file=sys.stderr)
-        return 2
-    except worker_mod.PlacementUnavailable as exc:
-        print(f"scheduler-worker: {exc}", file=sys.stderr)
-        return 3
+        return config.fail(prog, exc)
+    except (worker_mod.PlacementUnavailable, placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed) as exc:
+        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
     print(json.dumps(counts), file=sys.stderr)
     return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1
 

@@ -7,6 +7,7 @@ operator who knows nova reads them without a glossary.
 
 from oslo_config import cfg
 
+from joule import config
 from joule import placement_client
 from scheduler import filters
 
@@ -131,11 +132,4 @@ def list_opts():
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):
     """A fresh ConfigOpts with the scheduler options; overrides {(group, name): value}."""
-    conf = cfg.ConfigOpts()
-    register_opts(conf)
-    conf(args=args or [], project=project,
-         default_config_files=default_config_files if default_config_files is not None else [],
-         validate_default_values=True)
-    for (group, name), value in (overrides or {}).items():
-        conf.set_override(name, value, group=group)
-    return conf
+    return config.make_conf(register_opts, args, default_config_files, overrides, project)

@@ -8,6 +8,7 @@ with a random suffix and drops them at the end. Without any of them the PostgreS
 variants are skipped with the reason, except under CI=true, where that fails.
 """
 
+import logging
 import os
 import shutil
 import threading
@@ -50,6 +51,18 @@ def _pg_admin_url():
     except Exception as exc:  # noqa: BLE001
         return None, f"no PostgreSQL: local server: {local_error}; testcontainers: {exc}"
 
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging():
+    """A console script's main() run in-process sets oslo.log up on the root
+    logger (handlers bound to that test's captured stderr); put the root
+    logger back so the next test logs as pytest expects."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
 
 @pytest.fixture(scope="session")
 def pg_database_url():

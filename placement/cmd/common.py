@@ -2,8 +2,9 @@
 
 import sys
 
-from oslo_config import cfg
+import sqlalchemy as sa
 
+from joule import config
 from placement import conf as conf_mod
 from placement import db as db_mod
 
@@ -28,29 +29,31 @@ def schema_error(exc):
 
 
 def parse_conf(argv, cli_opts=(), prog=None, setup=None):
-    """Parse argv into a fresh ConfigOpts; raise StartupError on a bad config."""
-    conf = cfg.ConfigOpts()
-    conf_mod.register_opts(conf)
-    if setup is not None:
-        setup(conf)
-    conf.register_cli_opts(list(cli_opts))
+    """Parse argv into a fresh ConfigOpts, check every option, set up oslo.log.
+
+    Raises StartupError (exit 2, one line) on a bad command line, a missing or
+    unparseable config file or a bad value.
+    """
+    def register(conf):
+        conf_mod.register_opts(conf)
+        if setup is not None:
+            setup(conf)
+
     try:
-        conf(args=argv, project="placement", prog=prog, default_config_files=None,
-             validate_default_values=True)
-    except cfg.ConfigFilesNotFoundError as exc:
-        raise StartupError(f"config file not found: {', '.join(exc.config_files)}")
-    except cfg.ConfigFileParseError as exc:
-        raise StartupError(f"cannot parse config file {exc.config_file}: {exc.msg}")
-    except (cfg.Error, ValueError) as exc:
-        raise StartupError(f"bad configuration: {str(exc).splitlines()[0]}")
+        return config.load(prog, "placement", register, argv=argv, cli_opts=cli_opts,
+                           checks=[_check_connection])
+    except config.ConfigError as exc:
+        raise StartupError(str(exc), status=config.EXIT_CONFIG) from None
+
+
+def _check_connection(conf):
+    """The database URL parses and names a dialect SQLAlchemy has."""
+    url = conf_mod.connection_url(conf)
     try:
-        # Touch every option once so a bad value fails now, not mid-request.
-        for group, opts in conf_mod.list_opts():
-            for opt in opts:
-                getattr(getattr(conf, group.name), opt.dest)
-    except (cfg.Error, ValueError) as exc:
-        raise StartupError(f"bad configuration: {str(exc).splitlines()[0]}")
-    return conf
+        sa.engine.make_url(url).get_dialect()
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise config.ConfigError(
+            f"bad configuration: [placement_database] connection: {exc}") from None
 
 
 def open_database(conf):

@@ -55,9 +55,9 @@ def test_dry_run_human_output(capsys, monkeypatch):
     (["--dry-run", "--demand", "3"], {}, "--demand needs --dry-run --inventory"),
     (["--dry-run", "--inventory", "/nonexistent.yaml"], {}, "cannot read inventory"),
     (["--dry-run", "--inventory", FIVE_K], {"OS_POWER__STATIC_HP_FRAC": "1.5"},
-     "configuration error"),
+     "bad configuration: [power] static_hp_frac"),
     (["--dry-run", "--inventory", FIVE_K], {"OS_POWER__POLICY": "greedy"},
-     "configuration error"),
+     "bad configuration: [power] policy"),
 ])
 def test_bad_input_exits_2_with_a_message(capsys, monkeypatch, args, env, message):
     for key, value in env.items():

@@ -103,8 +103,8 @@ def test_the_service_refuses_to_start_with_one_line(mode, tmp_path):
     proc = _power_controller("--config-file", str(conf), *mode)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
-    assert lines == ["power-controller: configuration error: node_selector 'role in worker': "
-                     "expected '(' after 'in' at position 8"]
+    assert lines == ["power-controller: error: bad configuration: node_selector "
+                     "'role in worker': expected '(' after 'in' at position 8"]
     assert proc.stdout == ""
 
 
