@@ -35,6 +35,10 @@ BUILD_REQUEST_LEASED = "placement.build_request.leased"
 BUILD_REQUEST_INVALID_SPEC = "placement.build_request.invalid_spec"
 REQUEST_TOO_LARGE = "placement.request.too_large"
 HOST_NOT_ALLOWED = "placement.request.host_not_allowed"
+SERVER_GROUP_NOT_FOUND = "placement.server_group.not_found"
+SERVER_GROUP_EXISTS = "placement.server_group.duplicate"
+SERVER_GROUP_MEMBER_CONFLICT = "placement.server_group.member_conflict"
+SERVER_GROUP_POLICY_VIOLATION = "placement.server_group.policy_violation"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

@@ -292,3 +292,40 @@ scheduling_reports = Table(
     Column("body", Text, nullable=False),  # JSON
     *_timestamps(),
 )
+
+# Server groups (extension, migration 0003): nova's instance groups, kept
+# next to the allocations so that a claim checks the group's policy in the
+# transaction that writes it. A member's hosts are not stored: they are the
+# roots of the providers its allocations are on, so a move or a release
+# updates them with no second record to keep in step.
+server_groups = Table(
+    "server_groups",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("uuid", String(36), nullable=False, unique=True),
+    Column("name", String(255), nullable=False),
+    Column("project_id", String(255), nullable=False),
+    Column("user_id", String(255), nullable=False),
+    # affinity | anti-affinity | soft-affinity | soft-anti-affinity
+    Column("policy", String(32), nullable=False),
+    # anti-affinity's max_server_per_host (nova API 2.64 rules); null: 1
+    Column("max_server_per_host", Integer, nullable=True),
+    # Bumped by every membership change: a client that read the group can
+    # tell whether it moved since.
+    Column("generation", Integer, nullable=False, default=0, server_default="0"),
+    *_timestamps(),
+    Index("ix_server_groups_project_id", "project_id"),
+)
+
+# An instance (consumer uuid, which may hold no allocation yet or any more)
+# belongs to at most one group, as in nova.
+server_group_members = Table(
+    "server_group_members",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("group_id", Integer, ForeignKey("server_groups.id", ondelete="CASCADE"),
+           nullable=False),
+    Column("instance_uuid", String(36), nullable=False, unique=True),
+    Column("created_at", DateTime, nullable=False),
+    Index("ix_server_group_members_group_id", "group_id"),
+)

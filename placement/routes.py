@@ -17,6 +17,7 @@ from placement.handlers import resource_class
 from placement.handlers import resource_provider
 from placement.handlers import root
 from placement.handlers import scheduling_report
+from placement.handlers import server_group
 from placement.handlers import trait
 from placement.handlers import usage
 
@@ -111,6 +112,17 @@ ROUTES = {
     "/scheduling_reports/<request_id>": {
         "GET": scheduling_report.get_report,
         "PUT": scheduling_report.put_report,
+    },
+    "/server_groups": {
+        "GET": server_group.list_server_groups,
+        "POST": server_group.create_server_group,
+    },
+    "/server_groups/<uuid>": {
+        "GET": server_group.get_server_group,
+        "DELETE": server_group.delete_server_group,
+    },
+    "/server_groups/<uuid>/members/<instance_uuid>": {
+        "DELETE": server_group.delete_member,
     },
 }
 

@@ -9,6 +9,7 @@ import flask
 from placement import errors
 from placement import util
 from placement.objects import allocation as alloc_obj
+from placement.objects import server_group as server_group_obj
 from placement.policies import allocation as policies
 from placement.schemas import allocation as schema
 
@@ -88,6 +89,8 @@ def consumer_write(consumer_uuid, data, conf):
         generation=generation,
         consumer_type=data.get("consumer_type") if util.want(1, 38) else None,
         workload_class=data.get("workload_class"),
+        server_group=util.normalize_uuid(data["server_group"])
+        if data.get("server_group") else None,
     )
 
 
@@ -105,6 +108,13 @@ def _write(writes, class_not_found_prefix):
         raise errors.bad_request(f"{class_not_found_prefix}{exc}")
     except alloc_obj.InvalidInventory as exc:
         raise errors.conflict(f"Unable to allocate inventory: {exc}")
+    except server_group_obj.GroupNotFound as exc:
+        raise errors.bad_request(str(exc), errors.SERVER_GROUP_NOT_FOUND)
+    except server_group_obj.MemberOfAnotherGroup as exc:
+        raise errors.conflict(str(exc), errors.SERVER_GROUP_MEMBER_CONFLICT)
+    except server_group_obj.PolicyViolation as exc:
+        raise errors.conflict(f"Unable to allocate inventory: {exc}",
+                              errors.SERVER_GROUP_POLICY_VIOLATION)
     except alloc_obj.ConcurrentUpdate as exc:
         raise errors.conflict(
             f"Inventory and/or allocations changed while attempting to allocate: {exc}",

@@ -68,6 +68,7 @@ from joule import vocabulary
 from placement import db as db_mod
 from placement import models as m
 from placement.objects import consumer as consumer_obj
+from placement.objects import server_group as server_group_obj
 
 LOG = logging.getLogger(__name__)
 
@@ -164,6 +165,9 @@ class ConsumerWrite:
     generation: object = NOT_CHECKED
     consumer_type: str | None = None
     workload_class: str | None = None
+    # Extension: the server group this consumer joins (checked and recorded
+    # in the same transaction, objects/server_group.py).
+    server_group: str | None = None
 
 
 # --- ids that never change ---------------------------------------------------
@@ -490,6 +494,8 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     rc_ids = _resource_class_ids(conn, rc_names, ids.cache, ids.learned)
     state, existing = _read_state(conn, writes, rp_uuids, rc_ids)
     _check(writes, rp_uuids, rc_names, rc_ids, state, existing)
+    # After the provider locks (one lock order: providers, then groups).
+    server_group_obj.check_claims(conn, writes)
     emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
     released = _providers_of(conn, emptied)
     # Consumers first (by id, then new ones by uuid), then providers (by id):

@@ -3,7 +3,7 @@
 ``list_rules()`` is the ``oslo.policy.policies`` entry point (the sample
 policy file is generated from it) and what the enforcer registers. Rule names
 and defaults of upstream resources are upstream Placement's; the extension
-resources (nodes, build requests, scheduling reports, workload usages) follow
+resources (nodes, build requests, scheduling reports, workload usages, server groups) follow
 the same naming style.
 """
 
@@ -18,6 +18,7 @@ from placement.policies import reshaper
 from placement.policies import resource_class
 from placement.policies import resource_provider
 from placement.policies import scheduling_report
+from placement.policies import server_group
 from placement.policies import trait
 from placement.policies import usage
 
@@ -35,6 +36,7 @@ _MODULES = (
     node,
     build_request,
     scheduling_report,
+    server_group,
 )
 
 

@@ -5,8 +5,9 @@ the microversion history: 1.8 requires project/user, 1.12 switches to the dict
 form, 1.13 adds POST (empty allocations allowed), 1.28 requires a consumer
 generation, 1.34 accepts mappings, 1.38 requires a consumer type.
 
-Extension: every consumer may carry an optional ``workload_class``; a vanilla
-client never sends it, so its bodies validate exactly as upstream's.
+Extension: every consumer may carry an optional ``workload_class`` and
+``server_group`` (a group uuid to join); a vanilla client never sends them,
+so its bodies validate exactly as upstream's.
 """
 
 import copy
@@ -19,6 +20,9 @@ CONSUMER_TYPE_PATTERN = "^[A-Z0-9_]+$"
 GROUP_PATTERN_1_33 = "[a-zA-Z0-9_-]{1,64}"
 
 _WORKLOAD_CLASS = {"type": "string", "enum": list(vocabulary.WORKLOAD_CLASSES)}
+# Extension: the server group the consumer joins (objects/server_group.py).
+_SERVER_GROUP = {"type": "string", "pattern": (
+    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")}
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 _AMOUNTS = {
     "type": "object",
@@ -51,6 +55,7 @@ ALLOCATION_SCHEMA = {
             },
         },
         "workload_class": _WORKLOAD_CLASS,
+        "server_group": _SERVER_GROUP,
     },
     "required": ["allocations"],
     "additionalProperties": False,
@@ -85,6 +90,7 @@ ALLOCATION_SCHEMA_V1_12 = {
         "project_id": _EXTERNAL_ID,
         "user_id": _EXTERNAL_ID,
         "workload_class": _WORKLOAD_CLASS,
+        "server_group": _SERVER_GROUP,
     },
     "additionalProperties": False,
     "required": ["allocations", "project_id", "user_id"],

@@ -87,6 +87,12 @@ EXPECTED_RULES = {
     ("PUT", "/build_requests/<instance_uuid>/lease"): "placement:build_requests:update",
     ("GET", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:show",
     ("PUT", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:update",
+    ("GET", "/server_groups"): "placement:server_groups:list",
+    ("POST", "/server_groups"): "placement:server_groups:create",
+    ("GET", "/server_groups/<uuid>"): "placement:server_groups:show",
+    ("DELETE", "/server_groups/<uuid>"): "placement:server_groups:delete",
+    ("DELETE", "/server_groups/<uuid>/members/<instance_uuid>"):
+        "placement:server_groups:members:delete",
 }
 
 PATH_VALUES = {

@@ -83,6 +83,11 @@ EXTENSION_RULES = [
     "placement:scheduling_reports:show",
     "placement:scheduling_reports:update",
     "placement:workload_usages:list",
+    "placement:server_groups:list",
+    "placement:server_groups:show",
+    "placement:server_groups:create",
+    "placement:server_groups:delete",
+    "placement:server_groups:members:delete",
 ]
 
 # Who asks: (roles, project, system scope).
