@@ -129,12 +129,10 @@ def main(argv=None):
     policy = conf.power.policy
 
     if args.inventory and not args.dry_run:
-        print("power-controller: --inventory needs --dry-run", file=sys.stderr)
-        return 2
+        return config.fail(PROG, "--inventory needs --dry-run")
     if args.demand is not None and not args.inventory:
-        print("power-controller: --demand needs --dry-run --inventory FILE (against "
-              "placement the demand is the running and pending work it holds)", file=sys.stderr)
-        return 2
+        return config.fail(PROG, "--demand needs --dry-run --inventory FILE (against "
+                           "placement the demand is the running and pending work it holds)")
     if args.dry_run and args.inventory:
         try:
             nodes = inventory_mod.load(args.inventory)
@@ -149,9 +147,11 @@ def main(argv=None):
         controller = controller_mod.Controller(conf, client)
         try:
             result, _ = controller.plan()  # the tick without its write
+        except (placement_client.PlacementUnreachable,
+                placement_client.AuthenticationFailed) as exc:
+            return config.fail(PROG, f"dry run failed: {exc}", config.EXIT_UNAVAILABLE)
         except placement_client.PlacementError as exc:
-            print(f"power-controller: dry run failed: {exc}", file=sys.stderr)
-            return 1
+            return config.fail(PROG, f"dry run failed: {exc}", 1)
         out = preview_mod.build(result)
         print(json.dumps(out) if args.json else "\n".join(preview_mod.format_text(out)))
         return 0

@@ -170,6 +170,7 @@ def test_dry_run_against_an_unreachable_placement_fails_cleanly():
     environ["OS_PLACEMENT__ENDPOINT_OVERRIDE"] = "http://127.0.0.1:9"
     proc = subprocess.run([exe, "--dry-run", "--json"], capture_output=True, text=True,
                           timeout=120, env=environ, check=False)
-    assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.startswith(
-        "power-controller: dry run failed: placement at http://127.0.0.1:9 is unreachable")
+    # Exit 3: placement unreachable, as for every console script (joule/config.py).
+    assert proc.returncode == 3 and proc.stdout == ""
+    assert proc.stderr.startswith("power-controller: error: dry run failed: placement at "
+                                  "http://127.0.0.1:9 is unreachable")

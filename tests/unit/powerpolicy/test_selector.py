@@ -99,7 +99,7 @@ def test_the_service_refuses_to_start_with_one_line(mode, tmp_path):
     conf = tmp_path / "power.conf"
     conf.write_text("[power]\nnode_selector = role in worker\n"
                     # Unreachable: the controller must stop before any request.
-                    "placement_endpoint = http://127.0.0.1:9\n")
+                    "[placement]\nendpoint_override = http://127.0.0.1:9\n")
     proc = _power_controller("--config-file", str(conf), *mode)
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
