@@ -438,8 +438,12 @@ class PlacementClient:
 
     def put_allocations(self, consumer, allocation_request, project_id, user_id,
                         consumer_generation=None, workload_class=None,
-                        consumer_type="INSTANCE"):
-        """PUT /allocations/{consumer}: claim (generation None) or replace."""
+                        consumer_type="INSTANCE", server_group=None):
+        """PUT /allocations/{consumer}: claim (generation None) or replace.
+
+        ``server_group``: the group the consumer joins; placement checks its
+        policy in the same write (409 ``placement.server_group.policy_violation``).
+        """
         body = {
             "allocations": allocation_request["allocations"],
             "consumer_generation": consumer_generation,
@@ -449,9 +453,15 @@ class PlacementClient:
         }
         if workload_class is not None:
             body["workload_class"] = workload_class
+        if server_group is not None:
+            body["server_group"] = server_group
         if allocation_request.get("mappings"):
             body["mappings"] = allocation_request["mappings"]
         self.request("PUT", url_path("allocations", consumer), json=body, ok=(204,))
+
+    def get_server_group(self, group_uuid):
+        """GET /server_groups/{uuid}: policy, rules, members and their hosts."""
+        return self._json("GET", url_path("server_groups", group_uuid))
 
     def get_allocations(self, consumer):
         """(allocations {rp: {"resources": ...}}, consumer_generation or None)."""

@@ -39,7 +39,7 @@ from joule import vocabulary
 
 # Versions of the messages this code speaks; bump MINOR when adding an
 # optional field, MAJOR when changing what an existing field means.
-REQUEST_SPEC_VERSION = "1.0"
+REQUEST_SPEC_VERSION = "1.1"
 SELECTIONS_VERSION = "1.0"
 BUILD_RESULT_VERSION = "1.0"
 
@@ -298,6 +298,7 @@ class RequestSpecSchema(Message):
             "no control characters")),
         load_default=dict)
     consumer_type = fields.String(load_default="INSTANCE", validate=_name("consumer type"))
+    server_group = Uuid(load_default=None, allow_none=True, metadata={"since": "1.1"})
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -336,7 +337,7 @@ class RequestSpecSchema(Message):
             forbidden=tuple(data["forbidden"]), member_of=tuple(data["member_of"]),
             groups=dict(data["groups"]), group_policy=data["group_policy"],
             cell=data["cell"], node_selector=dict(data["node_selector"]),
-            consumer_type=data["consumer_type"])
+            consumer_type=data["consumer_type"], server_group=data["server_group"])
 
     @marshmallow.pre_dump
     def _wire(self, spec, **kwargs):
@@ -354,6 +355,8 @@ class RequestSpecSchema(Message):
             out["cell"] = spec.cell
         if spec.node_selector:
             out["node_selector"] = dict(spec.node_selector)
+        if spec.server_group is not None:
+            out["server_group"] = spec.server_group
         return out
 
 
@@ -485,6 +488,7 @@ class RequestSpec:
     cell: str | None = None
     node_selector: dict = dataclasses.field(default_factory=dict)
     consumer_type: str = "INSTANCE"
+    server_group: str | None = None  # since 1.1
 
     @property
     def unnumbered(self):

@@ -6,13 +6,17 @@ claim one instance. Unclaim is idempotent (404 and "nothing held" count as
 success) and may be called for a consumer that was never claimed. Moving a
 claim replaces the allocations in ONE write guarded by the consumer's current
 generation, so the instance never holds nothing in between.
+
+A spec that names a server group sends it with every claim and move:
+placement checks the group's policy in the same write, so a claim that would
+break it is a 409 like a lost race (the scheduler takes its next host).
 """
 
 def claim(client, consumer, allocation_request, spec):
     """Claim for ``consumer``; raise placement_client.Conflict on a lost race."""
     client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,
                            consumer_generation=None, workload_class=spec.workload_class,
-                           consumer_type=spec.consumer_type)
+                           consumer_type=spec.consumer_type, server_group=spec.server_group)
 
 
 def unclaim(client, consumer):
@@ -31,5 +35,5 @@ def move(client, consumer, allocation_request, spec):
     client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,
                            consumer_generation=generation,
                            workload_class=spec.workload_class,
-                           consumer_type=spec.consumer_type)
+                           consumer_type=spec.consumer_type, server_group=spec.server_group)
 

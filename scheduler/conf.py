@@ -51,6 +51,22 @@ filter_opts = [
         "the resource weighers by default so that the power profile decides first and "
         "free resources break ties; 0 disables it.",
     ),
+    cfg.FloatOpt(
+        "soft_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Multiplier of the soft-affinity weigher (nova's option): for a request "
+        "whose server group has the soft-affinity policy, hosts running more of the "
+        "group's members weigh more. Other requests are not affected.",
+    ),
+    cfg.FloatOpt(
+        "soft_anti_affinity_weight_multiplier",
+        default=1.0,
+        min=0.0,
+        help="Multiplier of the soft-anti-affinity weigher (nova's option): for a "
+        "request whose server group has the soft-anti-affinity policy, hosts running "
+        "fewer of the group's members weigh more. Other requests are not affected.",
+    ),
     cfg.IntOpt(
         "max_attempts",
         default=3,

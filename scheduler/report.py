@@ -49,6 +49,10 @@ class Report:
     def race_lost(self, host):
         self.data["races_lost"] += 1
 
+    def group_refused(self, host):
+        """Placement refused a claim for the request's server group."""
+        self.data["group_refusals"] = self.data.get("group_refusals", 0) + 1
+
     def claimed(self, instance_uuid, host, alternates):
         self.data["claims"].append({"instance_uuid": instance_uuid, "host": host.uuid,
                                     "host_name": host.name, "cell": host.cell,

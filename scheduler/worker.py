@@ -34,6 +34,8 @@ from scheduler import alternates as alternates_mod
 from scheduler import claim as claim_mod
 from scheduler import filters as filters_mod
 from scheduler import hosts as hosts_mod
+from scheduler import request_state
+from scheduler import server_groups
 from scheduler import weighers as weighers_mod
 from scheduler.report import Report
 
@@ -102,8 +104,24 @@ class Scheduler:
 
     # -- stages --------------------------------------------------------------
 
+    def _load_group(self, spec):
+        if spec.server_group is None:
+            return None
+        try:
+            return server_groups.GroupView.load(self.client, spec.server_group)
+        except placement_client.NotFound:
+            raise SchedulerError(f"request {spec.request_id} names server group "
+                                 f"{spec.server_group}, which placement does not know")
+        except (placement_client.PlacementUnreachable,
+                placement_client.AuthenticationFailed) as exc:
+            raise PlacementUnavailable(str(exc)) from exc
+        except placement_client.PlacementError as exc:
+            raise SchedulerError(f"server group {spec.server_group}: {exc}")
+
     def _schedule(self, spec, report):
-        walk = _Walk(self, spec, report)
+        # Filters and weighers see the spec plus the request's group view.
+        state = request_state.RequestState(spec, self._load_group(spec))
+        walk = _Walk(self, state, report)
         walk.fill()
         hosts = walk.passed
         if not hosts:
@@ -119,22 +137,25 @@ class Scheduler:
         first = True
         try:
             for instance in spec.instance_uuids:
-                ranked = self._rank(hosts, spec, lost)
+                ranked = self._rank(hosts, state, lost)
                 if first:
                     report.top(ranked, self.conf.filter_scheduler.report_top_hosts)
                     first = False
-                host, areq = self._claim_one(spec, instance, ranked, lost, rng, subset, report)
+                host, areq = self._claim_one(state, instance, ranked, lost, rng, subset,
+                                             report)
                 while host is None and not walk.done:
                     # A capped walk stopped early and every host it kept is
                     # gone: read on rather than fail a request that may fit.
                     if walk.fill(more=True):
-                        ranked = self._rank(hosts, spec, lost)
-                        host, areq = self._claim_one(spec, instance, ranked, lost, rng,
+                        ranked = self._rank(hosts, state, lost)
+                        host, areq = self._claim_one(state, instance, ranked, lost, rng,
                                                      subset, report)
                 if host is None:
-                    raise NoValidHost(self._partial(spec, len(claimed), walk.seen,
-                                                    walk.records, report))
+                    raise NoValidHost(self._partial(state, len(claimed), walk.seen,
+                                                    walk.records, report, hosts, lost))
                 claimed.append(instance)
+                if state.group is not None:
+                    state.group.add(host.uuid)
                 selected_hosts.add(host.uuid)
                 host.consume(areq)
                 picks.append((instance, host, areq, [h for _w, _p, h in ranked]))
@@ -156,7 +177,9 @@ class Scheduler:
         return result
 
     def _rank(self, hosts, spec, lost):
-        live = [h for h in hosts if h.uuid not in lost]
+        group = getattr(spec, "group", None)
+        live = [h for h in hosts if h.uuid not in lost
+                and (group is None or group.allows(h.uuid))]
         weighed = weighers_mod.weigh_hosts(live, spec, self.weighers)
         # Stable sort: equal weights keep placement's order until shuffled.
         weighed.sort(key=lambda item: item[0], reverse=True)
@@ -191,6 +214,15 @@ class Scheduler:
                     raise ConsumerInUse(
                         f"instance {instance} already holds allocations (consumer "
                         f"generation conflict); release them before scheduling it again")
+                if exc.code == server_groups.POLICY_VIOLATION and spec.group is not None:
+                    # Another worker placed a member of the group first:
+                    # re-read the group and drop every host it now rules out.
+                    report.group_refused(host)
+                    lost.add(host.uuid)
+                    spec.group = self._load_group(spec)
+                    available = [item for item in available if item[2].uuid not in lost
+                                 and spec.group.allows(item[2].uuid)]
+                    continue
                 if exc.code == CONCURRENT_UPDATE and retries.get(host.uuid, 0) < \
                         GENERATION_RETRIES:
                     # Placement ran out of its own retries against concurrent
@@ -215,12 +247,20 @@ class Scheduler:
                 raise SchedulerError(f"claim for instance {instance} failed: {exc}")
         return None, None
 
-    def _partial(self, spec, placed, seen, records, report):
+    def _partial(self, spec, placed, seen, records, report, hosts=(), lost=()):
         races = report.data["races_lost"]
         base = _explain(spec, seen, records)
-        return (f"{base}; could place {placed} of {spec.num_instances} instance(s): "
+        text = (f"{base}; could place {placed} of {spec.num_instances} instance(s): "
                 f"the remaining hosts lack capacity or were taken by concurrent claims "
                 f"({races} race(s) lost)")
+        group = getattr(spec, "group", None)
+        if group is not None:
+            ruled_out = sum(1 for h in hosts if h.uuid not in lost and not group.allows(h.uuid))
+            refused = report.data.get("group_refusals", 0)
+            if ruled_out or refused:
+                text += (f"; {group.describe()} ruled out {ruled_out} more host(s) "
+                         f"for the remaining instances and refused {refused} claim(s)")
+        return text
 
     def _unwind(self, claimed, spec):
         """Release this request's claims, newest first (Unreserve order)."""

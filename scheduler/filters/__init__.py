@@ -1,7 +1,9 @@
 """Host filters: each drops hosts that must not take the request, with a reason.
 
 A filter is a class with a ``name``, a ``reason`` (one sentence shown to the
-operator when it removes hosts) and ``host_passes(host, spec) -> bool``.
+operator when it removes hosts) and ``host_passes(host, spec) -> bool``; ``spec`` is the request's
+``scheduler.request_state.RequestState`` (the spec's fields plus what the
+worker looked up for it, such as the server group).
 ``run_filters`` applies the configured chain in order and records, per filter,
 how many hosts went in, how many it removed and why: the explanation a "no
 valid host" error carries.
@@ -13,11 +15,14 @@ from scheduler.filters.cell import CellFilter
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.joulie import JoulieFilter
 from scheduler.filters.node_selector import NodeSelectorFilter
+from scheduler.filters.server_group import ServerGroupAffinityFilter
+from scheduler.filters.server_group import ServerGroupAntiAffinityFilter
 
 LOG = logging.getLogger(__name__)
 
 REGISTRY = {cls.name: cls for cls in (ComputeFilter, CellFilter, NodeSelectorFilter,
-                                      JoulieFilter)}
+                                      JoulieFilter, ServerGroupAntiAffinityFilter,
+                                      ServerGroupAffinityFilter)}
 
 
 class UnknownFilter(ValueError):

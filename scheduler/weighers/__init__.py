@@ -4,7 +4,8 @@ A weigher has a ``name``, the config option of its multiplier
 (``multiplier_option`` in ``[filter_scheduler]``) and ``raw(host, spec)``.
 ``weigh_hosts`` normalizes each weigher's raw values over the hosts with
 ``normalize.normalize`` and sums ``multiplier * normalized`` per host, as nova
-does; the per-weigher parts are kept for the scheduling report.
+does; the per-weigher parts are kept for the scheduling report. A weigher with
+``applies(spec)`` is skipped for requests it has nothing to say about.
 """
 
 from joule import vocabulary
@@ -57,7 +58,35 @@ class PowerWeigher:
         return 0.0
 
 
-ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher)
+class ServerGroupSoftAffinityWeigher:
+    """Nova's: for a soft-affinity group, hosts running more of its members
+    weigh more."""
+
+    name = "ServerGroupSoftAffinityWeigher"
+    multiplier_option = "soft_affinity_weight_multiplier"
+    policy = "soft-affinity"
+    sign = 1.0
+
+    def applies(self, spec):
+        group = getattr(spec, "group", None)
+        return group is not None and group.policy == self.policy
+
+    def raw(self, host, spec):
+        return self.sign * spec.group.members_on(host.uuid)
+
+
+class ServerGroupSoftAntiAffinityWeigher(ServerGroupSoftAffinityWeigher):
+    """Nova's: for a soft-anti-affinity group, hosts running fewer of its
+    members weigh more."""
+
+    name = "ServerGroupSoftAntiAffinityWeigher"
+    multiplier_option = "soft_anti_affinity_weight_multiplier"
+    policy = "soft-anti-affinity"
+    sign = -1.0
+
+
+ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher, ServerGroupSoftAffinityWeigher,
+       ServerGroupSoftAntiAffinityWeigher)
 
 
 def load(group):
@@ -76,6 +105,9 @@ def weigh_hosts(hosts, spec, weighers):
     totals = [0.0] * len(hosts)
     parts = [{} for _ in hosts]
     for weigher, multiplier in weighers:
+        applies = getattr(weigher, "applies", None)
+        if applies is not None and not applies(spec):
+            continue  # e.g. a server group weigher for a request without a group
         # hot: runs per host per request.
         normalized = normalize([weigher.raw(h, spec) for h in hosts])
         for i, value in enumerate(normalized):

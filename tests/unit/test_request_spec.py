@@ -98,7 +98,8 @@ def test_unknown_field_is_an_error_not_a_silent_drop(field):
     err = problems_of(base(**{field: {}}))
     assert err.problems == [
         f"{field}: unknown field: this receiver does not know it (this receiver speaks "
-        "request_spec 1.0, the message says 1.0; a field added in a later minor version "
+        f"request_spec {rs.REQUEST_SPEC_VERSION}, the message says 1.0; a field added in a "
+        "later minor version "
         "needs a receiver of that version)"]
     assert "unknown field" in str(problems_of(base(groups={"_G": {
         "resources": {"VGPU": 1}, "colour": 1}})))
@@ -136,32 +137,53 @@ def test_newer_minor_loads_when_it_uses_no_newer_field():
     assert spec.request_id == "req-minor"
 
 
-class _NextMinor(rs.RequestSpecSchema):
-    """What a 1.1 receiver looks like: one optional field with a default."""
+_MINOR = int(rs.REQUEST_SPEC_VERSION.split(".")[1])
+NEXT = f"1.{_MINOR + 1}"
+AFTER_NEXT = f"1.{_MINOR + 2}"
 
-    VERSION = "1.1"
-    scheduler_hints = marshmallow.fields.Dict(load_default=dict, metadata={"since": "1.1"})
+
+class _NextMinor(rs.RequestSpecSchema):
+    """What the next minor's receiver looks like: one optional field with a default."""
+
+    VERSION = NEXT
+    colour_hints = marshmallow.fields.Dict(load_default=dict, metadata={"since": NEXT})
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
-        hints = data.pop("scheduler_hints")
+        hints = data.pop("colour_hints")
         return super()._make(data, **kwargs), hints
 
 
 def test_older_minor_is_accepted_by_a_newer_receiver_and_newer_field_needs_it():
     (spec, hints) = _NextMinor().load(base(version="1.0", request_id="req-old"))
     assert spec.request_id == "req-old" and hints == {}
-    (_spec, hints) = _NextMinor().load(base(version="1.1", scheduler_hints={"a": "b"}))
+    (_spec, hints) = _NextMinor().load(base(version=AFTER_NEXT, colour_hints={"a": "b"}))
     assert hints == {"a": "b"}
-    # ...and the 1.0 receiver refuses the 1.1 field, naming both versions.
-    err = problems_of(base(version="1.1", scheduler_hints={"a": "b"}))
-    assert "this receiver speaks request_spec 1.0, the message says 1.1" in str(err)
-    # A message that says 1.0 but uses the 1.1 field is refused with the rest.
+    # ...and today's receiver refuses the next minor's field, naming both versions.
+    err = problems_of(base(version=NEXT, colour_hints={"a": "b"}))
+    assert (f"this receiver speaks request_spec {rs.REQUEST_SPEC_VERSION}, the message "
+            f"says {NEXT}") in str(err)
+    # A message that says 1.0 but uses the newer field is refused with the rest.
     with pytest.raises(marshmallow.ValidationError) as err:
-        _NextMinor().load(base(version="1.0", scheduler_hints={}, resources={"VCPU": 0}))
-    assert err.value.messages["scheduler_hints"] == [
-        "is new in request_spec 1.1; the message says 1.0 (say 1.1 or later to use it)"]
+        _NextMinor().load(base(version="1.0", colour_hints={}, resources={"VCPU": 0}))
+    assert err.value.messages["colour_hints"] == [
+        f"is new in request_spec {NEXT}; the message says 1.0 (say {NEXT} or later to use it)"]
     assert "resources" in err.value.messages
+
+
+def test_server_group_is_new_in_1_1():
+    group = "0f0e0d0c-0b0a-4909-8807-060504030201"
+    spec = rs.load_request_spec(base(version="1.1", server_group=group.replace("-", "")))
+    assert spec.server_group == group
+    assert rs.dump_request_spec(spec)["server_group"] == group
+    assert rs.load_request_spec(base()).server_group is None
+    assert "server_group" not in rs.dump_request_spec(rs.load_request_spec(base()))
+    err = problems_of(base(version="1.0", server_group=group))
+    assert err.problems == [
+        "server_group: is new in request_spec 1.1; the message says 1.0 (say 1.1 or later "
+        "to use it)"]
+    err = problems_of(base(version="1.1", server_group="group-1"))
+    assert err.problems == ["server_group: 'group-1' is not a uuid"]
 
 
 # The fields of each message at 1.0. A field added later is optional, says

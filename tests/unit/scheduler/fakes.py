@@ -64,7 +64,7 @@ class FakePlacement:
 
     def put_allocations(self, consumer, allocation_request, project_id, user_id,
                         consumer_generation=None, workload_class="standard",
-                        consumer_type="INSTANCE"):
+                        consumer_type="INSTANCE", server_group=None):
         self.calls.append(("PUT", consumer))
         allocs = {rp: dict(e["resources"]) for rp, e in allocation_request["allocations"].items()}
         for rp in allocs:

@@ -82,9 +82,57 @@ def test_weights_are_normalized_then_multiplied(sconf):
 def test_negative_multiplier_stacks(sconf):
     from tests.unit.scheduler.conftest import make_conf
     conf = make_conf(ram_weight_multiplier=-1.0, power_weight_multiplier=0.0,
-                     cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0)
+                     cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0,
+                     soft_affinity_weight_multiplier=0.0,
+                     soft_anti_affinity_weight_multiplier=0.0)
     weighers = weighers_mod.load(conf.filter_scheduler)
     assert [w.name for w, _m in weighers] == ["RAMWeigher"]
     out = weighers_mod.weigh_hosts([hs("a", ram=10), hs("b", ram=20)], spec(), weighers)
     best = max(out, key=lambda item: item[0])
     assert best[2].name == "a"
+
+
+def _group_state(policy, hosts, rules=None, **kw):
+    from scheduler import request_state
+    from scheduler import server_groups
+    group = server_groups.GroupView({"uuid": "g", "policy": policy, "rules": rules or {},
+                                     "hosts": hosts})
+    return request_state.RequestState(spec(**kw), group)
+
+
+def test_server_group_filters():
+    hosts = [hs("a"), hs("b"), hs("c")]
+    chain = filters_mod.load(["ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"])
+
+    def names(state):
+        return [h.name for h in filters_mod.run_filters(hosts, state, chain)[0]]
+
+    assert names(_group_state("anti-affinity", {"a": ["m1"]})) == ["b", "c"]
+    assert names(_group_state("anti-affinity", {"a": ["m1"], "b": ["m2", "m3"]},
+                              {"max_server_per_host": 2})) == ["a", "c"]
+    assert names(_group_state("affinity", {"b": ["m1"]})) == ["b"]
+    assert names(_group_state("affinity", {})) == ["a", "b", "c"]
+    assert names(_group_state("soft-anti-affinity", {"a": ["m1"]})) == ["a", "b", "c"]
+    # A request without a group (a plain spec, as older callers pass) passes all.
+    assert [h.name for h in filters_mod.run_filters(hosts, spec(), chain)[0]] == [
+        "a", "b", "c"]
+    # The record names the filter and its reason, for NoValidHost.
+    _left, records = filters_mod.run_filters(hosts, _group_state(
+        "anti-affinity", {"a": ["1"], "b": ["2"], "c": ["3"]}), chain)
+    assert records[0]["removed"] == 3 and "anti-affinity group" in records[0]["reason"]
+
+
+def test_soft_group_weighers_only_weigh_their_policy(sconf):
+    hosts = [hs("a", ram=100, vcpu=4), hs("b", ram=100, vcpu=4)]
+    weighers = weighers_mod.load(sconf.filter_scheduler)
+
+    def best(state):
+        return max(weighers_mod.weigh_hosts(hosts, state, weighers), key=lambda x: x[0])
+
+    w, parts, host = best(_group_state("soft-affinity", {"b": ["m1", "m2"]}))
+    assert host.name == "b" and parts["ServerGroupSoftAffinityWeigher"] == 1.0
+    assert "ServerGroupSoftAntiAffinityWeigher" not in parts
+    w, parts, host = best(_group_state("soft-anti-affinity", {"b": ["m1"]}))
+    assert host.name == "a" and parts["ServerGroupSoftAntiAffinityWeigher"] == 1.0
+    _w, parts, _h = best(spec())
+    assert not any(name.startswith("ServerGroup") for name in parts)
