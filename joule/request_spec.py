@@ -39,7 +39,7 @@ from joule import vocabulary
 
 # Versions of the messages this code speaks; bump MINOR when adding an
 # optional field, MAJOR when changing what an existing field means.
-REQUEST_SPEC_VERSION = "1.1"
+REQUEST_SPEC_VERSION = "1.2"
 SELECTIONS_VERSION = "1.0"
 BUILD_RESULT_VERSION = "1.0"
 
@@ -261,6 +261,30 @@ class GroupSchema(_Strict):
         return _group_dict(group)
 
 
+class SchedulerHintsSchema(_Strict):
+    """Nova's scheduler hints of the same names. ``same_host`` /
+    ``different_host``: instance uuids whose hosts the request must share /
+    avoid; ``force_hosts`` / ``force_nodes``: host / node names the request is
+    limited to (an admin's; every spec comes from a trusted service)."""
+
+    same_host = fields.List(Uuid(), load_default=list, validate=validate.Length(
+        max=MAX_INSTANCES, error="at most {max} instance uuids"))
+    different_host = fields.List(Uuid(), load_default=list, validate=validate.Length(
+        max=MAX_INSTANCES, error="at most {max} instance uuids"))
+    force_hosts = fields.List(fields.String(validate=validate.Length(min=1, max=ID_MAX)),
+                              load_default=list)
+    force_nodes = fields.List(fields.String(validate=validate.Length(min=1, max=ID_MAX)),
+                              load_default=list)
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        return SchedulerHints(**{k: tuple(v) for k, v in data.items()})
+
+    @marshmallow.pre_dump
+    def _wire(self, hints, **kwargs):
+        return {k: list(v) for k, v in dataclasses.asdict(hints).items() if v}
+
+
 class RequestSpecSchema(Message):
     """One scheduling request. Fields, types and defaults are documented in
     docs/architecture.md ("The request spec"); keep the two in step."""
@@ -299,6 +323,8 @@ class RequestSpecSchema(Message):
         load_default=dict)
     consumer_type = fields.String(load_default="INSTANCE", validate=_name("consumer type"))
     server_group = Uuid(load_default=None, allow_none=True, metadata={"since": "1.1"})
+    scheduler_hints = fields.Nested(SchedulerHintsSchema, load_default=None, allow_none=True,
+                                    metadata={"since": "1.2"})
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -337,7 +363,8 @@ class RequestSpecSchema(Message):
             forbidden=tuple(data["forbidden"]), member_of=tuple(data["member_of"]),
             groups=dict(data["groups"]), group_policy=data["group_policy"],
             cell=data["cell"], node_selector=dict(data["node_selector"]),
-            consumer_type=data["consumer_type"], server_group=data["server_group"])
+            consumer_type=data["consumer_type"], server_group=data["server_group"],
+            scheduler_hints=data["scheduler_hints"] or SchedulerHints())
 
     @marshmallow.pre_dump
     def _wire(self, spec, **kwargs):
@@ -357,6 +384,8 @@ class RequestSpecSchema(Message):
             out["node_selector"] = dict(spec.node_selector)
         if spec.server_group is not None:
             out["server_group"] = spec.server_group
+        if spec.scheduler_hints:
+            out["scheduler_hints"] = spec.scheduler_hints  # Nested dumps it
         return out
 
 
@@ -473,6 +502,18 @@ class Group:
 
 
 @dataclasses.dataclass(frozen=True)
+class SchedulerHints:
+    same_host: tuple = ()
+    different_host: tuple = ()
+    force_hosts: tuple = ()
+    force_nodes: tuple = ()
+
+    def __bool__(self):
+        return bool(self.same_host or self.different_host or self.force_hosts
+                    or self.force_nodes)
+
+
+@dataclasses.dataclass(frozen=True)
 class RequestSpec:
     request_id: str
     project_id: str
@@ -489,6 +530,7 @@ class RequestSpec:
     node_selector: dict = dataclasses.field(default_factory=dict)
     consumer_type: str = "INSTANCE"
     server_group: str | None = None  # since 1.1
+    scheduler_hints: SchedulerHints = SchedulerHints()  # since 1.2
 
     @property
     def unnumbered(self):

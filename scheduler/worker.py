@@ -118,9 +118,31 @@ class Scheduler:
         except placement_client.PlacementError as exc:
             raise SchedulerError(f"server group {spec.server_group}: {exc}")
 
+    def _hint_providers(self, spec):
+        """The providers of the instances named by same_host / different_host."""
+        out = {}
+        hints = spec.scheduler_hints
+        for name in ("same_host", "different_host"):
+            instances = getattr(hints, name)
+            if not instances:
+                continue
+            providers = set()
+            for instance in instances:
+                try:
+                    allocations, _gen = self.client.get_allocations(instance)
+                except (placement_client.PlacementUnreachable,
+                        placement_client.AuthenticationFailed) as exc:
+                    raise PlacementUnavailable(str(exc)) from exc
+                except placement_client.PlacementError as exc:
+                    raise SchedulerError(f"{name} hint: allocations of {instance}: {exc}")
+                providers.update(allocations)
+            out[name] = providers
+        return out
+
     def _schedule(self, spec, report):
-        # Filters and weighers see the spec plus the request's group view.
-        state = request_state.RequestState(spec, self._load_group(spec))
+        # Filters and weighers see the spec plus what was looked up for it.
+        state = request_state.RequestState(spec, self._load_group(spec),
+                                           self._hint_providers(spec))
         walk = _Walk(self, state, report)
         walk.fill()
         hosts = walk.passed

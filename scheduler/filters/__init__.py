@@ -13,6 +13,9 @@ import logging
 
 from scheduler.filters.cell import CellFilter
 from scheduler.filters.compute import ComputeFilter
+from scheduler.filters.hints import DifferentHostFilter
+from scheduler.filters.hints import ForceHostsFilter
+from scheduler.filters.hints import SameHostFilter
 from scheduler.filters.joulie import JoulieFilter
 from scheduler.filters.node_selector import NodeSelectorFilter
 from scheduler.filters.server_group import ServerGroupAffinityFilter
@@ -20,9 +23,11 @@ from scheduler.filters.server_group import ServerGroupAntiAffinityFilter
 
 LOG = logging.getLogger(__name__)
 
-REGISTRY = {cls.name: cls for cls in (ComputeFilter, CellFilter, NodeSelectorFilter,
-                                      JoulieFilter, ServerGroupAntiAffinityFilter,
-                                      ServerGroupAffinityFilter)}
+REGISTRY = {cls.name: cls for cls in (ComputeFilter, ForceHostsFilter, CellFilter,
+                                      NodeSelectorFilter, JoulieFilter,
+                                      ServerGroupAntiAffinityFilter,
+                                      ServerGroupAffinityFilter, SameHostFilter,
+                                      DifferentHostFilter)}
 
 
 class UnknownFilter(ValueError):

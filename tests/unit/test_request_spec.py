@@ -93,7 +93,7 @@ def test_not_an_object(data):
     assert str(problems_of(data)) == "invalid request spec: must be a JSON object"
 
 
-@pytest.mark.parametrize("field", ["colour", "scheduler_hints"])
+@pytest.mark.parametrize("field", ["colour", "hints"])
 def test_unknown_field_is_an_error_not_a_silent_drop(field):
     err = problems_of(base(**{field: {}}))
     assert err.problems == [

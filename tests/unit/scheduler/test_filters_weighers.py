@@ -136,3 +136,23 @@ def test_soft_group_weighers_only_weigh_their_policy(sconf):
     assert host.name == "a" and parts["ServerGroupSoftAntiAffinityWeigher"] == 1.0
     _w, parts, _h = best(spec())
     assert not any(name.startswith("ServerGroup") for name in parts)
+
+
+def test_hint_filters():
+    from scheduler import request_state
+    hosts = [hs("a"), hs("b"), hs("c")]
+    chain = filters_mod.load(["ForceHostsFilter", "SameHostFilter", "DifferentHostFilter"])
+
+    def names(hints, providers=None):
+        state = request_state.RequestState(spec(version="1.2", scheduler_hints=hints),
+                                           hint_providers=providers)
+        return [h.name for h in filters_mod.run_filters(hosts, state, chain)[0]]
+
+    assert names({}) == ["a", "b", "c"]
+    assert names({"force_hosts": ["b", "zz"]}) == ["b"]
+    assert names({"force_nodes": ["c"]}) == ["c"]
+    assert names({"force_hosts": ["a", "b"], "force_nodes": ["b"]}) == ["b"]
+    uuid = "0f0e0d0c-0b0a-4909-8807-060504030201"
+    assert names({"same_host": [uuid]}, {"same_host": {"b"}}) == ["b"]
+    assert names({"same_host": [uuid]}, {"same_host": set()}) == []
+    assert names({"different_host": [uuid]}, {"different_host": {"a", "c"}}) == ["b"]
