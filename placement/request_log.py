@@ -13,10 +13,11 @@ message itself so any log formatter shows them.
 For every other line logged while a request is served (errors included),
 this layer makes an oslo.context RequestContext holding the request id the
 thread's current context, as upstream's middleware does: oslo.log's context
-format (``logging_context_format_string``) prints it from there, and
-``RequestIdLogFilter`` adds it as ``%(request_id)s`` for a plain logging
-setup. The context is cleared when the response is done, so a line logged
-between requests never carries a stale id.
+format (``logging_context_format_string``, which every console script uses
+through joule.config) prints it from there, and ``RequestIdLogFilter`` adds
+it as ``%(request_id)s`` for a plain logging setup (an embedding program).
+The context is cleared when the response is done, so a line logged between
+requests never carries a stale id.
 """
 
 import logging
@@ -52,15 +53,6 @@ class RequestIdLogFilter(logging.Filter):
         if not hasattr(record, "request_id"):
             record.request_id = current_request_id() or "-"
         return True
-
-
-def basic_logging(level=logging.INFO):
-    """Log to stderr with the process id and the request id on every line."""
-    logging.basicConfig(level=level, format="%(asctime)s %(process)d %(levelname)s "
-                        "%(name)s [%(request_id)s] %(message)s")
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RequestIdLogFilter) for f in handler.filters):
-            handler.addFilter(RequestIdLogFilter())
 
 
 class ClosingIterable:

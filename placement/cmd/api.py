@@ -18,7 +18,6 @@ from placement import connection_budget
 from placement import host as host_mod
 from placement import metrics
 from placement import migration
-from placement import request_log
 from placement import server as server_mod
 from placement.cmd import common
 
@@ -83,7 +82,6 @@ def _metrics_dir():
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     prog = "placement-api"
-    request_log.basic_logging()
 
     def body():
         import os

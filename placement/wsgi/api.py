@@ -20,7 +20,6 @@ import os
 
 from placement import app as app_mod
 from placement import metrics
-from placement import request_log
 from placement.cmd import common
 
 CONFIG_DIR_ENV = "OS_PLACEMENT_CONFIG_DIR"
@@ -38,7 +37,6 @@ def config_args(environ=None):
 
 
 def init_application(environ=None):
-    request_log.basic_logging()
     try:
         conf = common.parse_conf(config_args(environ), prog="placement-wsgi")
         db = common.open_database(conf)

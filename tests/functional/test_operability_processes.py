@@ -16,11 +16,14 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from placement import healthcheck
 from tests import conftest
 from tests import private_postgres
 
 BIN = os.path.dirname(sys.executable)
 ADMIN = {"x-auth-token": "admin"}
+# Seconds of slack for a busy 2-core machine shared with other test runs.
+SLACK = 5.0
 
 
 def _free_port():
@@ -190,22 +193,33 @@ def test_healthcheck_follows_the_database(private_pg, tmp_path):
         assert _health(url)[:2] == (200, "database available")
         private_pg.stop("immediate")
         status, text, seconds = _health(url)
-        assert (status, text) == (503, "database unavailable")
-        assert seconds < 5
+        assert (status, text) == (503, "database unavailable"), log_path.read_text()
+        assert seconds < SLACK  # refused at once
         private_pg.start()
-        assert _health(url)[:2] == (200, "database available")
+        _healthy_again(url, log_path)
         # A frozen server accepts the connection and never answers: the
-        # check's own time limit (3 s) turns that into 503, not a hang.
+        # check's own time limit turns that into 503, not a hang.
         private_pg.pause()
         try:
             status, text, seconds = _health(url)
         finally:
             private_pg.resume()
-        assert (status, text) == (503, "database unavailable")
-        assert seconds < 3 + 5  # the limit, plus a busy machine's slack
-        assert _health(url)[:2] == (200, "database available")
+        assert (status, text) == (503, "database unavailable"), log_path.read_text()
+        assert seconds < healthcheck.CHECK_TIMEOUT + SLACK
+        _healthy_again(url, log_path)
     finally:
         _stop(proc)
+
+
+def _healthy_again(url, log_path):
+    """200 within a few seconds of the database being back, no restart."""
+    deadline = time.monotonic() + SLACK
+    while True:
+        status, text, _seconds = _health(url)
+        if (status, text) == (200, "database available"):
+            return
+        assert time.monotonic() < deadline, (status, text, log_path.read_text())
+        time.sleep(0.2)
 
 
 @pytest.mark.slow
