@@ -123,8 +123,12 @@ class Conductor:
             return result
         # Every host failed: release whatever is left (idempotent) and say why.
         claim_mod.unclaim(self.client, instance)
-        result.reason = (f"instance {instance} failed on all {result.attempts} host(s) "
-                         f"tried: " + "; ".join(reasons))
+        # One reason per host tried: the builds that failed and the
+        # alternates whose claim was refused (they count as tried too).
+        result.reason = (f"instance {instance} failed on all {len(reasons)} host(s) tried "
+                         f"({result.attempts} build(s) failed, "
+                         f"{len(reasons) - result.attempts} claim(s) refused): "
+                         + "; ".join(reasons))
         self._finish(instance, FAILED, reason=result.reason)
         return result
 

@@ -261,6 +261,22 @@ class GroupSchema(_Strict):
         return _group_dict(group)
 
 
+# Namespace of the instance uuids derived from a request id (uuid5).
+INSTANCE_NAMESPACE = uuid_lib.UUID("6a6f756c-6500-4000-8000-696e7374616e")
+
+
+def instance_uuids_for(request_id, count):
+    """Instance uuids of a spec that gives none: derived from its request id
+    (uuid5 of ``<request_id>/<index>``), so the same spec sent again after a
+    crash names the same instances, and placement (consumer generations,
+    build-request records) refuses to do the work twice. A spec without a
+    request id gets fresh random ones: only a request id makes a resubmission
+    recognisable."""
+    if request_id is None:
+        return [str(uuid_lib.uuid4()) for _ in range(count)]
+    return [str(uuid_lib.uuid5(INSTANCE_NAMESPACE, f"{request_id}/{i}")) for i in range(count)]
+
+
 class SchedulerHintsSchema(_Strict):
     """Nova's scheduler hints of the same names. ``same_host`` /
     ``different_host``: instance uuids whose hosts the request must share /
@@ -353,10 +369,11 @@ class RequestSpecSchema(Message):
     @marshmallow.post_load
     def _make(self, data, **kwargs):
         uuids = data.get("instance_uuids")
+        request_id = data.get("request_id")
         if uuids is None:
-            uuids = [str(uuid_lib.uuid4()) for _ in range(data.get("num_instances", 1))]
+            uuids = instance_uuids_for(request_id, data.get("num_instances", 1))
         return RequestSpec(
-            request_id=data.get("request_id") or f"req-{uuid_lib.uuid4()}",
+            request_id=request_id or f"req-{uuid_lib.uuid4()}",
             project_id=data["project_id"], user_id=data["user_id"],
             workload_class=data["workload_class"], instance_uuids=tuple(uuids),
             resources=dict(data["resources"]), required=tuple(data["required"]),

@@ -184,3 +184,18 @@ def test_unclaim_is_idempotent_against_placement(db, client, live_server):
     claim_mod.unclaim(pc, sel.instance_uuid)
     claim_mod.unclaim(pc, sel.instance_uuid)
     assert holders(client, hosts["u1"]) == set()
+
+
+def test_resubmitted_spec_without_instance_uuids_is_not_placed_twice(db, client, live_server):
+    add_hosts(db, client, [("r1", "c1", None, 8, 8192), ("r2", "c1", None, 8, 8192)])
+    sched, _pc = make_scheduler(live_server)
+    line = spec(request_id="req-resubmitted", num_instances=2)
+    placed = sched.select_destinations(dict(line))
+    assert len(placed) == 2
+    # The stream is sent again after a crash: same instances, refused, not doubled.
+    with pytest.raises(worker.ConsumerInUse):
+        sched.select_destinations(dict(line))
+    total = sum(u["usages"].get("VCPU", 0) for u in (
+        client.get(f"/resource_providers/{rp['uuid']}/usages").get_json()
+        for rp in client.get("/resource_providers").get_json()["resource_providers"]))
+    assert total == 2

@@ -329,3 +329,18 @@ def test_canonical_specs_refuse_what_a_single_load_refuses(bad_uuids, message):
     next(specs)
     with pytest.raises(rs.InvalidRequestSpec, match=message):
         next(specs)
+
+
+def test_instance_uuids_derive_from_the_request_id_so_a_resubmission_names_the_same():
+    first = rs.load_request_spec(base(request_id="req-stream-7", num_instances=3))
+    again = rs.load_request_spec(base(request_id="req-stream-7", num_instances=3))
+    other = rs.load_request_spec(base(request_id="req-stream-8", num_instances=3))
+    assert first.instance_uuids == again.instance_uuids
+    assert len(set(first.instance_uuids)) == 3
+    assert set(first.instance_uuids).isdisjoint(other.instance_uuids)
+    # Dumped (as build requests record it) they stay what they were.
+    assert rs.load_request_spec(rs.dump_request_spec(first)).instance_uuids == \
+        first.instance_uuids
+    # Without a request id nothing can recognise a resubmission: fresh ones.
+    assert rs.load_request_spec(base(num_instances=2)).instance_uuids != \
+        rs.load_request_spec(base(num_instances=2)).instance_uuids

@@ -87,6 +87,26 @@ def test_alternate_taken_releases_failed_host_and_claims_next():
     assert fake.used[hosts[0]["uuid"]]["VCPU"] == 0
 
 
+def test_failure_reason_names_every_host_tried():
+    hosts = [host("bad", ram=99999), host("taken", ram=60000), host("worse", ram=50000)]
+    fake, cond = make(hosts, driver_mod.SimulatedDriver(failing_hosts={"bad", "worse"}),
+                      max_attempts=3)
+    orig = fake.put_allocations
+
+    def put(consumer, areq, *a, **kw):
+        if hosts[1]["uuid"] in areq["allocations"]:
+            fake.steal.add(hosts[1]["uuid"])
+        return orig(consumer, areq, *a, **kw)
+
+    fake.put_allocations = put
+    [res] = cond.build(spec())
+    assert res.status == "failed" and res.attempts == 2
+    assert "failed on all 3 host(s) tried (2 build(s) failed, 1 claim(s) refused)" in res.reason
+    for name in ("build on bad failed", "claim on taken failed", "build on worse failed"):
+        assert name in res.reason
+    assert fake.consumers == {}
+
+
 def test_all_alternates_fail_leaves_no_allocation():
     hosts = [host(f"h{i}") for i in range(3)]
     fake, cond = make(hosts, driver_mod.SimulatedDriver(failure_rate=1.0), max_attempts=3)
