@@ -39,7 +39,7 @@ from joule import vocabulary
 
 # Versions of the messages this code speaks; bump MINOR when adding an
 # optional field, MAJOR when changing what an existing field means.
-REQUEST_SPEC_VERSION = "1.2"
+REQUEST_SPEC_VERSION = "1.3"
 SELECTIONS_VERSION = "1.0"
 BUILD_RESULT_VERSION = "1.0"
 
@@ -341,6 +341,9 @@ class RequestSpecSchema(Message):
     server_group = Uuid(load_default=None, allow_none=True, metadata={"since": "1.1"})
     scheduler_hints = fields.Nested(SchedulerHintsSchema, load_default=None, allow_none=True,
                                     metadata={"since": "1.2"})
+    availability_zone = fields.String(load_default=None, allow_none=True,
+                                      validate=_id(ID_MAX, "availability zone"),
+                                      metadata={"since": "1.3"})
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -381,7 +384,8 @@ class RequestSpecSchema(Message):
             groups=dict(data["groups"]), group_policy=data["group_policy"],
             cell=data["cell"], node_selector=dict(data["node_selector"]),
             consumer_type=data["consumer_type"], server_group=data["server_group"],
-            scheduler_hints=data["scheduler_hints"] or SchedulerHints())
+            scheduler_hints=data["scheduler_hints"] or SchedulerHints(),
+            availability_zone=data["availability_zone"])
 
     @marshmallow.pre_dump
     def _wire(self, spec, **kwargs):
@@ -403,6 +407,8 @@ class RequestSpecSchema(Message):
             out["server_group"] = spec.server_group
         if spec.scheduler_hints:
             out["scheduler_hints"] = spec.scheduler_hints  # Nested dumps it
+        if spec.availability_zone is not None:
+            out["availability_zone"] = spec.availability_zone
         return out
 
 
@@ -548,6 +554,7 @@ class RequestSpec:
     consumer_type: str = "INSTANCE"
     server_group: str | None = None  # since 1.1
     scheduler_hints: SchedulerHints = SchedulerHints()  # since 1.2
+    availability_zone: str | None = None  # since 1.3
 
     @property
     def unnumbered(self):

@@ -1,7 +1,8 @@
 """Alternates: where the conductor retries an instance whose build failed.
 
 Nova's rule: the next hosts of the ranked list in the selected host's cell
-(a build moves within one cell only), excluding hosts already selected for
+(a build moves within one cell only) and availability zone (an instance does
+not change zone because its first host failed), excluding hosts already selected for
 the request and hosts that lost a claim race, at most ``max_attempts - 1``.
 Each carries its own, unclaimed allocation request: nobody knows yet whether
 an alternate will be used, so claiming it now would waste capacity.
@@ -21,7 +22,7 @@ def pick(ranked_hosts, selected, exclude, max_attempts):
     for host in ranked_hosts:
         if host.uuid == selected.uuid or host.uuid in exclude:
             continue
-        if host.cell != selected.cell:
+        if host.cell != selected.cell or host.zone != selected.zone:
             continue
         areq = host.usable_request()
         if areq is None:

@@ -67,6 +67,19 @@ filter_opts = [
         "request whose server group has the soft-anti-affinity policy, hosts running "
         "fewer of the group's members weigh more. Other requests are not affected.",
     ),
+    cfg.StrOpt(
+        "availability_zone_label",
+        default="topology.kubernetes.io/zone",
+        help="The node label that names a host's availability zone (Kubernetes' "
+        "well-known zone label by default). A request naming availability_zone only "
+        "goes to hosts of that zone, and alternates stay in the selected host's zone.",
+    ),
+    cfg.StrOpt(
+        "default_availability_zone",
+        default="nova",
+        help="The zone of a host without the zone label (nova's "
+        "default_availability_zone, which nova keeps in [DEFAULT]).",
+    ),
     cfg.IntOpt(
         "max_attempts",
         default=3,

@@ -26,6 +26,8 @@ class HostState:
     labels: dict = dataclasses.field(default_factory=dict)
     unschedulable: bool = False
     reserved: bool = False
+    # The availability zone (the worker sets it from the zone label).
+    zone: str | None = None
     allocation_requests: list = dataclasses.field(default_factory=list)
     # rp uuid -> rc -> [capacity, used]; only providers of this host's tree
     providers: dict = dataclasses.field(default_factory=dict)

@@ -323,6 +323,8 @@ class _Walk:
         self.spec = spec
         self.report = report
         self.cap = group.max_placement_results
+        self.zone_label = group.availability_zone_label
+        self.default_zone = group.default_availability_zone
         self.floor = group.max_attempts * spec.num_instances
         page_size = group.page_size
         if self.cap:
@@ -351,6 +353,8 @@ class _Walk:
                 break
             self.report.page(body)
             hosts = self.builder.add(body)
+            for host in hosts:
+                host.zone = host.labels.get(self.zone_label) or self.default_zone
             self.seen += len(hosts)
             kept, records = filters_mod.run_filters(hosts, self.spec, self.sched.filters)
             filters_mod.add_records(self.records, records)

@@ -11,6 +11,7 @@ valid host" error carries.
 
 import logging
 
+from scheduler.filters.availability_zone import AvailabilityZoneFilter
 from scheduler.filters.cell import CellFilter
 from scheduler.filters.compute import ComputeFilter
 from scheduler.filters.hints import DifferentHostFilter
@@ -24,7 +25,7 @@ from scheduler.filters.server_group import ServerGroupAntiAffinityFilter
 LOG = logging.getLogger(__name__)
 
 REGISTRY = {cls.name: cls for cls in (ComputeFilter, ForceHostsFilter, CellFilter,
-                                      NodeSelectorFilter, JoulieFilter,
+                                      AvailabilityZoneFilter, NodeSelectorFilter, JoulieFilter,
                                       ServerGroupAntiAffinityFilter,
                                       ServerGroupAffinityFilter, SameHostFilter,
                                       DifferentHostFilter)}

@@ -110,8 +110,8 @@ def test_no_valid_host_explains_each_filter():
         in msg
     report = fake.reports["req-none"]
     assert report["removed_per_filter"] == {
-        "ComputeFilter": 1, "ForceHostsFilter": 0, "CellFilter": 1, "NodeSelectorFilter": 0,
-        "JoulieFilter": 2}
+        "ComputeFilter": 1, "ForceHostsFilter": 0, "CellFilter": 1,
+        "AvailabilityZoneFilter": 0, "NodeSelectorFilter": 0, "JoulieFilter": 2}
 
 
 def test_no_candidates_at_all_names_the_query():
