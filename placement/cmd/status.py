@@ -70,17 +70,23 @@ class Checks(upgradecheck.UpgradeCommands):
         self.conf = conf
 
     def _database(self):
-        url = sa.engine.make_url(conf_mod.connection_url(self.conf))
+        text = conf_mod.connection_url(self.conf)
+        url = sa.engine.make_url(text)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             if not os.path.exists(url.database):
                 return Result(Code.FAILURE, f"no database file {url.database}: start "
                               f"placement-api once or run '{migration.SYNC_COMMAND}'")
-        db = db_mod.Database(url)
+        # With the configured time limits: a paused server fails the check
+        # instead of hanging it.
+        db = db_mod.Database.from_conf(self.conf, text)
         try:
             db.check()
             migration.check_current(db)
         except (db_mod.DatabaseError, migration.SchemaNotCurrent) as exc:
             return Result(Code.FAILURE, str(exc))
+        except sa.exc.DBAPIError as exc:  # e.g. a time limit while reading the revision
+            return Result(Code.FAILURE, f"cannot read the schema revision: "
+                          f"{db_mod._first_line(exc)}")
         finally:
             db.dispose()
         return Result(Code.SUCCESS, f"schema at revision {migration.head()}")
@@ -129,7 +135,7 @@ class Checks(upgradecheck.UpgradeCommands):
         url = conf_mod.connection_url(self.conf)
         if sa.engine.make_url(url).get_backend_name() != "postgresql":
             return Result(Code.SUCCESS, "not PostgreSQL: one process, one writer")
-        db = db_mod.Database(url, pool_size=self.conf.placement_database.pool_size)
+        db = db_mod.Database.from_conf(self.conf, url)
         workers = self.conf.workers or os.cpu_count() or 2
         try:
             budget = connection_budget.measure(db, workers)

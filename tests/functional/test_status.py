@@ -4,18 +4,20 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
 import sqlalchemy as sa
 
 from tests import conftest
+from tests import private_postgres
 
 BIN = os.path.dirname(sys.executable)
 SUCCESS, WARNING, FAILURE = 0, 1, 2
 
 
-def _status(tmp_path, config="", env=None):
+def _status(tmp_path, config="", env=None, timeout=120):
     """Run ``placement-status upgrade check --json``; (exit status, {check: (code, details)})."""
     conf = tmp_path / "placement.conf"
     conf.write_text(config)
@@ -24,7 +26,8 @@ def _status(tmp_path, config="", env=None):
     full_env.update(env or {})
     res = subprocess.run([os.path.join(BIN, "placement-status"), "--config-file", str(conf),
                           "upgrade", "check", "--json"],
-                         capture_output=True, text=True, env=full_env, timeout=120, cwd=tmp_path)
+                         capture_output=True, text=True, env=full_env, timeout=timeout,
+                         cwd=tmp_path)
     assert "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
     body = json.loads(res.stdout)
     return res.returncode, {c["check"]: (c["result"], c["details"]) for c in body["checks"]}
@@ -104,6 +107,34 @@ def test_postgresql_schema_and_connection_budget(tmp_path, empty_pg_url):
     assert code == WARNING
     assert checks["Connection Budget"][0] == WARNING
     assert "= 800 connections" in checks["Connection Budget"][1]
+
+
+def test_paused_database_fails_within_the_time_limit(tmp_path):
+    """A frozen server (SIGSTOP) makes the check fail after connect_timeout,
+    never hang the command."""
+    try:
+        pg = private_postgres.PrivatePostgres()
+    except private_postgres.NotAvailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true requires the PostgreSQL server binaries: {exc}")
+        pytest.skip(str(exc))
+    try:
+        pg.init().start()
+        pg.createdb()
+        config = f"[placement_database]\nconnection = {pg.url}\nconnect_timeout = 2\n"
+        pg.pause()
+        started = time.monotonic()
+        code, checks = _status(tmp_path, config, timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        pg.destroy()
+    assert code == FAILURE
+    assert checks["Database"][0] == FAILURE
+    assert "cannot connect to database" in checks["Database"][1]
+    assert checks["Connection Budget"][0] == WARNING
+    # Two checks ask the database, each bounded by connect_timeout (and
+    # one reconnect); the rest is start-up on a busy machine.
+    assert elapsed < 30
 
 
 @pytest.mark.parametrize("content,expected,words", [
