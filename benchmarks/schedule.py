@@ -9,7 +9,7 @@ Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, 
 For each cluster size: a fresh PostgreSQL database bulk-loaded with root
 providers (VCPU 64, MEMORY_MB 256 GiB, DISK_GB 2 TB), node records in two
 cells and twins (30% performance, the rest eco), served by our placement-api
-under gunicorn. Then, for each worker count, that many ``scheduler-worker``
+under gunicorn. Then, for each worker count, that many ``python -m scheduler.batch``
 processes share the request stream (30% performance, 70% standard, 1-8 VCPU)
 and the wall time from start to the last worker's exit gives requests per
 second, end to end: candidate pages fetched with node data, filters,
@@ -95,7 +95,7 @@ def make_specs(count, seed, perf_share=0.3, vcpu_choices=(1, 2, 4, 8)):
 
 
 def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
-    """Run ``workers`` scheduler-worker processes over ``specs``; return
+    """Run ``workers`` scheduler.batch processes over ``specs``; return
     (wall seconds, summaries of each worker)."""
     env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=endpoint, **(extra_env or {}))
     files = []
@@ -106,7 +106,7 @@ def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
                 f.write(json.dumps(spec) + "\n")
         files.append(path)
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "scheduler.cmd", "--requests", path,
+    procs = [subprocess.Popen([sys.executable, "-m", "scheduler.batch", "--requests", path,
                                "--output", path + ".out"], env=env, stderr=subprocess.PIPE,
                               text=True) for path in files]
     summaries = []
@@ -114,11 +114,11 @@ def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
         _out, err = proc.communicate()
         lines = err.strip().splitlines()
         if not lines:
-            raise RuntimeError(f"scheduler-worker exited {proc.returncode} without summary")
+            raise RuntimeError(f"scheduler.batch exited {proc.returncode} without summary")
         try:
             summaries.append(json.loads(lines[-1]))
         except ValueError:
-            raise RuntimeError(f"scheduler-worker failed: {err[-2000:]}")
+            raise RuntimeError(f"scheduler.batch failed: {err[-2000:]}")
     return time.perf_counter() - start, summaries
 
 

@@ -1,71 +1,64 @@
-"""``conductor-worker``: build the request specs read as JSON lines.
+"""``conductor-worker``: a super conductor, or the conductor of one cell.
 
-Pending build requests left by a previous conductor are resumed first
-(``[conductor] resume_pending``). Each input line is a request spec; each
-output line is one instance's outcome. A summary goes to stderr.
+    conductor-worker --config-file etc/scheduler/conductor.conf            # super
+    conductor-worker --config-file etc/scheduler/conductor.conf --cell cell1
 
-    conductor-worker --config-file etc/scheduler/conductor.conf --requests specs.jsonl
+A long-running RPC server: without ``--cell`` on topic ``conductor``
+(``build_instances``), with ``--cell NAME`` on topic ``conductor.NAME``
+(``build_instance``). Both take over the build requests of conductors that
+died (conductor.service). Run as many of each as you like. SIGTERM finishes
+the messages in hand and exits 0; a bad configuration or an unreachable bus
+at start-up is one line on stderr and exit status 2.
 """
 
-import json
+import logging
 import sys
 
 from oslo_config import cfg
 
-from joule import config
-from joule import placement_client
-
 from conductor import conf as conf_mod
 from conductor import driver as driver_mod
-from conductor import manager
+from conductor import service as cond_service
+from joule import config
+from joule import metrics_http
+from joule import placement_client
 from joule import request_spec as spec_mod
+from joule import rpc
+from joule import service as service_mod
 from scheduler import cli
 from scheduler import conf as sconf
-from scheduler import worker as worker_mod
+
+LOG = logging.getLogger("conductor-worker")
 
 cli_opts = [
-    cfg.StrOpt("requests", default=None,
-               help="File of request specs, one JSON object per line; - for stdin. "
-               "Without it, only pending build requests are resumed."),
-    cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each."),
+    cfg.StrOpt("cell", default=None,
+               help="Serve this cell's topic (conductor.<cell>) and build there; without "
+               "it, serve the super conductor's topic (conductor)."),
 ]
 
 
-def make_conductor(conf, client=None):
-    client = client or placement_client.PlacementClient.from_conf(
-        conf, sconf.LEGACY_CLIENT_GROUP)
+def make_driver(conf):
     c = conf.conductor
-    driver = driver_mod.SimulatedDriver(c.simulated_failure_rate, c.simulated_failing_hosts,
-                                        c.simulated_seed)
-    return manager.Conductor(worker_mod.Scheduler(conf, client), client, driver)
+    return driver_mod.SimulatedDriver(c.simulated_failure_rate, c.simulated_failing_hosts,
+                                      c.simulated_seed, state_dir=c.simulated_state_dir)
 
 
-def _build_all(conf, cond, out, counts):
-    """Resume the pending build requests, then build each spec of --requests."""
-
-    def emit(results):
-        for res in results:
-            counts["instances"] += 1
-            counts[res.status] = counts.get(res.status, 0) + 1
-            counts["rescheduled"] += res.rescheduled
-            out.write(json.dumps(spec_mod.dump_build_result(res)) + "\n")
-
-    if conf.conductor.resume_pending:
-        emit(cond.resume_pending())
-    if not conf.requests:
-        return
-    with cli.open_stream(conf.requests, "r") as src:
-        for number, line in enumerate(src, 1):
-            if not line.strip():
-                continue
-            try:
-                emit(cond.build(json.loads(line)))
-            except (ValueError, spec_mod.InvalidRequestSpec) as exc:
-                # JSONDecodeError is a ValueError; say which line. Nothing was
-                # recorded: the spec is loaded before any build request is.
-                counts["invalid"] += 1
-                out.write(json.dumps({"line": number, "status": "invalid",
-                                      "error": f"line {number}: {exc}"}) + "\n")
+def build_service(conf, transport, cell, name, client=None, driver=None):
+    """The Service of one conductor process (its RPC server and its sweep)."""
+    svc = service_mod.Service(conf, transport, name)
+    conductor = cond_service.Conductor(
+        conf, client or sconf.placement_client_of(conf), transport,
+        driver or make_driver(conf), name)
+    if cell is None:
+        svc.add_server(rpc.topic(conf, rpc.CONDUCTOR_TOPIC),
+                       [cond_service.SuperConductorEndpoint(conductor)])
+    else:
+        svc.add_server(rpc.cell_topic(conf, cell),
+                       [cond_service.CellConductorEndpoint(conductor)])
+    conductor.start_sweeping()
+    svc.stop_hooks.append(conductor.stop_sweeping)
+    svc.conductor = conductor
+    return svc
 
 
 def main(argv=None):
@@ -74,24 +67,26 @@ def main(argv=None):
         conf = cli.load_conf(argv, prog, "conductor", conf_mod.register_opts, cli_opts)
     except config.ConfigError as exc:
         return config.fail(prog, exc)
-    cond = make_conductor(conf)
-    counts = {"instances": 0, "placed": 0, "failed": 0, "invalid": 0, "rescheduled": 0}
+    cell = conf.cell
+    if cell is not None and not spec_mod.is_safe_id(cell):
+        return config.fail(prog, f"--cell {cell!r} is not a cell name")
     try:
-        cli.check_placement(cond.client)
-        with cli.open_stream(conf.output, "w") as out:
-            try:
-                _build_all(conf, cond, out, counts)
-            finally:
-                out.flush()
-    except OSError as exc:
-        return config.fail(prog, exc)
-    except (worker_mod.PlacementUnavailable, placement_client.PlacementUnreachable,
+        cli.check_placement(sconf.placement_client_of(conf))
+        rpc.check_reachable(conf)
+        transport = rpc.transport_of(conf)
+        metrics_http.serve(conf)
+    except (rpc.BusUnreachable, placement_client.PlacementUnreachable,
             placement_client.AuthenticationFailed) as exc:
-        return config.fail(prog, f"{exc}; pending build requests are resumed on the next "
-                           "start", config.EXIT_UNAVAILABLE)
-    counts["races_lost"] = cond.scheduler.stats["races_lost"]
-    print(json.dumps(counts), file=sys.stderr)
-    return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1
+        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
+    except OSError as exc:
+        return config.fail(prog, f"cannot serve metrics on port {conf.metrics.port}: "
+                           f"{exc.strerror}")
+    topic = rpc.cell_topic(conf, cell) if cell else rpc.topic(conf, rpc.CONDUCTOR_TOPIC)
+    svc = build_service(conf, transport, cell, service_mod.process_name(topic))
+    metrics_http.SERVICE.labels(prog, topic).set(1)
+    svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic}")
+    transport.cleanup()
+    return 0
 
 
 if __name__ == "__main__":

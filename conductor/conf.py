@@ -1,6 +1,6 @@
 """oslo.config options of the conductor ([conductor]); it also reads the
-scheduler's [filter_scheduler] and [placement_client], since it embeds the
-scheduler in its process."""
+scheduler's [filter_scheduler] and [placement_client] (the demo embeds the
+scheduler), the bus ([DEFAULT] transport_url, [rpc]) and [metrics]."""
 
 from oslo_config import cfg
 
@@ -31,11 +31,32 @@ conductor_opts = [
         default=None,
         help="simulated driver: seed of the failure draws, for reproducible runs.",
     ),
-    cfg.BoolOpt(
-        "resume_pending",
-        default=True,
-        help="At start-up, finish the build requests a previous conductor left pending "
-        "(releasing any claim they hold and scheduling them afresh).",
+    cfg.StrOpt(
+        "simulated_state_dir",
+        default=None,
+        help="simulated driver: directory where the simulated hypervisors record what "
+        "runs where (one file per instance). Every conductor of a deployment must "
+        "share it, as they share real hypervisors; a conductor taking over a dead "
+        "one's build reads it to learn whether that build completed. Unset: the "
+        "state lives in the process (one-process deployments: the demo).",
+    ),
+    cfg.IntOpt(
+        "lease_seconds",
+        default=60, min=2, max=86400,
+        help="How long a conductor holds a build request without renewing it. A "
+        "conductor that dies stops renewing; after this long another one takes its "
+        "build requests over. Must be longer than a scheduling call "
+        "([rpc] call_timeout) and a build take.",
+    ),
+    cfg.FloatOpt(
+        "sweep_interval",
+        default=5.0, min=0.1,
+        help="Seconds between two looks for build requests whose lease expired.",
+    ),
+    cfg.IntOpt(
+        "sweep_batch",
+        default=50, min=1,
+        help="Expired build requests taken over per look.",
     ),
 ]
 
@@ -48,3 +69,14 @@ def register_opts(conf):
 
 def list_opts():
     return [(conductor_group, conductor_opts)] + sconf.list_opts()
+
+
+def make_conf(args=None, overrides=None):
+    """A fresh ConfigOpts with the conductor options; overrides {(group, name): value}."""
+    conf = cfg.ConfigOpts()
+    register_opts(conf)
+    conf(args=args or [], project="conductor", default_config_files=[],
+         validate_default_values=True)
+    for (group, name), value in (overrides or {}).items():
+        conf.set_override(name, value, group=group)
+    return conf

@@ -4,8 +4,10 @@ Starts placement in-process on the embedded default (a temporary SQLite file,
 removed at exit, so every run starts clean; ``--database URL`` keeps one),
 loads a heterogeneous inventory (the 41-node one by default), runs the power
 controller once, then schedules and builds a stream of mixed performance and
-standard requests through the scheduler and conductor, over REST like the
-real services, with injected build failures. Prints a summary table; with
+standard requests through the scheduler and conductor services, which
+talk over oslo.messaging's in-memory transport (the code path of the real
+processes on RabbitMQ) and to placement over REST, with injected build
+failures. Prints a summary table; with
 ``--json`` the last line is the summary as one JSON object.
 
     placement-demo --requests 200 --seed 1 --failure-rate 0.05 --json
@@ -26,24 +28,28 @@ import time
 import werkzeug.serving
 
 import powerpolicy
-from conductor import driver as driver_mod
-from conductor import manager
+from conductor import cmd as conductor_cmd
+from conductor import conf as cconf_mod
+from conductor import submit as submit_mod
 from joule import config
 from joule import inventory as inventory_mod
 from joule import placement_client
 from joule import request_spec as spec_mod
+from joule import rpc
 from joule import vocabulary
 from joule.placement_client import url_path
 from placement import app as app_mod
 from placement import conf as pconf_mod
 from powerpolicy import conf as power_conf
 from powerpolicy import controller as power_controller
+from scheduler import cmd as scheduler_cmd
 from scheduler import conf as sconf_mod
-from scheduler import worker as worker_mod
 
 DEFAULT_INVENTORY = os.path.join(os.path.dirname(powerpolicy.__file__), "data",
                                  "cluster-nodes-41.yaml")
 CELLS = 2
+PLACED = "placed"
+FAILED = "failed"
 PROG = "placement-demo"
 
 
@@ -175,25 +181,53 @@ def run(args, log=print):
         log(f"power controller: policy {tick.policy}, {tick.hp_count} of {len(hosts)} nodes "
             "in performance", file=sys.stderr)
 
-        driver = driver_mod.SimulatedDriver(failure_rate=args.failure_rate, seed=args.seed)
-        cond = manager.Conductor(worker_mod.Scheduler(sconf, client,
-                                                      rng=random.Random(args.seed)),
-                                 client, driver)
-        rng = random.Random(args.seed)
-        counts = collections.Counter()
-        results = []
-        start = time.perf_counter()
-        show = not args.no_progress
-        for n in range(args.requests):
-            spec = make_request(rng, args.performance_share)
-            spec["request_id"] = f"req-demo-{args.seed}-{n}"
-            for res in cond.build(spec):
-                results.append(res)
-                counts[res.status] += 1
-                counts["rescheduled"] += res.rescheduled
-            _progress(n + 1, args.requests, counts, show)
-        elapsed = time.perf_counter() - start
-        return _summary(args, client, hosts, results, counts, cond, elapsed)
+        # The services of a deployment (scheduler, super conductor, one
+        # conductor per cell) over oslo.messaging's in-memory transport: the
+        # code path of the real processes on RabbitMQ, in this process.
+        conf = cconf_mod.make_conf(overrides={
+            ("placement", "endpoint_override"): server.url,
+            ("filter_scheduler", "max_attempts"): args.max_attempts,
+            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+            ("conductor", "simulated_failure_rate"): args.failure_rate,
+            ("conductor", "simulated_seed"): args.seed})
+        transport = rpc.transport_of(conf)
+        driver = conductor_cmd.make_driver(conf)
+        services = [scheduler_cmd.build_service(conf, transport, "scheduler")]
+        services.append(conductor_cmd.build_service(conf, transport, None, "conductor",
+                                                    driver=driver))
+        services += [conductor_cmd.build_service(conf, transport, f"cell{n + 1}",
+                                                 f"conductor.cell{n + 1}", driver=driver)
+                     for n in range(CELLS)]
+        for svc in services:
+            svc.start()
+        try:
+            rng = random.Random(args.seed)
+            lines = []
+            for n in range(args.requests):
+                spec = make_request(rng, args.performance_share)
+                spec["request_id"] = f"req-demo-{args.seed}-{n}"
+                lines.append(json.dumps(spec))
+            counts = collections.Counter()
+            show = not args.no_progress
+
+            def emit(line):
+                if line.get("status") in (PLACED, FAILED):
+                    counts[line["status"]] += 1
+                    _progress(counts[PLACED] + counts[FAILED], total, counts, show)
+
+            submitter = submit_mod.Submitter(conf, transport, client, emit)
+            requests = submitter.parse(lines)
+            total = submitter.counts["instances"]
+            start = time.perf_counter()
+            sub_counts = submitter.run(requests)
+            elapsed = time.perf_counter() - start
+        finally:
+            for svc in services:
+                svc.stop()
+            transport.cleanup()
+        counts["rescheduled"] = sub_counts["rescheduled"]
+        races = services[0].endpoint.races_lost()
+        return _summary(args, client, hosts, submitter.results, counts, races, elapsed)
     finally:
         if server is not None:
             server.stop()
@@ -201,9 +235,9 @@ def run(args, log=print):
             shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def _summary(args, client, hosts, results, counts, cond, elapsed):
+def _summary(args, client, hosts, results, counts, races_lost, elapsed):
     # The ledger's view, not the scheduler's: the twins as stored now.
-    nodes = {n["uuid"]: n for n in client.list_nodes()}
+    nodes = {n["uuid"]: n for n in client.request("GET", "/nodes").json()["nodes"]}
     family_of = {uuid: node.family for uuid, node in hosts}
     families = {}
     for uuid, fam in family_of.items():
@@ -215,22 +249,22 @@ def _summary(args, client, hosts, results, counts, cond, elapsed):
             entry["performance_nodes"] += 1
     perf_on_eco = 0
     for res in results:
-        if res.status != manager.PLACED:
+        if res["status"] != PLACED:
             continue
-        families[family_of[res.host_uuid]][f"{res.workload_class}_placed"] += 1
-        twin = nodes[res.host_uuid].get("twin") or {}
+        families[family_of[res["host_uuid"]]][f"{res['workload_class']}_placed"] += 1
+        twin = nodes[res["host_uuid"]].get("twin") or {}
         blocked = twin.get("schedulable_class") in vocabulary.BLOCKED_FOR_PERFORMANCE
-        if res.workload_class == vocabulary.PERFORMANCE and blocked:
+        if res["workload_class"] == vocabulary.PERFORMANCE and blocked:
             perf_on_eco += 1
     return {
         "requests": args.requests,
         "instances": len(results),
-        "placed": counts[manager.PLACED],
-        "failed": counts[manager.FAILED],
+        "placed": counts[PLACED],
+        "failed": counts[FAILED],
         "rescheduled": counts["rescheduled"],
-        "races_lost": cond.scheduler.stats["races_lost"],
+        "races_lost": races_lost,
         "performance_on_eco": perf_on_eco,
-        "performance_requests": sum(r.workload_class == "performance" for r in results),
+        "performance_requests": sum(r["workload_class"] == "performance" for r in results),
         "seconds": round(elapsed, 3),
         "requests_per_second": round(args.requests / elapsed, 1) if elapsed else None,
         "seed": args.seed,

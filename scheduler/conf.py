@@ -8,7 +8,9 @@ operator who knows nova reads them without a glossary.
 from oslo_config import cfg
 
 from joule import config
+from joule import metrics_http
 from joule import placement_client
+from joule import rpc
 from scheduler import filters
 
 filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler")
@@ -152,13 +154,21 @@ def register_opts(conf):
     # [placement]: the REST client; the old [placement_client] names are read
     # for one release.
     placement_client.register_opts(conf, LEGACY_CLIENT_GROUP)
+    rpc.register_opts(conf)
+    metrics_http.register_opts(conf)
 
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return [(filter_group, filter_opts)] + placement_client.list_opts(LEGACY_CLIENT_GROUP)
+    return ([(filter_group, filter_opts)] + placement_client.list_opts(LEGACY_CLIENT_GROUP)
+            + rpc.list_opts() + metrics_http.list_opts())
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):
     """A fresh ConfigOpts with the scheduler options; overrides {(group, name): value}."""
     return config.make_conf(register_opts, args, default_config_files, overrides, project)
+
+
+def placement_client_of(conf):
+    """The placement client of a scheduler or conductor configuration."""
+    return placement_client.PlacementClient.from_conf(conf, LEGACY_CLIENT_GROUP)

@@ -5,13 +5,13 @@ import pytest
 import requests
 
 from conductor import driver as driver_mod
-from conductor import manager
 from joule import placement_client
 from joule.request_spec import InvalidRequestSpec
 from scheduler import claim as claim_mod
 from scheduler import conf as sconf_mod
 from scheduler import worker
 from tests import builders
+from tests import bus
 
 PROFILE = {"performance": "performance", "eco": "eco", "draining": "eco"}
 
@@ -113,21 +113,24 @@ def test_failed_build_moves_claim_and_all_failed_leaves_nothing(db, client, live
     hosts = add_hosts(db, client, [
         ("bad", "c1", "performance", 8, 65536), ("good", "c1", "performance", 8, 16384),
         ("other", "c2", "performance", 8, 8192)])
-    sched, pc = make_scheduler(live_server, max_attempts=3)
-    cond = manager.Conductor(sched, pc, driver_mod.SimulatedDriver(failing_hosts={"bad"}))
-    [res] = cond.build(spec(workload_class="performance"))
-    assert res.status == "placed" and res.host_uuid == hosts["good"] and res.rescheduled == 1
-    assert holders(client, hosts["bad"]) == set()
-    allocs = client.get(f"/allocations/{res.instance_uuid}").get_json()
-    assert list(allocs["allocations"]) == [hosts["good"]]
-    br = client.get(f"/build_requests/{res.instance_uuid}").get_json()
-    assert br["status"] == "placed" and br["host_uuid"] == hosts["good"]
+    driver = driver_mod.SimulatedDriver(failing_hosts={"bad"})
+    with bus.in_process(live_server.url, cells=("c1", "c2"), driver=driver,
+                        overrides={("filter_scheduler", "max_attempts"): 3}) as cloud:
+        counts, [res] = cloud.submit([spec(workload_class="performance")])
+        assert res["status"] == "placed" and res["host_uuid"] == hosts["good"]
+        assert res["rescheduled"] == 1 and counts["rescheduled"] == 1
+        assert holders(client, hosts["bad"]) == set()
+        allocs = client.get(f"/allocations/{res['instance_uuid']}").get_json()
+        assert list(allocs["allocations"]) == [hosts["good"]]
+        br = client.get(f"/build_requests/{res['instance_uuid']}").get_json()
+        assert br["status"] == "placed" and br["host_uuid"] == hosts["good"]
+        assert br["owner"] is None and br["lease_expires_at"] is None
 
-    cond = manager.Conductor(sched, pc, driver_mod.SimulatedDriver(failure_rate=1.0))
-    [res] = cond.build(spec(workload_class="performance"))
-    assert res.status == "failed" and "failed on all 2 host(s)" in res.reason
-    assert client.get(f"/allocations/{res.instance_uuid}").get_json()["allocations"] == {}
-    br = client.get(f"/build_requests/{res.instance_uuid}").get_json()
+        driver.failure_rate = 1.0
+        _counts, [res] = cloud.submit([spec(workload_class="performance")])
+    assert res["status"] == "failed" and "failed on all 2 host(s)" in res["reason"]
+    assert client.get(f"/allocations/{res['instance_uuid']}").get_json()["allocations"] == {}
+    br = client.get(f"/build_requests/{res['instance_uuid']}").get_json()
     assert br["status"] == "failed" and "injected failure" in br["reason"]
     pending = client.get("/build_requests?status=pending").get_json()["build_requests"]
     assert pending == []

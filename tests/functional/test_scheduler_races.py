@@ -1,4 +1,4 @@
-"""Races: 8 scheduler-worker processes claim concurrently on one placement.
+"""Races: 8 scheduler processes (python -m scheduler.batch) claim concurrently on one placement.
 
 The cluster holds exactly as many instances as are requested, so the last
 claims are real races for the last free slots: every request must be placed
@@ -47,7 +47,7 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
                                     "instance_uuids": [inst], "project_id": "p",
                                     "user_id": "u"}) + "\n")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cmd", "--requests", str(path),
+            [sys.executable, "-m", "scheduler.batch", "--requests", str(path),
              "--output", str(tmp_path / f"out-{w}.jsonl")],
             env=env, stderr=subprocess.PIPE, text=True))
     summaries = []

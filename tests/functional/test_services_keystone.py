@@ -25,6 +25,7 @@ import requests
 
 from tests import builders
 from tests.functional.test_auth_keystone import FakeKeystone
+from tests.functional.test_bus_rabbit import vhost  # noqa: F401 - a fixture
 
 BIN = os.path.dirname(sys.executable)
 TOKEN_LIFE = 1.0
@@ -199,6 +200,7 @@ valid_interfaces = internal
 
 
 def _run(*args, timeout=300):
+    """A console script (or ``python -m ...``) of this environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     return subprocess.run([os.path.join(BIN, args[0]), *args[1:]], capture_output=True,
                           text=True, env=env, timeout=timeout, check=False)
@@ -224,7 +226,7 @@ def _specs(path, count):
 
 
 def test_services_use_password_users_across_token_expiry(keystone, placement, db, client,
-                                                         tmp_path):
+                                                         tmp_path, vhost):  # noqa: F811
     hosts = _hosts(db, 4)
     for rp in hosts:
         resp = client.put(f"/nodes/{rp}", json={"cell": "cell1", "labels": {"role": "w"}})
@@ -236,20 +238,43 @@ def test_services_use_password_users_across_token_expiry(keystone, placement, db
 
     # The scheduler: 40 requests, several seconds, many token lifetimes.
     out = tmp_path / "sched.jsonl"
-    res = _run("scheduler-worker", "--config-file", _service_conf(tmp_path, keystone,
-                                                                  "scheduler"),
+    res = _run("python", "-m", "scheduler.batch", "--config-file",
+               _service_conf(tmp_path, keystone, "scheduler"),
                "--requests", _specs(tmp_path / "a.jsonl", 40), "--output", str(out))
     assert res.returncode == 0, res.stderr
     outcomes = [json.loads(line) for line in out.read_text().splitlines()]
     assert [o["status"] for o in outcomes] == ["placed"] * 40
 
-    # A conductor builds (and records build requests) the same way.
-    out = tmp_path / "cond.jsonl"
-    res = _run("conductor-worker", "--config-file", _service_conf(tmp_path, keystone,
-                                                                  "conductor"),
-               "--requests", _specs(tmp_path / "b.jsonl", 20), "--output", str(out))
+    # The services on the bus build (and record build requests) the same
+    # way: a scheduler worker, a super conductor and a cell conductor, each
+    # as its own password user, and build-submit.
+    bus_conf = (f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n"
+                f"[conductor]\nsimulated_state_dir = {tmp_path / 'hv'}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+    services = []
+    try:
+        for user, args in (("scheduler", ["scheduler-worker"]),
+                           ("conductor", ["conductor-worker"]),
+                           ("conductor", ["conductor-worker", "--cell", "cell1"])):
+            conf = _service_conf(tmp_path, keystone, user, extra=bus_conf)
+            services.append(subprocess.Popen(
+                [os.path.join(BIN, args[0]), "--config-file", conf, *args[1:]],
+                stderr=subprocess.PIPE, text=True, env=env))
+        for proc in services:
+            for line in proc.stderr:
+                if " serving topic " in line:
+                    break
+            else:
+                raise AssertionError(f"service exited {proc.wait()}")
+        res = _run("build-submit", "--config-file",
+                   _service_conf(tmp_path, keystone, "conductor", extra=bus_conf),
+                   "--requests", _specs(tmp_path / "b.jsonl", 20), "--json")
+    finally:
+        for proc in services:
+            proc.terminate()
+            proc.communicate(timeout=60)
     assert res.returncode == 0, res.stderr
-    assert json.loads(res.stderr.strip().splitlines()[-1])["placed"] == 20
+    assert json.loads(res.stdout.strip().splitlines()[-1])["placed"] == 20
 
     # The power controller, as the service: a tick every second for a few
     # seconds, several token lifetimes in one process.

@@ -1,9 +1,9 @@
-"""scheduler-worker's loop: one outcome line per input line, clear invalid lines."""
+"""python -m scheduler.batch: one outcome line per input line, clear invalid lines."""
 
 import io
 import json
 
-from scheduler import cmd
+from scheduler import batch as cmd
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host

@@ -1,0 +1,275 @@
+"""``build-submit``: cast request specs to the conductors, stream the outcomes.
+
+    build-submit --config-file etc/scheduler/conductor.conf \\
+        --requests etc/scheduler/request-specs.sample.jsonl [--json]
+
+Each line of ``--requests`` is a request spec (the wire contract,
+joule.request_spec; the format is in the README). A line that is not one is
+answered at once with ``{"line": N, "status": "invalid", "error": ...}`` and
+sent nowhere. The others get their request id and instance uuids filled in
+(when absent) and are cast to topic ``conductor``. Then every instance's
+outcome is printed as it completes, one JSON line each (a build result:
+instance_uuid, request_id, status placed|failed, host_uuid, reason, attempts,
+rescheduled), flushed; a request the conductors refuse is one line
+``{"request_id", "status": "refused", "error"}``. Last comes the summary;
+with ``--json`` it is one JSON object on the last line: requests, instances,
+placed, failed, rescheduled, invalid, refused, unanswered, seconds,
+instances_per_second.
+
+Outcomes arrive over the bus on a topic of this process's own. Placement's
+build requests are the durable copy: outcomes a conductor could not send (it
+died, and another one finished its work) are read from there, and a request
+that no conductor recorded after ``--resend-after`` seconds (its message died
+with a conductor) is sent again (the records make a second delivery
+harmless). Exit status 0 when every request was answered (placed, failed
+with a reason, refused or invalid), 1 when some never were within
+``--timeout`` seconds, 2 for a bad configuration or command line, 3 when
+placement or the bus cannot be reached at start-up.
+"""
+
+import json
+import logging
+import queue
+import sys
+import time
+import uuid as uuid_lib
+
+import oslo_messaging
+from oslo_config import cfg
+
+from conductor import conf as conf_mod
+from conductor import records as records_mod
+from joule import config
+from joule import request_spec as spec_mod
+from joule import rpc
+from scheduler import cli
+from joule import placement_client as client_mod
+from scheduler import conf as sconf
+
+LOG = logging.getLogger("build-submit")
+
+cli_opts = [
+    cfg.StrOpt("requests", required=True,
+               help="File of request specs, one JSON object per line; - for stdin."),
+    cfg.BoolOpt("json", default=False,
+                help="Print the summary as one JSON object on the last line."),
+    cfg.FloatOpt("timeout", default=600.0, min=1.0,
+                 help="Seconds to wait for every outcome before giving up (exit 1)."),
+    cfg.FloatOpt("resend-after", default=20.0, min=1.0,
+                 help="Send a request again when no conductor recorded it this long "
+                 "after it was sent."),
+    cfg.FloatOpt("poll-interval", default=2.0, min=0.1,
+                 help="Seconds between two reads of placement for outcomes the bus "
+                 "did not bring."),
+]
+
+
+class _OutcomeEndpoint:
+    target = oslo_messaging.Target(version="1.0")
+
+    def __init__(self, inbox):
+        self.inbox = inbox
+
+    def instance_done(self, ctxt, outcome):
+        self.inbox.put(("done", outcome))
+
+    def request_refused(self, ctxt, request_id, error):
+        self.inbox.put(("refused", {"request_id": request_id, "error": error}))
+
+
+class _Request:
+    def __init__(self, spec, wire):
+        self.spec = spec
+        self.wire = wire
+        self.pending = set(spec.instance_uuids)
+        self.sent_at = 0.0
+        self.sends = 0
+        self.recorded = False
+        self.last_news = 0.0
+
+
+class Submitter:
+    """Sends specs and gathers their outcomes; ``emit(dict)`` gets each line."""
+
+    def __init__(self, conf, transport, client, emit):
+        self.conf = conf
+        self.transport = transport
+        self.records = records_mod.Records(client, "build-submit", 60)
+        self.emit = emit
+        self.inbox = queue.Queue()
+        self.reply_topic = rpc.topic(conf, f"build-submit.{uuid_lib.uuid4().hex}")
+        self.conductors = rpc.ConductorAPI(conf, transport)
+        self.counts = {"requests": 0, "instances": 0, "placed": 0, "failed": 0,
+                       "rescheduled": 0, "invalid": 0, "refused": 0, "unanswered": 0}
+        self.results = []  # the build results, as dicts
+
+    def parse(self, lines):
+        """The valid requests of ``lines``; invalid ones are emitted right away."""
+        requests = {}
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            self.counts["requests"] += 1
+            try:
+                spec = spec_mod.load_request_spec(json.loads(line))
+            except ValueError as exc:  # JSONDecodeError and InvalidRequestSpec alike
+                self.counts["invalid"] += 1
+                self.emit({"line": number, "status": "invalid", "error": f"line {number}: "
+                           f"{exc}"})
+                continue
+            if spec.request_id in requests:
+                self.counts["invalid"] += 1
+                self.emit({"line": number, "status": "invalid", "error": f"line {number}: "
+                           f"request_id {spec.request_id} repeats an earlier line"})
+                continue
+            requests[spec.request_id] = _Request(spec, spec_mod.dump_request_spec(spec))
+            self.counts["instances"] += spec.num_instances
+        return requests
+
+    def run(self, requests, timeout=600.0, resend_after=20.0, poll_interval=2.0):
+        """Send every request, gather outcomes until all are in or ``timeout``."""
+        start = time.monotonic()
+        server = rpc.make_server(self.conf, self.transport, self.reply_topic,
+                                 [_OutcomeEndpoint(self.inbox)], self.reply_topic)
+        server.start()
+        try:
+            for req in requests.values():
+                self._send(req)
+            waiting = {r.spec.request_id: r for r in requests.values()}
+            last_poll = time.monotonic()
+            while waiting and time.monotonic() - start < timeout:
+                try:
+                    kind, body = self.inbox.get(timeout=min(poll_interval, 0.5))
+                    self._take(kind, body, waiting)
+                    continue
+                except queue.Empty:
+                    pass
+                if time.monotonic() - last_poll >= poll_interval:
+                    # Placement is read for requests the bus has been quiet
+                    # about for a while, not raced against the bus.
+                    self._poll(waiting, resend_after, max(5.0, 3 * poll_interval))
+                    last_poll = time.monotonic()
+            while not self.inbox.empty():
+                self._take(*self.inbox.get_nowait(), waiting)
+            for req in waiting.values():
+                self.counts["unanswered"] += len(req.pending)
+        finally:
+            server.stop()
+            server.wait()
+        seconds = time.monotonic() - start
+        self.counts["seconds"] = round(seconds, 3)
+        done = self.counts["placed"] + self.counts["failed"]
+        self.counts["instances_per_second"] = round(done / seconds, 1) if seconds else None
+        return self.counts
+
+    def _send(self, req):
+        req.sent_at = req.last_news = time.monotonic()
+        req.sends += 1
+        self.conductors.build_instances(req.wire, self.reply_topic)
+
+    def _take(self, kind, body, waiting):
+        if kind == "refused":
+            req = waiting.pop(body["request_id"], None)
+            if req is None:
+                return
+            self.counts["refused"] += 1
+            self.emit({"request_id": body["request_id"], "status": "refused",
+                       "error": body["error"]})
+            return
+        try:
+            result = spec_mod.load_build_result(body)
+        except spec_mod.InvalidMessage as exc:
+            LOG.warning("outcome ignored: %s", exc)
+            return
+        self._record_result(waiting, result.request_id, result.instance_uuid, {
+            "instance_uuid": result.instance_uuid, "request_id": result.request_id,
+            "workload_class": result.workload_class, "status": result.status,
+            "host_uuid": result.host_uuid, "host_name": result.host_name,
+            "reason": result.reason, "attempts": result.attempts,
+            "rescheduled": result.rescheduled})
+
+    def _record_result(self, waiting, request_id, instance, line):
+        req = waiting.get(request_id)
+        if req is None or instance not in req.pending:
+            return  # a second copy (bus and placement both told us)
+        req.pending.discard(instance)
+        req.recorded = True
+        req.last_news = time.monotonic()
+        status = line["status"]
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self.counts["rescheduled"] += line.get("rescheduled") or 0
+        self.results.append(line)
+        self.emit(line)
+        if not req.pending:
+            del waiting[request_id]
+
+    def _poll(self, waiting, resend_after, stale_after):
+        """Read placement for requests the bus has been quiet about."""
+        now = time.monotonic()
+        for req in [r for r in waiting.values() if now - r.last_news >= stale_after][:50]:
+            try:
+                records = self.records.of_request(req.spec.request_id)
+            except (client_mod.PlacementError, client_mod.PlacementUnreachable) as exc:
+                LOG.warning("placement not read: %s", exc)
+                return
+            req.last_news = now
+            if records:
+                req.recorded = True
+            elif not req.recorded and now - req.sent_at >= resend_after and req.sends < 5:
+                LOG.info("%s: not recorded %.0f s after sending; sending again",
+                         req.spec.request_id, now - req.sent_at)
+                self._send(req)
+                continue
+            for rec in records:
+                if rec["status"] in ("placed", "failed"):
+                    self._record_result(waiting, req.spec.request_id, rec["instance_uuid"], {
+                        "instance_uuid": rec["instance_uuid"],
+                        "request_id": rec["request_id"],
+                        "workload_class": rec["workload_class"], "status": rec["status"],
+                        "host_uuid": rec["host_uuid"], "host_name": None,
+                        "reason": rec["reason"], "attempts": None, "rescheduled": None,
+                        "source": "placement"})
+
+
+def format_summary(counts):
+    keys = ("requests", "instances", "placed", "failed", "rescheduled", "invalid", "refused",
+            "unanswered", "seconds", "instances_per_second")
+    return "\n".join(f"{k:<22}{counts.get(k)!s:>10}" for k in keys)
+
+
+def main(argv=None):
+    prog = "build-submit"
+    try:
+        conf = cli.load_conf(argv, prog, "conductor", conf_mod.register_opts, cli_opts)
+    except config.ConfigError as exc:
+        return config.fail(prog, exc)
+    client = sconf.placement_client_of(conf)
+    try:
+        cli.check_placement(client)
+        rpc.check_reachable(conf)
+        transport = rpc.transport_of(conf)
+    except (rpc.BusUnreachable, client_mod.PlacementUnreachable,
+            client_mod.AuthenticationFailed) as exc:
+        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
+
+    def emit(line):
+        sys.stdout.write(json.dumps(line, sort_keys=True) + "\n")
+        sys.stdout.flush()
+
+    submitter = Submitter(conf, transport, client, emit)
+    try:
+        with cli.open_stream(conf.requests, "r") as src:
+            requests = submitter.parse(src)
+    except OSError as exc:
+        return config.fail(prog, f"cannot read {conf.requests}: {exc.strerror}")
+    counts = submitter.run(requests, timeout=conf.timeout, resend_after=conf.resend_after,
+                           poll_interval=conf.poll_interval)
+    transport.cleanup()
+    print(format_summary(counts), file=sys.stderr if conf.json else sys.stdout)
+    if conf.json:
+        print(json.dumps(counts, sort_keys=True))
+    return 0 if counts["unanswered"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""The message bus: oslo.messaging transport, topics and the RPC APIs.
+
+The services talk as nova's do (../shared/seeds/003): ``build-submit`` casts
+request specs to the super conductors (topic ``conductor``), a super
+conductor calls the schedulers (topic ``scheduler``, ``select_destinations``)
+and casts each instance's selection list to its cell's conductors (topic
+``conductor.<cell>``), and whoever finishes an instance casts its outcome to
+the submitter's own topic. Any number of processes share a topic; RabbitMQ
+hands each message to one of them.
+
+``[DEFAULT] transport_url`` picks the bus (``OS_DEFAULT__TRANSPORT_URL``
+overrides it): ``rabbit://user:pass@host:5672/vhost`` in production, and
+``fake://`` (oslo.messaging's in-memory transport) for everything in one
+process (the demo, and tests that do not test the bus), so there is one code
+path. Payloads are plain JSON values; the request spec inside them is checked
+against the wire contract by its receiver.
+"""
+
+import copy
+import importlib
+import logging
+import random
+import threading
+import time
+import warnings
+
+from oslo_config import cfg
+
+with warnings.catch_warnings():
+    # oslo.messaging pulls in oslo.service and futurist, which import
+    # eventlet whenever it is installed (oslo.messaging installs it); eventlet
+    # warns on import that it is deprecated. The services never use it (their
+    # servers run oslo.messaging's threading executor, nothing is
+    # monkey-patched), so the warning would only be noise on every start.
+    warnings.simplefilter("ignore")
+    import oslo_messaging
+# The rabbit driver imports more of oslo.service (and so eventlet) when it
+# connects; keep that warning out of the services' logs too.
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+
+
+LOG = logging.getLogger(__name__)
+
+SCHEDULER_TOPIC = "scheduler"
+CONDUCTOR_TOPIC = "conductor"
+RPC_VERSION = "1.0"
+# The services' default: the local RabbitMQ. The demo (one process) uses
+# IN_MEMORY_TRANSPORT_URL.
+DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
+IN_MEMORY_TRANSPORT_URL = "fake://"
+EXECUTOR_THREADS = 8
+# The exchange of our topics (oslo's default is "openstack", nova's "nova").
+CONTROL_EXCHANGE = "joule"
+
+rpc_group = cfg.OptGroup("rpc", title="Message bus")
+
+rpc_opts = [
+    cfg.IntOpt("call_timeout", default=30, min=1,
+               help="Seconds a caller waits for the answer of an RPC call (the super "
+               "conductor's select_destinations) before it counts as unanswered."),
+    cfg.IntOpt("call_retries", default=3, min=0,
+               help="How often an unanswered call is sent again (with backoff) before "
+               "the caller gives up: a scheduler worker that died takes its request "
+               "with it, another one answers the retry."),
+    cfg.StrOpt("topic_prefix", default="",
+               help="Prefix of every topic this deployment uses (e.g. 'test42.'): "
+               "several deployments can share one virtual host without taking each "
+               "other's messages. Empty in production."),
+]
+
+# The option lists oslo.messaging registers on the global cfg.CONF at import.
+# The services use their own ConfigOpts (tests run several in one process),
+# so they are registered there; these are the lists oslo.messaging's own
+# ConfFixture registers for the same reason.
+_MESSAGING_OPTS = (
+    ("oslo_messaging._drivers.impl_rabbit", "rabbit_opts", "oslo_messaging_rabbit"),
+    ("oslo_messaging._drivers.amqp", "amqp_opts", "oslo_messaging_rabbit"),
+    ("oslo_messaging.rpc.client", "_client_opts", None),
+    ("oslo_messaging.transport", "_transport_opts", None),
+    ("oslo_messaging.rpc.dispatcher", "_dispatcher_opts", None),
+    ("oslo_messaging.server", "_pool_opts", None),
+    ("oslo_messaging.notify.notifier", "_notifier_opts", "oslo_messaging_notifications"),
+    ("oslo_messaging._metrics.client", "oslo_messaging_metrics", "oslo_messaging_metrics"),
+    ("oslo_messaging._tracing.client", "oslo_messaging_tracing", "oslo_messaging_tracing"),
+)
+
+
+def register_opts(conf):
+    """Register ``[DEFAULT] transport_url``, the driver options and ``[rpc]``."""
+    for module, attr, group in _MESSAGING_OPTS:
+        conf.register_opts(getattr(importlib.import_module(module), attr), group=group)
+    conf.set_default("transport_url", DEFAULT_TRANSPORT_URL)
+    conf.set_default("control_exchange", CONTROL_EXCHANGE)
+    # Messages one process handles at once; oslo's 64 makes 64 schedulers race.
+    conf.set_default("executor_thread_pool_size", EXECUTOR_THREADS)
+    conf.register_group(cfg.OptGroup(rpc_group.name, title=rpc_group.title))
+    conf.register_opts(rpc_opts, group=rpc_group.name)
+
+
+def list_opts():
+    """For the sample generators: transport_url plus the rabbit driver and [rpc]."""
+    transport = importlib.import_module("oslo_messaging.transport")
+    server = importlib.import_module("oslo_messaging.server")
+    rabbit = importlib.import_module("oslo_messaging._drivers.impl_rabbit")
+    amqp = importlib.import_module("oslo_messaging._drivers.amqp")
+    opts = []
+    for opt in transport._transport_opts:
+        # The sample shows the defaults the services really use.
+        if opt.dest == "transport_url":
+            opt = copy.deepcopy(opt)
+            opt.default = DEFAULT_TRANSPORT_URL
+        elif opt.dest == "control_exchange":
+            opt = copy.deepcopy(opt)
+            opt.default = CONTROL_EXCHANGE
+        opts.append(opt)
+    for opt in server._pool_opts:
+        opt = copy.deepcopy(opt)
+        opt.default = EXECUTOR_THREADS
+        opts.append(opt)
+    return [
+        (None, opts),
+        ("oslo_messaging_rabbit", rabbit.rabbit_opts + amqp.amqp_opts),
+        (rpc_group, rpc_opts),
+    ]
+
+
+class BusUnreachable(Exception):
+    """The message bus cannot be reached; the message is one line."""
+
+
+def transport_of(conf):
+    """The RPC transport of ``[DEFAULT] transport_url``.
+
+    :raise BusUnreachable: the URL is invalid.
+    """
+    try:
+        return oslo_messaging.get_rpc_transport(conf)
+    except (oslo_messaging.InvalidTransportURL, oslo_messaging.DriverLoadFailure) as exc:
+        raise BusUnreachable(f"invalid [DEFAULT] transport_url: {exc}") from exc
+
+
+def check_reachable(conf, timeout=5.0):
+    """Raise BusUnreachable (one line) unless the broker accepts a connection.
+
+    The in-memory transport is always reachable. Done once at start-up, so
+    an operator sees "RabbitMQ at host:port refused the connection" instead
+    of a process that retries silently forever.
+    """
+    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    if url.transport != "rabbit":
+        return
+    import kombu  # the rabbit driver's own client library
+
+    for host in url.hosts or [None]:
+        where = f"{host.hostname}:{host.port or 5672}" if host else "localhost:5672"
+        vhost = url.virtual_host or "/"
+        conn = kombu.Connection(
+            hostname=host.hostname if host else "localhost", port=(host.port if host else None)
+            or 5672, userid=(host.username if host else None) or "guest",
+            password=(host.password if host else None) or "guest", virtual_host=vhost,
+            connect_timeout=timeout)
+        try:
+            conn.ensure_connection(max_retries=1, timeout=timeout)
+            return
+        except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
+            last = f"RabbitMQ at {where} (vhost {vhost}) is unreachable: " \
+                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        finally:
+            conn.release()
+    raise BusUnreachable(last)
+
+
+def topic(conf, name):
+    return f"{conf.rpc.topic_prefix}{name}"
+
+
+def cell_topic(conf, cell):
+    """The topic of one cell's conductors."""
+    return topic(conf, f"{CONDUCTOR_TOPIC}.{cell}")
+
+
+def make_server(conf, transport, topic_name, endpoints, server_name):
+    """An RPC server on ``topic_name`` (already prefixed), run by
+    oslo.messaging's threading executor (its only non-deprecated one) with
+    ``[DEFAULT] executor_thread_pool_size`` threads."""
+    target = oslo_messaging.Target(topic=topic_name, server=server_name)
+    return oslo_messaging.get_rpc_server(
+        transport, target, endpoints, access_policy=oslo_messaging.DefaultRPCAccessPolicy)
+
+
+def _client(transport, topic_name, timeout=None):
+    return oslo_messaging.get_rpc_client(
+        transport, oslo_messaging.Target(topic=topic_name, version=RPC_VERSION),
+        timeout=timeout)
+
+
+class Unanswered(Exception):
+    """No server answered a call within the timeout, after every retry."""
+
+
+def backoff(attempt, base=0.5, cap=10.0):
+    """Seconds to wait before retry ``attempt`` (1, 2, ...): exponential, jittered."""
+    return min(cap, base * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
+
+
+class SchedulerAPI:
+    """Client of topic ``scheduler``."""
+
+    def __init__(self, conf, transport):
+        self.conf = conf
+        self._client = _client(transport, topic(conf, SCHEDULER_TOPIC),
+                               timeout=conf.rpc.call_timeout)
+
+    def select_destinations(self, request_spec, on_retry=None):
+        """Call ``select_destinations``; retry (bounded, backoff) when unanswered.
+
+        ``on_retry()`` runs before each retry (the conductor releases what a
+        scheduler that died half way may have claimed).
+        :return: the scheduler's answer, a dict (see scheduler.service).
+        :raise Unanswered: no scheduler answered.
+        """
+        retries = self.conf.rpc.call_retries
+        for attempt in range(retries + 1):
+            try:
+                return self._client.call({}, "select_destinations",
+                                         request_spec=request_spec)
+            except oslo_messaging.MessagingTimeout:
+                if attempt == retries:
+                    break
+                LOG.warning("%s: no scheduler answered within %s s; retrying (%d of %d)",
+                            request_spec.get("request_id"), self.conf.rpc.call_timeout,
+                            attempt + 1, retries)
+                time.sleep(backoff(attempt + 1))
+                if on_retry is not None:
+                    on_retry()
+        raise Unanswered(f"no scheduler answered within {self.conf.rpc.call_timeout} s "
+                         f"({retries + 1} tries)")
+
+
+class ConductorAPI:
+    """Client of topic ``conductor`` (super conductors) and of the cell topics."""
+
+    def __init__(self, conf, transport):
+        self.conf = conf
+        self._transport = transport
+        self._super = _client(transport, topic(conf, CONDUCTOR_TOPIC))
+        self._cells = {}
+        self._lock = threading.Lock()
+
+    def build_instances(self, request_spec, reply_topic):
+        """Cast a request spec to the super conductors."""
+        self._super.cast({}, "build_instances", request_spec=request_spec,
+                         reply_topic=reply_topic)
+
+    def build_instance(self, cell, instance_uuid, request_spec, selections, reply_topic):
+        """Cast one instance's selection list to the conductors of ``cell``."""
+        with self._lock:
+            client = self._cells.get(cell)
+            if client is None:
+                client = self._cells[cell] = _client(self._transport, cell_topic(self.conf,
+                                                                                cell))
+        client.cast({}, "build_instance", instance_uuid=instance_uuid,
+                    request_spec=request_spec, selections=selections,
+                    reply_topic=reply_topic)
+
+
+class OutcomeAPI:
+    """Casts outcomes to a submitter's own topic (``build-submit``)."""
+
+    def __init__(self, transport):
+        self._transport = transport
+        self._clients = {}
+        self._lock = threading.Lock()
+
+    def _client_for(self, reply_topic):
+        with self._lock:
+            client = self._clients.get(reply_topic)
+            if client is None:
+                client = self._clients[reply_topic] = _client(self._transport, reply_topic)
+            return client
+
+    def instance_done(self, reply_topic, outcome):
+        if reply_topic:
+            self._safe_cast(reply_topic, "instance_done", outcome=outcome)
+
+    def request_refused(self, reply_topic, request_id, error):
+        if reply_topic:
+            self._safe_cast(reply_topic, "request_refused", request_id=request_id,
+                            error=error)
+
+    def _safe_cast(self, reply_topic, method, **kwargs):
+        # An outcome that cannot be sent is not lost: it is in placement's
+        # build request, which the submitter also reads.
+        try:
+            self._client_for(reply_topic).cast({}, method, **kwargs)
+        except oslo_messaging.MessagingException as exc:
+            LOG.warning("outcome to %s not sent: %s", reply_topic, exc)

@@ -1,0 +1,85 @@
+"""The scheduler as a service: an RPC server on topic ``scheduler``.
+
+``select_destinations(context, request_spec)`` answers a dict, never an
+exception (the caller is another process; a plain answer survives any bus):
+
+- ``{"status": "placed", "selections": <a selections message>}``: every
+  instance claimed, per instance ``[selected, *alternates]`` in the selected
+  host's cell, each with its allocation request (joule.request_spec);
+- ``{"status": "no_valid_host", "error": "<what each filter removed and why>"}``;
+- ``{"status": "invalid", "error": ...}``: the request spec breaks the wire
+  contract; nothing was claimed;
+- ``{"status": "consumer_in_use" | "error", "error": ...}``: nothing of this
+  request stays claimed (claims are released before answering).
+
+Any number of workers share the topic. Requests are handled by a pool of
+threads (``[DEFAULT] executor_thread_pool_size``), each with its own Scheduler (their
+random number generators and statistics are per request stream).
+"""
+
+import logging
+import threading
+import time
+
+import oslo_messaging
+
+from joule import request_spec as spec_mod
+from scheduler import metrics
+from scheduler import worker as worker_mod
+
+LOG = logging.getLogger(__name__)
+
+
+class SchedulerEndpoint:
+    target = oslo_messaging.Target(version="1.0")
+
+    def __init__(self, conf, client_factory):
+        self.conf = conf
+        self._client_factory = client_factory
+        self._local = threading.local()
+        self._all = []
+        self._lock = threading.Lock()
+
+    def _scheduler(self):
+        sched = getattr(self._local, "scheduler", None)
+        if sched is None:
+            sched = self._local.scheduler = worker_mod.Scheduler(
+                self.conf, self._client_factory())
+            with self._lock:
+                self._all.append(sched)
+        return sched
+
+    def races_lost(self):
+        """Claims lost to concurrent writers by every thread of this endpoint."""
+        with self._lock:
+            return sum(s.stats["races_lost"] for s in self._all)
+
+    def select_destinations(self, ctxt, request_spec):
+        start = time.perf_counter()
+        answer = self._answer(request_spec)
+        metrics.REQUESTS.labels(answer["status"]).inc()
+        metrics.LATENCY.observe(time.perf_counter() - start)
+        return answer
+
+    def _answer(self, request_spec):
+        try:
+            spec = spec_mod.load_request_spec(request_spec)
+        except spec_mod.InvalidRequestSpec as exc:
+            return {"status": "invalid", "error": str(exc)}
+        sched = self._scheduler()
+        lost_before = sched.stats["races_lost"]
+        try:
+            selections = sched.select_destinations(spec)
+        except worker_mod.NoValidHost as exc:
+            for name, removed in ((exc.report or {}).get("removed_per_filter") or {}).items():
+                metrics.NO_VALID_HOST.labels(name).inc(removed)
+            return {"status": "no_valid_host", "error": str(exc)}
+        except worker_mod.ConsumerInUse as exc:
+            return {"status": "consumer_in_use", "error": str(exc)}
+        except worker_mod.SchedulerError as exc:
+            return {"status": "error", "error": str(exc)}
+        finally:
+            metrics.RACES_LOST.inc(sched.stats["races_lost"] - lost_before)
+        metrics.DECISIONS.inc(len(selections))
+        return {"status": "placed",
+                "selections": spec_mod.dump_selections(spec.request_id, selections)}

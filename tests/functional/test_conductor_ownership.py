@@ -1,0 +1,166 @@
+"""Two conductors at once: the failures issue 11 measured, as regression tests.
+
+1. An instance failed and released by one conductor was claimed and built
+   by the other (which had the same instance in hand).
+2. A second conductor starting (then: ``resume_pending``) released the first
+   one's live claims and rebuilt its in-flight instances, so an instance ran
+   on one host while its allocation sat on another.
+
+Now a conductor acts only on build requests it holds (a lease taken by
+compare-and-set), a finished record is never touched again, and a record is
+taken over only once its holder's lease has run out, by asking the
+hypervisors and placement what the dead holder left.
+"""
+
+import datetime
+import uuid
+
+import pytest
+
+from conductor import conf as cconf
+from conductor import driver as driver_mod
+from conductor import service as cond_service
+from joule import request_spec as spec_mod
+from joule import rpc
+from placement import models
+from scheduler import conf as sconf
+from scheduler import worker as worker_mod
+from tests import builders
+
+
+@pytest.fixture
+def cloud(db, live_server, tmp_path):
+    hosts = {}
+    for name in ("hA", "hB"):
+        rp = builders.create_provider(db, name=name)
+        builders.set_inventory(db, rp, "VCPU", 8)
+        builders.set_inventory(db, rp, "MEMORY_MB", 8192)
+        hosts[name] = rp
+    conf = cconf.make_conf(overrides={
+        ("placement", "endpoint_override"): live_server.url,
+        (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+        ("conductor", "lease_seconds"): 60,
+        ("filter_scheduler", "max_attempts"): 2})
+    pc = sconf.placement_client_of(conf)
+    for rp in hosts.values():
+        pc.request("PUT", f"/nodes/{rp}", json={"cell": "cell1"}, ok=(200, 201))
+    transport = rpc.transport_of(conf)
+    state = str(tmp_path / "hypervisors")
+
+    def conductor(name, failure_rate=0.0):
+        driver = driver_mod.SimulatedDriver(failure_rate=failure_rate, state_dir=state)
+        return cond_service.Conductor(conf, sconf.placement_client_of(conf),
+                                      transport, driver, name)
+
+    yield {"conf": conf, "hosts": hosts, "client": pc, "conductor": conductor}
+    transport.cleanup()
+
+
+def _scheduled(cloud, super_conductor):
+    """One instance recorded and scheduled the way a super conductor does:
+    held, claimed on its selected host, handed off; returns the cast's
+    (instance, spec message, selections message)."""
+    instance = str(uuid.uuid4())
+    spec = spec_mod.load_request_spec({
+        "version": "1.0", "request_id": f"req-{instance[:8]}", "project_id": "p",
+        "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 512},
+        "instance_uuids": [instance]})
+    wire = spec_mod.dump_request_spec(spec)
+    gens = super_conductor.records.create_held([{
+        "instance_uuid": instance, "request_id": spec.request_id,
+        "workload_class": spec.workload_class, "spec": wire}])
+    selections = worker_mod.Scheduler(cloud["conf"], cloud["client"]).select_destinations(spec)
+    assert super_conductor.records.take(instance, gens[instance], hand_off=True) is not None
+    return instance, wire, spec_mod.dump_selections(spec.request_id, selections)
+
+
+def _allocated_on(cloud, instance):
+    return set(cloud["client"].get_allocations(instance)[0])
+
+
+def _record(cloud, instance):
+    return cloud["client"].request("GET", f"/build_requests/{instance}").json()
+
+
+def test_instance_failed_and_released_by_one_is_never_built_by_the_other(cloud):
+    super_c = cloud["conductor"]("super")
+    a = cloud["conductor"]("cond-a", failure_rate=1.0)  # every build fails on A
+    b = cloud["conductor"]("cond-b")
+    instance, wire, message = _scheduled(cloud, super_c)
+
+    a.build_instance(instance, wire, message)
+    rec = _record(cloud, instance)
+    assert rec["status"] == "failed" and "failed on all 2 host(s)" in rec["reason"]
+    assert _allocated_on(cloud, instance) == set()
+
+    # B has the same instance in hand (the same message): it must not claim
+    # or build what A failed and released.
+    b.build_instance(instance, wire, message)
+    b.sweep_once()
+    assert _allocated_on(cloud, instance) == set()
+    assert b.driver.host_of(instance) is None and b.driver.built == []
+    rec = _record(cloud, instance)
+    assert rec["status"] == "failed" and rec["owner"] is None
+
+
+def test_instance_held_by_one_is_left_alone_by_the_other(cloud):
+    super_c = cloud["conductor"]("super")
+    a, b = cloud["conductor"]("cond-a"), cloud["conductor"]("cond-b")
+    instance, wire, message = _scheduled(cloud, super_c)
+    claimed = _allocated_on(cloud, instance)
+    # A takes it (it is mid-build); B gets the same message meanwhile.
+    assert a.records.take(instance, _record(cloud, instance)["generation"]) is not None
+    b.build_instance(instance, wire, message)
+    assert _allocated_on(cloud, instance) == claimed
+    assert b.driver.built == [] and b.driver.host_of(instance) is None
+    assert _record(cloud, instance)["owner"] == "cond-a"
+
+
+def _held_in_flight(cloud, a, spawned):
+    """An instance A holds under a live lease with its claim, built (or not)."""
+    instance, _wire, message = _scheduled(cloud, cloud["conductor"]("super"))
+    assert a.records.take(instance, _record(cloud, instance)["generation"]) is not None
+    host = spec_mod.load_selections(message).selections[0][0]
+    if spawned:
+        a.driver.spawn(instance, host)
+    return instance, host.host_uuid
+
+
+def _expire(db, instance):
+    with db.write() as conn:
+        conn.execute(models.build_requests.update()
+                     .where(models.build_requests.c.instance_uuid == instance)
+                     .values(lease_expires_at=datetime.datetime(2000, 1, 1)))
+
+
+def test_second_conductor_leaves_live_work_alone_and_finishes_dead_work_once(cloud, db):
+    a = cloud["conductor"]("cond-a")
+    running, running_host = _held_in_flight(cloud, a, spawned=True)
+    claimed, claimed_host = _held_in_flight(cloud, a, spawned=False)
+
+    # B starts while A lives: nothing of A's is taken, released or rebuilt.
+    b = cloud["conductor"]("cond-b")
+    assert b.sweep_once() == 0
+    assert _allocated_on(cloud, running) == {running_host}
+    assert _allocated_on(cloud, claimed) == {claimed_host}
+    assert b.driver.built == []
+    assert {_record(cloud, i)["owner"] for i in (running, claimed)} == {"cond-a"}
+
+    # A dies (its leases run out): B takes over. The instance that runs is
+    # placed where it runs, not built again; the one that only had a claim
+    # is built on its claimed host, once.
+    _expire(db, running)
+    _expire(db, claimed)
+    assert b.sweep_once() == 2
+    rec = _record(cloud, running)
+    assert (rec["status"], rec["host_uuid"]) == ("placed", running_host)
+    assert _allocated_on(cloud, running) == {running_host}
+    rec = _record(cloud, claimed)
+    assert (rec["status"], rec["host_uuid"]) == ("placed", claimed_host)
+    assert _allocated_on(cloud, claimed) == {claimed_host}
+    assert b.driver.built == [(claimed, claimed_host)]
+    assert b.driver.host_of(running) == running_host
+
+    # A comes back from the dead: it cannot finish or release what is B's.
+    assert a.records.finish(running, "failed", reason="late") is False
+    assert _record(cloud, running)["status"] == "placed"
