@@ -43,10 +43,10 @@ conductor_opts = [
     cfg.IntOpt(
         "lease_seconds",
         default=60, min=2, max=86400,
-        help="How long a conductor holds a build request without renewing it. A "
-        "conductor that dies stops renewing; after this long another one takes its "
-        "build requests over. Must be longer than a scheduling call "
-        "([rpc] call_timeout) and a build take.",
+        help="How long a conductor holds a build request without renewing it (it "
+        "renews at a third of it while scheduling, at half of it while building). A "
+        "conductor that dies stops renewing; this long after, another one takes its "
+        "build requests over.",
     ),
     cfg.FloatOpt(
         "sweep_interval",
