@@ -309,8 +309,7 @@ def test_services_use_password_users_across_token_expiry(keystone, placement, db
 def test_wrong_password_is_one_line(keystone, placement, tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text(_service_conf_text(keystone, "scheduler", "wrong"))
-    res = _run("scheduler-worker", "--config-file", str(conf), "--requests",
-               _specs(tmp_path / "a.jsonl", 1))
+    res = _run("scheduler-worker", "--config-file", str(conf))
     assert res.returncode == 3, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in res.stderr
