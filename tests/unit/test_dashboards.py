@@ -280,8 +280,9 @@ def test_every_template_variable_reads_an_exported_label(exported):
 
 def test_the_issue_panels_and_alerts_are_there():
     """The power panels (per-family nodes and performance nodes, transitions
-    applied and deferred, hp_count), the API's latency and errors, and the
-    alerts for a controller that does not reconcile and for API 5xx."""
+    applied and deferred, hp_count), the scheduler's decisions, NoValidHost by
+    filter and races lost, the API's latency and errors, and the alerts for a
+    controller that does not reconcile, NoValidHost rate and API 5xx."""
     read = set()
     for path in DASHBOARDS:
         for _, expr in dashboard_queries(path):
@@ -289,7 +290,10 @@ def test_the_issue_panels_and_alerts_are_there():
     for metric in ("joulie_policy_family_nodes", "joulie_policy_family_performance_nodes",
                    "joulie_policy_state_transitions_total", "joulie_policy_hp_count",
                    "placement_api_requests_total",
-                   "placement_api_request_duration_seconds_bucket"):
+                   "placement_api_request_duration_seconds_bucket",
+                   "joule_scheduler_requests_total",
+                   "joule_scheduler_no_valid_host_by_filter_total",
+                   "joule_scheduler_races_lost_total"):
         assert metric in read, metric
     alerts = {where.split(": ", 1)[1]: expr for path in RULE_FILES
               for where, expr in rule_queries(path)}
@@ -297,6 +301,8 @@ def test_the_issue_panels_and_alerts_are_there():
         alerts["PowerControllerNotReconciling"])[0]
     metrics, labels = referenced(alerts["PlacementAPIServerErrors"])
     assert metrics == {"placement_api_requests_total"} and labels == {"status"}
+    metrics, labels = referenced(alerts["SchedulerNoValidHost"])
+    assert metrics == {"joule_scheduler_requests_total"} and labels == {"result"}
 
 
 def test_the_checker_catches_drift(exported):
