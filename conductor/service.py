@@ -258,11 +258,13 @@ class Conductor:
                 current = _where(current, exc.host_uuid)
             except driver_mod.BuildFailed as exc:
                 metrics.BUILD_FAILURES.inc()
+                self._report_outcome(current.host_uuid, False)
                 reasons.append(f"build on {current.host_name or current.host_uuid} "
                                f"failed: {exc}")
                 current, holding = self._next_host(spec, instance, queue, holding, reasons,
                                                    result)
                 continue
+            self._report_outcome(current.host_uuid, True)
             result.status, result.host_uuid = PLACED, current.host_uuid
             result.host_name = current.host_name
             result.schedulable_class, result.family = current.schedulable_class, current.family
@@ -301,6 +303,15 @@ class Conductor:
             metrics.RESCHEDULES.inc()
             return alt, True
         return None, holding
+
+    def _report_outcome(self, host_uuid, succeeded):
+        """Tell placement how a build on the host went: the scheduler's
+        BuildFailureWeigher sinks hosts whose builds keep failing, until one
+        succeeds. Losing a report must not fail the build."""
+        try:
+            self.client.report_build_outcome(host_uuid, succeeded)
+        except client_mod.PlacementError as exc:
+            LOG.warning("build outcome on %s not reported: %s", host_uuid, exc)
 
     def _fail(self, spec, instance, reason, reply_topic, result=None):
         if not self.records.finish(instance, FAILED, reason=reason):

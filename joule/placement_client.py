@@ -459,6 +459,12 @@ class PlacementClient:
             body["mappings"] = allocation_request["mappings"]
         self.request("PUT", url_path("allocations", consumer), json=body, ok=(204,))
 
+    def report_build_outcome(self, host_uuid, succeeded):
+        """POST /nodes/{uuid}/build_outcome: count a failed build on the host,
+        or clear its count; returns the count now."""
+        return self._json("POST", url_path("nodes", host_uuid, "build_outcome"),
+                          json={"succeeded": bool(succeeded)})["failed_builds"]
+
     def get_server_group(self, group_uuid):
         """GET /server_groups/{uuid}: policy, rules, members and their hosts."""
         return self._json("GET", url_path("server_groups", group_uuid))

@@ -329,3 +329,19 @@ server_group_members = Table(
     Column("created_at", DateTime, nullable=False),
     Index("ix_server_group_members_group_id", "group_id"),
 )
+
+# Consecutive failed builds per host (root provider), migration 0004: the
+# conductors report each build's outcome, a success clears the count, and the
+# scheduler's BuildFailureWeigher reads it from the candidates' node data.
+build_failures = Table(
+    "build_failures",
+    metadata,
+    Column(
+        "resource_provider_id",
+        Integer,
+        ForeignKey("resource_providers.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("failed_builds", Integer, nullable=False, default=0, server_default="0"),
+    *_timestamps(),
+)

@@ -93,6 +93,9 @@ ROUTES = {
         "GET": node.get_hardware,
         "PUT": node.put_hardware,
     },
+    "/nodes/<uuid>/build_outcome": {
+        "POST": node.post_build_outcome,
+    },
     "/nodes/<uuid>/twin": {
         "GET": node.get_twin,
         "PUT": node.put_twin,

@@ -54,6 +54,14 @@ filter_opts = [
         "free resources break ties; 0 disables it.",
     ),
     cfg.FloatOpt(
+        "build_failure_weight_multiplier",
+        default=1000000.0,
+        min=0.0,
+        help="Multiplier of the build-failure weigher (nova's option and default): "
+        "hosts with consecutive failed builds (reported by the conductors, cleared by "
+        "a successful build) sink below every host without. 0 disables it.",
+    ),
+    cfg.FloatOpt(
         "soft_affinity_weight_multiplier",
         default=1.0,
         min=0.0,

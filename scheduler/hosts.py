@@ -28,6 +28,8 @@ class HostState:
     reserved: bool = False
     # The availability zone (the worker sets it from the zone label).
     zone: str | None = None
+    # Consecutive failed builds the conductors reported (BuildFailureWeigher).
+    failed_builds: int = 0
     allocation_requests: list = dataclasses.field(default_factory=list)
     # rp uuid -> rc -> [capacity, used]; only providers of this host's tree
     providers: dict = dataclasses.field(default_factory=dict)
@@ -164,4 +166,5 @@ def _new_host(root, node):
         labels=node.get("labels") or {},
         unschedulable=bool(node.get("unschedulable")),
         reserved=bool(node.get("reserved")),
+        failed_builds=node.get("failed_builds") or 0,
     )

@@ -212,3 +212,16 @@ def put_twins():
         entries.append(entry)
     twins = _call(node_obj.set_twins, util.deps().db, entries)
     return util.json_response({"twins": twins}, last_modified="now")
+
+
+def post_build_outcome(uuid):
+    """POST /nodes/{uuid}/build_outcome ``{"succeeded": bool}`` (extension):
+    a conductor reports a build on this host; a failure adds one to the
+    host's consecutive failed builds, a success clears them. 200
+    ``{"failed_builds": n}``.
+    """
+    util.context().can(policies.UPDATE)
+    uuid = _uuid(uuid)
+    body = util.extract_json(schema.POST_BUILD_OUTCOME)
+    count = _call(node_obj.record_build_outcome, util.deps().db, uuid, body["succeeded"])
+    return util.json_response({"failed_builds": count}, last_modified="now")

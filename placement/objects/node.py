@@ -43,6 +43,7 @@ _rp = m.resource_providers
 _node = m.nodes
 _hw = m.node_hardware
 _twin = m.node_twins
+_failures = m.build_failures
 
 
 class ProviderNotFound(Exception):
@@ -142,13 +143,15 @@ def _select():
             _hw.c.created_at.label("hw_created"), _hw.c.updated_at.label("hw_updated"),
             _twin.c.resource_provider_id.label("tw_rp"),
             _twin.c.generation.label("tw_generation"),
-            _twin.c.created_at.label("tw_created"), _twin.c.updated_at.label("tw_updated")]
+            _twin.c.created_at.label("tw_created"), _twin.c.updated_at.label("tw_updated"),
+            _failures.c.failed_builds.label("bf_failed_builds")]
     cols += [_hw.c[f].label(f"hw_{f}") for f in HARDWARE_FIELDS]
     cols += [_twin.c[f].label(f"tw_{f}") for f in TWIN_FIELDS]
     joined = (
         _rp.outerjoin(_node, _node.c.resource_provider_id == _rp.c.id)
         .outerjoin(_hw, _hw.c.resource_provider_id == _rp.c.id)
         .outerjoin(_twin, _twin.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_failures, _failures.c.resource_provider_id == _rp.c.id)
     )
     return sa.select(*cols).select_from(joined)
 
@@ -289,8 +292,32 @@ def node_data(db, root_ids):
             "labels": labels,
             "unschedulable": bool(row.n_unschedulable) if has_node else None,
             "reserved": bool(row.n_reserved) if has_node else None,
+            "failed_builds": row.bf_failed_builds or 0,
         }
     return out
+
+
+def record_build_outcome(db, uuid, succeeded):
+    """Count a failed build on the host ``uuid`` (a root provider), or clear
+    its count after a successful one; return the count now.
+
+    :raise ProviderNotFound, NotRoot.
+    """
+    now = db_mod.utcnow()
+    with db.write() as conn:
+        rp_id = _root(conn, uuid)
+        row = conn.execute(sa.select(_failures.c.failed_builds)
+                           .where(_failures.c.resource_provider_id == rp_id)
+                           .with_for_update()).first()
+        count = 0 if succeeded else (row.failed_builds if row else 0) + 1
+        if row is None:
+            if count:
+                conn.execute(_failures.insert().values(resource_provider_id=rp_id,
+                                                       failed_builds=count, created_at=now))
+        elif row.failed_builds != count:
+            conn.execute(_failures.update().where(_failures.c.resource_provider_id == rp_id)
+                         .values(failed_builds=count, updated_at=now))
+    return count
 
 
 # --- writes -------------------------------------------------------------------

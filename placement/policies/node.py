@@ -25,6 +25,6 @@ def list_rules():
           "its twin, or many twins at once (a twin also sets the power-profile "
           "trait).",
           "PUT /nodes/{uuid}", "PUT /nodes/{uuid}/hardware", "PUT /nodes/{uuid}/twin",
-          "POST /nodes/twins"),
+          "POST /nodes/twins", "POST /nodes/{uuid}/build_outcome"),
         r(DELETE, adm, "Extension: delete a node record.", "DELETE /nodes/{uuid}"),
     ]

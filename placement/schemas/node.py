@@ -94,3 +94,11 @@ POST_TWINS_ENVELOPE = {
     "required": ["twins"],
     "additionalProperties": False,
 }
+
+# A conductor's report of one build on a host (BuildFailureWeigher's input).
+POST_BUILD_OUTCOME = {
+    "type": "object",
+    "properties": {"succeeded": {"type": "boolean"}},
+    "required": ["succeeded"],
+    "additionalProperties": False,
+}

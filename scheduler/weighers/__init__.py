@@ -58,6 +58,19 @@ class PowerWeigher:
         return 0.0
 
 
+class BuildFailureWeigher:
+    """Nova's: a host whose recent builds failed sinks, by its count of
+    consecutive failed builds (reported by the conductors, cleared by a
+    success). The large default multiplier puts such hosts behind every
+    healthy one."""
+
+    name = "BuildFailureWeigher"
+    multiplier_option = "build_failure_weight_multiplier"
+
+    def raw(self, host, spec):
+        return -host.failed_builds
+
+
 class ServerGroupSoftAffinityWeigher:
     """Nova's: for a soft-affinity group, hosts running more of its members
     weigh more."""
@@ -85,8 +98,8 @@ class ServerGroupSoftAntiAffinityWeigher(ServerGroupSoftAffinityWeigher):
     sign = -1.0
 
 
-ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher, ServerGroupSoftAffinityWeigher,
-       ServerGroupSoftAntiAffinityWeigher)
+ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher, BuildFailureWeigher,
+       ServerGroupSoftAffinityWeigher, ServerGroupSoftAntiAffinityWeigher)
 
 
 def load(group):

@@ -79,6 +79,7 @@ EXPECTED_RULES = {
     ("GET", "/nodes/<uuid>/twin"): "placement:nodes:show",
     ("PUT", "/nodes/<uuid>/twin"): "placement:nodes:update",
     ("POST", "/nodes/twins"): "placement:nodes:update",
+    ("POST", "/nodes/<uuid>/build_outcome"): "placement:nodes:update",
     ("GET", "/build_requests"): "placement:build_requests:list",
     ("POST", "/build_requests"): "placement:build_requests:update",
     ("GET", "/build_requests/<instance_uuid>"): "placement:build_requests:list",

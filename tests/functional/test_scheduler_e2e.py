@@ -114,8 +114,12 @@ def test_failed_build_moves_claim_and_all_failed_leaves_nothing(db, client, live
         ("bad", "c1", "performance", 8, 65536), ("good", "c1", "performance", 8, 16384),
         ("other", "c2", "performance", 8, 8192)])
     driver = driver_mod.SimulatedDriver(failing_hosts={"bad"})
+    # Without the build-failure weigher "bad" stays first (its own test is
+    # test_scheduler_build_failures.py), so the second request fails on 2 hosts.
     with bus.in_process(live_server.url, cells=("c1", "c2"), driver=driver,
-                        overrides={("filter_scheduler", "max_attempts"): 3}) as cloud:
+                        overrides={("filter_scheduler", "max_attempts"): 3,
+                                   ("filter_scheduler", "build_failure_weight_multiplier"): 0.0}
+                        ) as cloud:
         counts, [res] = cloud.submit([spec(workload_class="performance")])
         assert res["status"] == "placed" and res["host_uuid"] == hosts["good"]
         assert res["rescheduled"] == 1 and counts["rescheduled"] == 1

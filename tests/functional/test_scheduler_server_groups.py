@@ -152,7 +152,7 @@ def test_four_workers_place_a_40_member_anti_affinity_group_on_40_hosts(
             for _ in range(MEMBERS // WORKERS // 2):
                 f.write(json.dumps(_spec(group, num_instances=2)) + "\n")
         procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scheduler.cmd", "--requests", str(path),
+            [sys.executable, "-m", "scheduler.batch", "--requests", str(path),
              "--output", str(tmp_path / f"out-{w}.jsonl")],
             env=env, stderr=subprocess.PIPE, text=True))
     summaries = []

@@ -190,7 +190,7 @@ def test_paging_walk_and_node_data(client, db):
     assert first["nodes"][cns[0]] == {
         "name": "cn0", "cell": "cell1", "family": "cpu:EPYC", "profile": "eco",
         "schedulable_class": "eco", "labels": {"rack": "r1"}, "unschedulable": True,
-        "reserved": False}
+        "reserved": False, "failed_builds": 0}
     second = _get(client, "resources=VCPU:1&page_size=1&node_data=true"
                   + "&page_marker=" + first["links"][0]["href"].split("page_marker=")[1])
     assert second["nodes"][cns[1]]["cell"] is None

@@ -28,6 +28,7 @@ class FakePlacement:
         self.consumers = {}  # consumer -> {"allocations": {rp: res}, "generation": n, ...}
         self.reports = {}
         self.build_requests = {}
+        self.failed_builds = {}  # host uuid -> consecutive failed builds reported
         self.steal = set()  # host uuids a "concurrent scheduler" fills just before our claim
         self.fail_next_claims = 0
         self.pages_served = 0
@@ -59,7 +60,9 @@ class FakePlacement:
                                       "profile": None,
                                       "schedulable_class": h["schedulable_class"],
                                       "labels": h["labels"], "unschedulable": h["unschedulable"],
-                                      "reserved": False} for h in hosts},
+                                      "reserved": False,
+                                      "failed_builds": self.failed_builds.get(h["uuid"], 0)}
+                          for h in hosts},
             }
 
     def put_allocations(self, consumer, allocation_request, project_id, user_id,
@@ -122,6 +125,11 @@ class FakePlacement:
             "workload_class": workload_class, "spec": spec, "status": "pending",
             "host_uuid": None, "reason": None}
         return True
+
+    def report_build_outcome(self, host_uuid, succeeded):
+        count = 0 if succeeded else self.failed_builds.get(host_uuid, 0) + 1
+        self.failed_builds[host_uuid] = count
+        return count
 
     def finish_build_request(self, instance_uuid, status, host_uuid=None, reason=None):
         self.build_requests[instance_uuid].update(status=status, host_uuid=host_uuid,

@@ -71,7 +71,7 @@ def test_weights_are_normalized_then_multiplied(sconf):
     by_name = {h.name: (w, parts) for w, parts, h in out}
     # RAM: big=1*1.0, small=0; VCPU tie -> 0 for both; power: standard prefers eco (x10).
     assert by_name["big"][1] == {"RAMWeigher": 1.0, "CPUWeigher": 0.0, "DiskWeigher": 0.0,
-                                 "PowerWeigher": 0.0}
+                                 "PowerWeigher": 0.0, "BuildFailureWeigher": 0.0}
     assert by_name["small"][0] == pytest.approx(10.0)
     # Performance work gets no power preference: RAM decides.
     perf = {h.name: w for w, _p, h in weighers_mod.weigh_hosts(
@@ -83,7 +83,7 @@ def test_negative_multiplier_stacks(sconf):
     from tests.unit.scheduler.conftest import make_conf
     conf = make_conf(ram_weight_multiplier=-1.0, power_weight_multiplier=0.0,
                      cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0,
-                     soft_affinity_weight_multiplier=0.0,
+                     soft_affinity_weight_multiplier=0.0, build_failure_weight_multiplier=0.0,
                      soft_anti_affinity_weight_multiplier=0.0)
     weighers = weighers_mod.load(conf.filter_scheduler)
     assert [w.name for w, _m in weighers] == ["RAMWeigher"]
