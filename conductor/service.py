@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 
-import oslo_messaging
+from joule.rpc import oslo_messaging  # imported there, quietly
 
 from conductor import driver as driver_mod
 from conductor import metrics

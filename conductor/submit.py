@@ -34,7 +34,7 @@ import sys
 import time
 import uuid as uuid_lib
 
-import oslo_messaging
+from joule.rpc import oslo_messaging  # imported there, quietly
 from oslo_config import cfg
 
 from conductor import conf as conf_mod

@@ -34,6 +34,11 @@ with warnings.catch_warnings():
     # monkey-patched), so the warning would only be noise on every start.
     warnings.simplefilter("ignore")
     import oslo_messaging
+    try:
+        # It warns once, on its first import: let that be this one.
+        import eventlet  # noqa: F401
+    except ImportError:
+        pass
 # The rabbit driver imports more of oslo.service (and so eventlet) when it
 # connects; keep that warning out of the services' logs too.
 warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")

@@ -21,7 +21,7 @@ import logging
 import threading
 import time
 
-import oslo_messaging
+from joule.rpc import oslo_messaging  # imported there, quietly
 
 from joule import request_spec as spec_mod
 from scheduler import metrics
