@@ -18,6 +18,7 @@ against the wire contract by its receiver.
 
 import copy
 import importlib
+import importlib.metadata
 import logging
 import random
 import threading
@@ -151,7 +152,15 @@ def check_reachable(conf, timeout=5.0):
     an operator sees "RabbitMQ at host:port refused the connection" instead
     of a process that retries silently forever.
     """
-    url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    try:
+        url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
+    except oslo_messaging.InvalidTransportURL as exc:
+        raise BusUnreachable(f"invalid [DEFAULT] transport_url: {exc}") from exc
+    drivers = {ep.name for ep in importlib.metadata.entry_points(
+        group="oslo.messaging.drivers")}
+    if url.transport not in drivers:
+        raise BusUnreachable(f"invalid [DEFAULT] transport_url: no driver "
+                             f"{url.transport!r} (known: {', '.join(sorted(drivers))})")
     if url.transport != "rabbit":
         return
     import kombu  # the rabbit driver's own client library
