@@ -21,8 +21,10 @@ ALLOWED = {
     # The conductor embeds the scheduler in its process.
     "conductor": {"joule", "scheduler"},
     "powerpolicy": {"joule"},
-    # The whole-system demo is the one composition root: it may use anything.
+    # The whole-system demo is a composition root: it may use anything.
     "placement_demo": {"joule", "placement", "scheduler", "conductor", "powerpolicy"},
+    # The energy simulator composes the same services on a simulated clock.
+    "simulator": {"joule", "placement", "scheduler", "conductor", "powerpolicy"},
     "migrations": {"placement"},
 }
 FIRST_PARTY = set(ALLOWED)

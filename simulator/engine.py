@@ -1,0 +1,437 @@
+"""The simulated clock: one policy, one workload, through the real services.
+
+Events (arrivals, job ends, power-controller ticks, samples) are taken in
+time order from a heap; nothing sleeps. Each event calls the services as a
+real cluster would:
+
+- an arrival queues the job; queued jobs are handed, oldest first, to the
+  conductor (``conductor.manager.Conductor.build``: the scheduler's walk,
+  filters, weighers and claims, then the build with alternates) against
+  placement served in-process;
+- a job end releases its instances' allocations in placement;
+- a tick runs ``powerpolicy.controller.Controller.tick`` (the real
+  PerformanceSet, policy and guard), whose twins set each node's caps;
+- a sample records power, queue and performance nodes per family.
+
+Between events every node's power and every job's speed are constant
+(``simulator.power``), so IT energy is integrated exactly. A job that does
+not fit waits in the queue (and, under queue_aware_v1, is a pending build
+request in placement, so it counts as demand) until capacity frees or a
+tick changes the profiles; the simulator skips a scheduler call only when
+its own exact mirror of free capacity and node classes says no node can take
+the job.
+"""
+
+import dataclasses
+import heapq
+import logging
+import random
+import time
+import uuid
+
+from conductor import driver as driver_mod
+from conductor import manager
+from joule import request_spec as spec_mod
+from joule import vocabulary
+from powerpolicy import conf as power_conf
+from powerpolicy import controller as power_controller
+from powerpolicy import policies
+from scheduler import claim as claim_mod
+from scheduler import conf as sconf_mod
+from scheduler import worker as worker_mod
+from simulator import power as power_mod
+from simulator import workload as workload_mod
+
+LOG = logging.getLogger(__name__)
+NAMESPACE = uuid.UUID("5d3c9a52-7c1e-4b0a-9e57-9a2f3c1d0e11")
+
+# Event kinds, in the order they are taken at the same instant: the
+# controller plans first, then work ends, then new work arrives.
+TICK, END, ARRIVAL, SAMPLE = 0, 1, 2, 3
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicySpec:
+    """One column of the comparison."""
+
+    label: str  # "none", "static_partition@0.20", "queue_aware_v1"
+    policy: str
+    options: dict
+
+    def conf_overrides(self):
+        return {"policy": self.policy, **self.options}
+
+
+@dataclasses.dataclass
+class Settings:
+    hours: float = 24.0
+    tick_minutes: float = 5.0
+    sample_minutes: float = 15.0
+    max_placement_results: int = 100
+    max_attempts: int = 3
+    seed: int = 1
+    cpu_eco_cap_pct: float = 60.0
+    gpu_eco_cap_pct: float = 60.0
+    pue: float = 1.0
+    progress: object = None  # callable(label, sim_seconds, horizon) or None
+
+
+class _Node:
+    __slots__ = ("name", "uuid", "family", "kind", "model", "free", "klass", "cpu_cap",
+                 "gpu_cap", "instances", "watts")
+
+    def __init__(self, name, node_uuid, family, hardware):
+        self.name = name
+        self.uuid = node_uuid
+        self.family = family
+        self.kind = workload_mod.GPU if hardware.get("gpu_count") else workload_mod.CPU
+        self.model = power_mod.NodeModel.of(hardware)
+        self.free = {"VCPU": hardware.get("cpu_cores") or 1,
+                     "MEMORY_MB": (hardware.get("memory_gib") or 1) * 1024,
+                     "PGPU": hardware.get("gpu_count") or 0}
+        self.klass = None  # schedulable class from the twin; None before the first tick
+        self.cpu_cap = None
+        self.gpu_cap = None
+        self.instances = []  # _Running entries on this node, in start order
+        self.watts = self.model.idle_watts
+
+    def fits(self, job):
+        # CPU work may run on a GPU node's host CPUs too, as placement allows.
+        return (self.free["VCPU"] >= job.vcpus
+                and self.free["MEMORY_MB"] >= job.memory_mb and self.free["PGPU"] >= job.gpus)
+
+
+@dataclasses.dataclass
+class _Running:
+    job: workload_mod.Job
+    nodes: list
+    instances: list
+    start: float
+    remaining: float  # seconds of work at full speed
+    rate: float = 1.0
+    last: float = 0.0
+    version: int = 0
+    eco_seconds: float = 0.0  # seconds a performance job ran under eco caps
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What one policy did to the workload (the raw material of the report)."""
+
+    label: str
+    policy: str
+    options: dict
+    it_kwh: float
+    facility_kwh: float
+    submitted: int
+    completed: int
+    started: int
+    slowdowns: dict  # class -> [slowdown of each completed job]
+    waits: dict  # class -> [seconds queued of each started job]
+    performance_on_eco: int  # performance jobs that ran any time under eco caps
+    performance_on_eco_seconds: float
+    samples: list  # {"t", "watts", "running", "queued", "performance_nodes": {family: n}}
+    families: dict  # family -> nodes
+    wall: dict  # seconds of wall time by stage
+    scheduler_calls: int
+    no_valid_host: int
+
+
+class Simulation:
+    def __init__(self, client, hosts, jobs, spec, settings):
+        """:param hosts: [(uuid, InventoryNode)] as loaded into placement."""
+        self.client = client
+        self.jobs = jobs
+        self.spec = spec
+        self.s = settings
+        self.nodes = {}
+        for node_uuid, node in hosts:
+            self.nodes[node.name] = _Node(node.name, node_uuid, node.family, node.hardware)
+        self.by_uuid = {n.uuid: n for n in self.nodes.values()}
+        self.families = {}
+        for n in self.nodes.values():
+            self.families[n.family] = self.families.get(n.family, 0) + 1
+        overrides = {"cpu_eco_cap_pct_of_max": settings.cpu_eco_cap_pct,
+                     "gpu_eco_cap_pct_of_max": settings.gpu_eco_cap_pct,
+                     "reconcile_interval": max(1, int(settings.tick_minutes * 60)),
+                     **spec.conf_overrides()}
+        self.now = 0.0
+        self.controller = power_controller.Controller(power_conf.make_conf(
+            overrides=overrides), client, clock=lambda: self.now)
+        sconf = sconf_mod.make_conf(overrides={
+            ("filter_scheduler", "max_attempts"): settings.max_attempts,
+            ("filter_scheduler", "max_placement_results"): settings.max_placement_results,
+            ("filter_scheduler", "page_size"): max(1, min(1000,
+                                                          settings.max_placement_results
+                                                          or 1000)),
+            # One write per request that nobody reads here.
+            ("filter_scheduler", "write_reports"): False})
+        self.scheduler = worker_mod.Scheduler(sconf, client,
+                                              rng=random.Random(f"sched-{settings.seed}"))
+        # Builds succeed: the simulator studies power, not build failures.
+        self.conductor = manager.Conductor(self.scheduler, client,
+                                           driver_mod.SimulatedDriver(seed=settings.seed),
+                                           record=False)
+        self.record_pending = spec.policy == policies.QUEUE_AWARE_V1
+        self.events = []
+        self._seq = 0
+        self.queue = []  # jobs waiting, arrival order
+        self.running = {}  # job id -> _Running
+        self.total_watts = sum(n.watts for n in self.nodes.values())
+        self.energy_j = 0.0
+        self._last = 0.0
+        self._interval_j = 0.0
+        self.epoch = 0
+        self._refused = {}  # job shape -> epoch at which the mirror said no
+        self.slowdowns = {c: [] for c in vocabulary.WORKLOAD_CLASSES}
+        self.waits = {c: [] for c in vocabulary.WORKLOAD_CLASSES}
+        self.completed = 0
+        self.started = 0
+        self.perf_on_eco = set()
+        self.perf_on_eco_seconds = 0.0
+        self.samples = []
+        self.family_perf = {}
+        self.wall = {"schedule": 0.0, "release": 0.0, "tick": 0.0, "model": 0.0}
+        self.calls = 0
+        self.nvh = 0
+
+    # -- the clock -----------------------------------------------------------
+
+    def _push(self, t, kind, payload=None):
+        self._seq += 1
+        heapq.heappush(self.events, (t, kind, self._seq, payload))
+
+    def _advance(self, t):
+        if t > self._last:
+            joules = self.total_watts * (t - self._last)
+            self.energy_j += joules
+            self._interval_j += joules
+            self._last = t
+        self.now = t
+
+    def run(self):
+        horizon = self.s.hours * 3600.0
+        tick = self.s.tick_minutes * 60.0
+        sample = self.s.sample_minutes * 60.0
+        t = 0.0
+        while t < horizon:
+            self._push(t, TICK)
+            t += tick
+        t = sample
+        while t <= horizon + 1e-9:
+            self._push(t, SAMPLE)
+            t += sample
+        for job in self.jobs:
+            if job.arrival < horizon:
+                self._push(job.arrival, ARRIVAL, job)
+        progress = self.s.progress
+        shown = -1
+        while self.events:
+            t, kind, _seq, payload = heapq.heappop(self.events)
+            if t > horizon:
+                break
+            self._advance(t)
+            if kind == TICK:
+                self._tick()
+                self._schedule()
+            elif kind == END:
+                run, version = payload
+                if run.version == version and run.job.id in self.running:
+                    self._finish(run)
+                    self._schedule()
+            elif kind == ARRIVAL:
+                self._arrive(payload)
+                self._schedule()
+            else:
+                self._sample(t, sample)
+            if progress is not None and int(t // 600) != shown:
+                shown = int(t // 600)
+                progress(self.spec.label, t, horizon)
+        self._advance(horizon)
+        if progress is not None:
+            progress(self.spec.label, horizon, horizon)
+        return self._outcome()
+
+    # -- events --------------------------------------------------------------
+
+    def _arrive(self, job):
+        self.queue.append(job)
+        if self.record_pending:
+            for inst in self._instance_uuids(job):
+                self.client.create_build_request(inst, f"req-{job.id}", job.workload_class,
+                                                 self._spec(job, [inst]))
+
+    def _instance_uuids(self, job):
+        return [str(uuid.uuid5(NAMESPACE, f"{job.id}/{i}")) for i in range(job.instances)]
+
+    def _spec(self, job, instances):
+        resources = {"VCPU": job.vcpus, "MEMORY_MB": job.memory_mb}
+        if job.gpus:
+            resources["PGPU"] = job.gpus
+        return {"version": spec_mod.REQUEST_SPEC_VERSION, "request_id": f"req-{job.id}",
+                "project_id": "sim", "user_id": "sim", "workload_class": job.workload_class,
+                "resources": resources, "instance_uuids": list(instances)}
+
+    def _mirror_allows(self, job):
+        """Whether, by the simulator's exact mirror, ``job.instances`` nodes can take it."""
+        need = job.instances
+        for node in self.nodes.values():
+            if job.is_performance and node.klass in vocabulary.BLOCKED_FOR_PERFORMANCE:
+                continue
+            if node.fits(job):
+                need -= 1
+                if need == 0:
+                    return True
+        return False
+
+    def _schedule(self):
+        """Hand the queued jobs, oldest first, to the conductor (backfilling)."""
+        if not self.queue:
+            return
+        waiting = []
+        for job in self.queue:
+            shape = (job.kind, job.is_performance, job.instances, job.vcpus, job.memory_mb,
+                     job.gpus)
+            if self._refused.get(shape) == self.epoch:
+                waiting.append(job)
+                continue
+            start = time.perf_counter()
+            fits = self._mirror_allows(job)
+            self.wall["model"] += time.perf_counter() - start
+            if not fits or not self._place(job):
+                self._refused[shape] = self.epoch
+                waiting.append(job)
+        self.queue = waiting
+
+    def _place(self, job):
+        instances = self._instance_uuids(job)
+        start = time.perf_counter()
+        self.calls += 1
+        results = self.conductor.build(self._spec(job, instances))
+        self.wall["schedule"] += time.perf_counter() - start
+        if any(r.status != manager.PLACED for r in results):
+            # NoValidHost: the scheduler released every claim of the request.
+            self.nvh += 1
+            LOG.debug("%s waits: %s", job.id, results[0].reason)
+            return False
+        nodes = [self.by_uuid[r.host_uuid] for r in results]
+        run = _Running(job, nodes, instances, self.now, job.duration, last=self.now)
+        for node in nodes:
+            node.free["VCPU"] -= job.vcpus
+            node.free["MEMORY_MB"] -= job.memory_mb
+            node.free["PGPU"] -= job.gpus
+            node.instances.append(run)
+        self.running[job.id] = run
+        self.started += 1
+        self.waits[job.workload_class].append(self.now - job.arrival)
+        if self.record_pending:
+            for inst, res in zip(instances, results, strict=True):
+                self.client.finish_build_request(inst, manager.PLACED, host_uuid=res.host_uuid)
+        self._recompute(nodes)
+        return True
+
+    def _finish(self, run):
+        start = time.perf_counter()
+        for inst in run.instances:
+            claim_mod.unclaim(self.client, inst)
+        self.wall["release"] += time.perf_counter() - start
+        self._progress(run)
+        del self.running[run.job.id]
+        for node in run.nodes:
+            node.free["VCPU"] += run.job.vcpus
+            node.free["MEMORY_MB"] += run.job.memory_mb
+            node.free["PGPU"] += run.job.gpus
+            node.instances.remove(run)
+        self.completed += 1
+        self.slowdowns[run.job.workload_class].append((self.now - run.start) / run.job.duration)
+        self.epoch += 1
+        self._recompute(run.nodes)
+
+    def _tick(self):
+        start = time.perf_counter()
+        result = self.controller.tick()
+        self.wall["tick"] += time.perf_counter() - start
+        changed = []
+        for plan in result.nodes:
+            node = self.nodes.get(plan.name)
+            if node is None:
+                continue
+            desired = plan.desired
+            caps = (desired["cpu_cap_watts"], desired["gpu_cap_watts"])
+            klass = desired["schedulable_class"]
+            if klass != node.klass:
+                self.epoch += 1
+            if caps != (node.cpu_cap, node.gpu_cap) or klass != node.klass:
+                node.klass = klass
+                node.cpu_cap, node.gpu_cap = caps
+                changed.append(node)
+        self.family_perf = {f: e["performance"] for f, e in result.families.items()}
+        if changed:
+            self._recompute(changed)
+
+    def _sample(self, t, interval):
+        self.samples.append({
+            "t": round(t, 3),
+            "watts": round(self._interval_j / interval, 1),
+            "running": len(self.running),
+            "queued": len(self.queue),
+            "performance_nodes": dict(sorted(self.family_perf.items())),
+        })
+        self._interval_j = 0.0
+
+    # -- the power model -----------------------------------------------------
+
+    def _progress(self, run):
+        elapsed = self.now - run.last
+        if elapsed > 0:
+            run.remaining = max(0.0, run.remaining - run.rate * elapsed)
+            if run.job.is_performance and any(n.klass == vocabulary.ECO for n in run.nodes):
+                run.eco_seconds += elapsed
+                self.perf_on_eco_seconds += elapsed
+                self.perf_on_eco.add(run.job.id)
+        run.last = self.now
+
+    def _recompute(self, nodes):
+        start = time.perf_counter()
+        touched = {}
+        for node in nodes:
+            loads = [power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation,
+                                    r.job.sensitivity) for r in node.instances]
+            watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
+            self.total_watts += watts - node.watts
+            node.watts = watts
+            for run, speed in zip(node.instances, speeds, strict=True):
+                entry = touched.setdefault(id(run), [run, {}])
+                entry[1][node.name] = speed
+        for run, speeds in touched.values():
+            if run.job.id not in self.running:
+                continue
+            self._progress(run)
+            # A job is as fast as its slowest instance; nodes not touched now
+            # keep the speed they gave it.
+            rate = min(speeds.get(n.name, _speed_on(n, run)) for n in run.nodes)
+            if run.job.is_performance and any(n.klass == vocabulary.ECO for n in run.nodes):
+                self.perf_on_eco.add(run.job.id)
+            run.rate = rate
+            run.version += 1
+            self._push(self.now + run.remaining / rate, END, (run, run.version))
+        self.wall["model"] += time.perf_counter() - start
+
+    def _outcome(self):
+        submitted = sum(1 for j in self.jobs if j.arrival < self.s.hours * 3600.0)
+        it_kwh = self.energy_j / 3.6e6
+        return Outcome(
+            label=self.spec.label, policy=self.spec.policy, options=dict(self.spec.options),
+            it_kwh=it_kwh, facility_kwh=it_kwh * self.s.pue, submitted=submitted,
+            completed=self.completed, started=self.started, slowdowns=self.slowdowns,
+            waits=self.waits, performance_on_eco=len(self.perf_on_eco),
+            performance_on_eco_seconds=self.perf_on_eco_seconds, samples=self.samples,
+            families=dict(sorted(self.families.items())), wall=self.wall,
+            scheduler_calls=self.calls, no_valid_host=self.nvh)
+
+
+def _speed_on(node, run):
+    loads = [power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation, r.job.sensitivity)
+             for r in node.instances]
+    _watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
+    return speeds[node.instances.index(run)]

@@ -1,0 +1,243 @@
+"""What a comparison says: the summary dict, the terminal table, plots and an HTML report."""
+
+import html
+import math
+import os
+
+from joule import vocabulary
+
+NONE_LABEL = "none"
+
+
+def percentile(values, q):
+    """The q-th percentile (0-100) by linear interpolation; None for no values."""
+    if not values:
+        return None
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (pos - low)
+
+
+def _r(value, digits=3):
+    return None if value is None else round(value, digits)
+
+
+def policy_summary(outcome, baseline_kwh, pue):
+    slowdown = {}
+    for wc in vocabulary.WORKLOAD_CLASSES:
+        values = outcome.slowdowns[wc]
+        waits = outcome.waits[wc]
+        slowdown[wc] = {"completed": len(values), "p50": _r(percentile(values, 50)),
+                        "p95": _r(percentile(values, 95)),
+                        "max": _r(max(values) if values else None),
+                        "wait_p95_minutes": _r((percentile(waits, 95) or 0.0) / 60.0, 1)}
+    saved = None
+    if baseline_kwh:
+        saved = round(100.0 * (baseline_kwh - outcome.it_kwh) / baseline_kwh, 2)
+    families = sorted(outcome.families)
+    return {
+        "label": outcome.label,
+        "policy": outcome.policy,
+        "options": outcome.options,
+        "it_kwh": round(outcome.it_kwh, 1),
+        "facility_kwh": round(outcome.it_kwh * pue, 1),
+        "energy_saved_pct": saved,
+        "jobs_submitted": outcome.submitted,
+        "jobs_started": outcome.started,
+        "jobs_completed": outcome.completed,
+        "kwh_per_completed_job": (round(outcome.it_kwh / outcome.completed, 2)
+                                  if outcome.completed else None),
+        "slowdown": slowdown,
+        "performance_on_eco": outcome.performance_on_eco,
+        "performance_on_eco_seconds": round(outcome.performance_on_eco_seconds, 1),
+        "performance_nodes_over_time": {
+            "hours": [round(s["t"] / 3600.0, 3) for s in outcome.samples],
+            "families": {f: [s["performance_nodes"].get(f, 0) for s in outcome.samples]
+                         for f in families},
+        },
+        "power_kw_over_time": [round(s["watts"] / 1000.0, 2) for s in outcome.samples],
+        "family_nodes": outcome.families,
+        "scheduler_calls": outcome.scheduler_calls,
+        "no_valid_host": outcome.no_valid_host,
+    }
+
+
+def summary(outcomes, meta, pue):
+    baseline = next((o.it_kwh for o in outcomes if o.label == NONE_LABEL), None)
+    return {**meta, "pue": pue,
+            "policies": [policy_summary(o, baseline, pue) for o in outcomes]}
+
+
+def format_timings(outcomes, load_seconds, total_seconds):
+    """Where the wall time went (stderr: not part of the deterministic output)."""
+    lines = [f"wall time: {total_seconds:.1f} s (loading the inventory {load_seconds:.1f} s)"]
+    for o in outcomes:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in o.wall.items())
+        lines.append(f"  {o.label}: {parts}; {o.scheduler_calls} scheduler calls, "
+                     f"{o.no_valid_host} no valid host")
+    return "\n".join(lines)
+
+
+def _fmt(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(data):
+    head = (f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
+            f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}")
+    lines = [f"{data['nodes']} nodes ({data['inventory']}), {data['hours']:g} h, seed "
+             f"{data['seed']}, {data['jobs']} jobs; slowdown = run time / uncapped run time",
+             head, "-" * len(head)]
+    for p in data["policies"]:
+        perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
+        lines.append(
+            f"{p['label'][:25]:<26}{p['it_kwh']:>11.1f}{_fmt(p['energy_saved_pct'], '.1f'):>9}"
+            f"{p['jobs_submitted']:>7}{p['jobs_completed']:>7}"
+            f"{_fmt(p['kwh_per_completed_job'], '.1f'):>9}"
+            f"{_fmt(perf['p50'], '.2f') + '/' + _fmt(perf['p95'], '.2f'):>15}"
+            f"{_fmt(std['p50'], '.2f') + '/' + _fmt(std['p95'], '.2f'):>15}"
+            f"{p['performance_on_eco']:>13}")
+    if data.get("pue", 1.0) != 1.0:
+        lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")
+    return "\n".join(lines)
+
+
+# -- plots ---------------------------------------------------------------------
+
+POWER_PNG = "power.png"
+FAMILIES_PNG = "performance_nodes.png"
+SLOWDOWN_PNG = "slowdown.png"
+TRADEOFF_PNG = "tradeoff.png"
+
+
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg")  # files only: no display needed
+    from matplotlib import pyplot
+    return pyplot
+
+
+def plot_power(data, path):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(9, 4.5), dpi=100)
+    for p in data["policies"]:
+        hours = p["performance_nodes_over_time"]["hours"]
+        ax.plot(hours, p["power_kw_over_time"], label=p["label"], linewidth=1.5)
+    ax.set_xlabel("simulated time (h)")
+    ax.set_ylabel("IT power (kW, mean per sample)")
+    ax.set_title(f"IT power over time, {data['nodes']} nodes, seed {data['seed']}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_families(data, path):
+    plt = _pyplot()
+    policies = data["policies"]
+    fig, axes = plt.subplots(len(policies), 1, figsize=(9, 2.4 * len(policies) + 0.6),
+                             dpi=100, sharex=True, squeeze=False)
+    for ax, p in zip(axes[:, 0], policies, strict=True):
+        series = p["performance_nodes_over_time"]
+        for family, counts in series["families"].items():
+            ax.step(series["hours"], counts, where="post", label=family, linewidth=1.2)
+        ax.set_title(p["label"], fontsize=9)
+        ax.set_ylabel("perf nodes")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=6, ncol=2)
+    axes[-1, 0].set_xlabel("simulated time (h)")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_slowdowns(outcomes, path):
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), dpi=100, squeeze=False)
+    for ax, wc in zip(axes[0], vocabulary.WORKLOAD_CLASSES, strict=True):
+        values = [o.slowdowns[wc] or [1.0] for o in outcomes]
+        ax.boxplot(values, whis=(5, 95), showfliers=False)
+        ax.set_xticks(range(1, len(outcomes) + 1), [o.label for o in outcomes],
+                      rotation=30, ha="right", fontsize=7)
+        ax.set_title(f"{wc} jobs: slowdown vs uncapped (box 25-75 %, whiskers 5-95 %)",
+                     fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_tradeoff(data, path):
+    """Energy saved against standard p95 slowdown, one point per static fraction."""
+    plt = _pyplot()
+    points = [(p["options"].get("static_hp_frac"), p["energy_saved_pct"],
+               p["slowdown"][vocabulary.STANDARD]["p95"]) for p in data["policies"]
+              if p["policy"] == "static_partition" and p["label"] != NONE_LABEL
+              and p["energy_saved_pct"] is not None and
+              p["slowdown"][vocabulary.STANDARD]["p95"] is not None]
+    if not points:
+        return False
+    points.sort()
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
+    ax.plot([p[2] for p in points], [p[1] for p in points], marker="o")
+    for frac, saved, slow in points:
+        ax.annotate(f"{frac:g}", (slow, saved), textcoords="offset points", xytext=(5, 4),
+                    fontsize=8)
+    ax.set_xlabel("standard jobs: p95 slowdown vs uncapped")
+    ax.set_ylabel("IT energy saved vs no management (%)")
+    ax.set_title("static_partition: energy against slowdown (labels: STATIC_HP_FRAC)")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
+def write_plots(data, outcomes, directory):
+    """The PNGs and ``index.html`` in ``directory``; returns the report's path."""
+    os.makedirs(directory, exist_ok=True)
+    plot_power(data, os.path.join(directory, POWER_PNG))
+    plot_families(data, os.path.join(directory, FAMILIES_PNG))
+    plot_slowdowns(outcomes, os.path.join(directory, SLOWDOWN_PNG))
+    images = [(POWER_PNG, "IT power over time per policy"),
+              (FAMILIES_PNG, "Performance nodes per family over time"),
+              (SLOWDOWN_PNG, "Slowdown distributions per class")]
+    if plot_tradeoff(data, os.path.join(directory, TRADEOFF_PNG)):
+        images.append((TRADEOFF_PNG, "static_partition: energy saved against slowdown"))
+    path = os.path.join(directory, "index.html")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(_html(data, images))
+    return path
+
+
+def _html(data, images):
+    esc = html.escape
+    rows = []
+    for p in data["policies"]:
+        perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
+        cells = [p["label"], f"{p['it_kwh']:.1f}", _fmt(p["energy_saved_pct"], ".1f"),
+                 str(p["jobs_submitted"]), str(p["jobs_completed"]),
+                 _fmt(p["kwh_per_completed_job"], ".1f"),
+                 f"{_fmt(perf['p50'], '.2f')} / {_fmt(perf['p95'], '.2f')}",
+                 f"{_fmt(std['p50'], '.2f')} / {_fmt(std['p95'], '.2f')}",
+                 str(p["performance_on_eco"])]
+        rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
+    head = ["policy", "IT kWh", "saved %", "jobs", "completed", "kWh/job",
+            "perf slowdown p50 / p95", "std slowdown p50 / p95", "perf on eco"]
+    figures = "\n".join(
+        f'<h2>{esc(title)}</h2>\n<p><a href="{esc(name)}"><img src="{esc(name)}" '
+        f'alt="{esc(title)}" style="max-width:100%"></a></p>' for name, title in images)
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>placement-sim report</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}</style></head>
+<body><h1>placement-sim: {esc(str(data['nodes']))} nodes ({esc(data['inventory'])}),
+{data['hours']:g} h, seed {data['seed']}, {data['jobs']} jobs</h1>
+<table><tr>{''.join(f'<th>{esc(h)}</th>' for h in head)}</tr>
+{''.join(rows)}</table>
+{figures}
+</body></html>
+"""

@@ -1,0 +1,88 @@
+"""simulator.power: what a node draws and how fast its work runs under a cap."""
+
+import pytest
+
+from simulator import power
+
+H100_NVL = {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_sockets": 2,
+            "cpu_cores": 192, "memory_gib": 1536, "gpu_model": "NVIDIA H100 NVL",
+            "gpu_count": 8, "gpu_min_cap_watts": 200, "gpu_max_cap_watts": 400}
+CPU_NODE = {"cpu_model": "AMD EPYC 9655 96-Core Processor", "cpu_sockets": 2,
+            "cpu_cores": 192, "memory_gib": 1536, "gpu_model": "", "gpu_count": 0}
+
+
+def test_idle_node_draws_platform_cpu_idle_and_gpu_idle():
+    model = power.NodeModel.of(H100_NVL)
+    watts, speeds = power.node_state(model, [])
+    assert speeds == []
+    # 150 platform + 2 x 360 W x 30 % + 8 x 400 W x 12 %
+    assert watts == pytest.approx(150 + 2 * 360 * 0.3 + 8 * 400 * 0.12)
+    assert watts == pytest.approx(model.idle_watts)
+
+
+def test_uncapped_gpu_job_draws_its_utilisation_and_runs_full_speed():
+    model = power.NodeModel.of(H100_NVL)
+    idle, _ = power.node_state(model, [])
+    job = power.Load(vcpus=0, gpus=4, utilisation=1.0, sensitivity=0.8)
+    watts, speeds = power.node_state(model, [job], gpu_cap=400)
+    assert speeds == [1.0]
+    # Four GPUs go from idle (48 W) to their maximum (400 W).
+    assert watts - idle == pytest.approx(4 * (400 - 48))
+
+
+def test_eco_gpu_cap_holds_power_and_slows_by_sensitivity():
+    model = power.NodeModel.of(H100_NVL)
+    full = power.Load(vcpus=0, gpus=8, utilisation=1.0, sensitivity=1.0)
+    immune = power.Load(vcpus=0, gpus=8, utilisation=1.0, sensitivity=0.0)
+    watts, (speed,) = power.node_state(model, [full], gpu_cap=240)
+    # Wanted dynamic 352 W per GPU, the cap leaves 192 W: speed 192/352.
+    assert speed == pytest.approx(192 / 352)
+    assert watts == pytest.approx(150 + 2 * 360 * 0.3 + 8 * 240)
+    _w, (speed0,) = power.node_state(model, [immune], gpu_cap=240)
+    assert speed0 == 1.0  # memory-bound work is not slowed, but still capped
+    assert _w == pytest.approx(watts)
+
+
+def test_gpu_job_below_the_cap_is_not_slowed():
+    model = power.NodeModel.of(H100_NVL)
+    light = power.Load(vcpus=0, gpus=2, utilisation=0.4, sensitivity=1.0)
+    _w, (speed,) = power.node_state(model, [light], gpu_cap=240)
+    assert speed == 1.0  # 48 + 0.4 x 352 = 189 W < 240 W
+
+
+def test_cpu_cap_is_shared_by_the_jobs_of_a_node():
+    hw = power.with_cpu_cap_range(CPU_NODE)
+    model = power.NodeModel.of(hw)
+    a = power.Load(vcpus=96, gpus=0, utilisation=1.0, sensitivity=1.0)
+    b = power.Load(vcpus=96, gpus=0, utilisation=1.0, sensitivity=0.5)
+    quarter = power.Load(vcpus=48, gpus=0, utilisation=1.0, sensitivity=1.0)
+    _w, speeds = power.node_state(model, [quarter], cpu_cap=240)
+    # A quarter of the cores at full wants 140 W of dynamic; the eco cap
+    # leaves 2 x (240 - 120) W: not slowed.
+    assert speeds == [1.0]
+    watts, speeds = power.node_state(model, [a, b], cpu_cap=240)
+    ratio = (2 * 400 * 0.7) / (2 * (240 - 120))
+    assert speeds == pytest.approx([ratio ** -1.0, ratio ** -0.5])
+    assert watts == pytest.approx(150 + 2 * 240)
+    watts_perf, speeds_perf = power.node_state(model, [a, b], cpu_cap=400)
+    assert speeds_perf == [1.0, 1.0]
+    assert watts_perf == pytest.approx(model.max_watts)
+
+
+def test_cpu_work_on_a_gpu_node_uses_the_uncapped_host_cpus():
+    model = power.NodeModel.of(H100_NVL)
+    job = power.Load(vcpus=192, gpus=0, utilisation=1.0, sensitivity=1.0)
+    watts, (speed,) = power.node_state(model, [job], cpu_cap=100, gpu_cap=240)
+    assert speed == 1.0
+    assert watts == pytest.approx(150 + 2 * 360 + 8 * 48)
+
+
+def test_cpu_cap_range_comes_from_the_tdp_table_or_the_core_count():
+    hw = power.with_cpu_cap_range(CPU_NODE)
+    assert hw["cpu_max_cap_watts"] == 400.0 and hw["cpu_min_cap_watts"] == 160.0
+    unknown = power.with_cpu_cap_range({**CPU_NODE, "cpu_model": "Some CPU", "cpu_cores": 64})
+    assert unknown["cpu_max_cap_watts"] == 50 + 2.5 * 32
+    # GPU nodes are capped on their GPUs only; a record with a range is kept.
+    assert power.with_cpu_cap_range(H100_NVL) is H100_NVL
+    given = {**CPU_NODE, "cpu_max_cap_watts": 300}
+    assert power.with_cpu_cap_range(given) is given

@@ -1,0 +1,91 @@
+"""simulator.workload: the seeded generator and the JSON-lines trace format."""
+
+import json
+
+import pytest
+
+from joule import inventory
+from simulator import run as sim_run
+from simulator import workload
+
+NODES = inventory.load(sim_run.inventory_path("41"))
+
+
+def _jobs(seed=1, hours=24):
+    return workload.generate(workload.Capacity.of(NODES), hours, seed)
+
+
+def test_same_seed_same_jobs_other_seed_other_jobs():
+    assert _jobs(1) == _jobs(1)
+    assert _jobs(1) != _jobs(2)
+
+
+def test_generated_mix_has_both_classes_kinds_and_a_diurnal_profile():
+    jobs = _jobs(1, hours=24 * 4)
+    assert {j.workload_class for j in jobs} == {"performance", "standard"}
+    assert {j.kind for j in jobs} == {"cpu", "gpu"}
+    assert all(j.gpus >= 1 for j in jobs if j.kind == "gpu")
+    assert all(j.gpus == 0 for j in jobs if j.kind == "cpu")
+    share = sum(j.is_performance for j in jobs) / len(jobs)
+    assert 0.2 < share < 0.4
+    # Peak at noon, trough at midnight: the day half holds most arrivals.
+    day = sum(1 for j in jobs if 6 <= (j.arrival / 3600) % 24 < 18)
+    assert day > 0.6 * len(jobs)
+    assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs)
+
+
+def test_trace_round_trip(tmp_path):
+    jobs = _jobs(3, hours=6)
+    path = tmp_path / "trace.jsonl"
+    workload.write_trace(path, jobs)
+    assert workload.read_trace(path) == jobs
+    first = json.loads(path.read_text().splitlines()[0])
+    assert set(first) == {"id", "arrival", "workload_class", "kind", "instances", "vcpus",
+                          "memory_mb", "gpus", "duration", "utilisation", "sensitivity"}
+
+
+GOOD = {"id": "j1", "arrival": 10.0, "workload_class": "standard", "kind": "cpu",
+        "instances": 1, "vcpus": 8, "memory_mb": 1024, "gpus": 0, "duration": 60.0,
+        "utilisation": 0.5, "sensitivity": 0.5}
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"workload_class": "gold"}, "workload_class"),
+    ({"kind": "gpu"}, "gpus >= 1"),
+    ({"gpus": 2}, "gpus 0"),
+    ({"duration": 0}, "duration"),
+    ({"utilisation": 1.5}, "utilisation"),
+    ({"vcpus": 2.5}, "not an integer"),
+    ({"arrival": -1}, "arrival"),
+])
+def test_bad_trace_line_is_refused_with_its_line_number(tmp_path, change, message):
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "id": "j2", **change}) + "\n")
+    with pytest.raises(workload.TraceError, match=message) as info:
+        workload.read_trace(path)
+    assert f"{path}:2" in str(info.value)
+
+
+def test_trace_missing_key_repeat_and_not_json(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps({k: v for k, v in GOOD.items() if k != "kind"}) + "\n")
+    with pytest.raises(workload.TraceError, match="missing key 'kind'"):
+        workload.read_trace(path)
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps(GOOD) + "\n")
+    with pytest.raises(workload.TraceError, match="repeats"):
+        workload.read_trace(path)
+    path.write_text("{nope\n")
+    with pytest.raises(workload.TraceError, match=":1: not JSON"):
+        workload.read_trace(path)
+
+
+def test_cli_refuses_a_bad_trace_and_bad_options_in_one_line(tmp_path, capsys):
+    path = tmp_path / "t.jsonl"
+    path.write_text("{nope\n")
+    assert sim_run.main(["--trace", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "placement-sim:" in err and "not JSON" in err
+    for argv in (["--static-hp-frac", "0.2,1.5"], ["--policies", "none,magic"],
+                 ["--hours", "0"], ["--pue", "0.5"], ["--gpu-eco-cap-pct", "0"]):
+        assert sim_run.main(argv) == 2, argv
+        assert "placement-sim:" in capsys.readouterr().err
