@@ -5,9 +5,10 @@ time order from a heap; nothing sleeps. Each event calls the services as a
 real cluster would:
 
 - an arrival queues the job; queued jobs are handed, oldest first, to the
-  conductor (``conductor.manager.Conductor.build``: the scheduler's walk,
-  filters, weighers and claims, then the build with alternates) against
-  placement served in-process;
+  conductor (``simulator.services``: ``conductor.service.Conductor`` with
+  the scheduler's ``select_destinations`` called directly instead of over
+  the bus: build requests, the scheduler's walk, filters, weighers and
+  claims, then the build with alternates) against placement in-process;
 - a job end releases its instances' allocations in placement;
 - a tick runs ``powerpolicy.controller.Controller.tick`` (the real
   PerformanceSet, policy and guard), whose twins set each node's caps;
@@ -25,21 +26,17 @@ the job.
 import dataclasses
 import heapq
 import logging
-import random
 import time
 import uuid
 
-from conductor import driver as driver_mod
-from conductor import manager
 from joule import request_spec as spec_mod
 from joule import vocabulary
 from powerpolicy import conf as power_conf
 from powerpolicy import controller as power_controller
 from powerpolicy import policies
 from scheduler import claim as claim_mod
-from scheduler import conf as sconf_mod
-from scheduler import worker as worker_mod
 from simulator import power as power_mod
+from simulator import services
 from simulator import workload as workload_mod
 
 LOG = logging.getLogger(__name__)
@@ -158,20 +155,8 @@ class Simulation:
         self.now = 0.0
         self.controller = power_controller.Controller(power_conf.make_conf(
             overrides=overrides), client, clock=lambda: self.now)
-        sconf = sconf_mod.make_conf(overrides={
-            ("filter_scheduler", "max_attempts"): settings.max_attempts,
-            ("filter_scheduler", "max_placement_results"): settings.max_placement_results,
-            ("filter_scheduler", "page_size"): max(1, min(1000,
-                                                          settings.max_placement_results
-                                                          or 1000)),
-            # One write per request that nobody reads here.
-            ("filter_scheduler", "write_reports"): False})
-        self.scheduler = worker_mod.Scheduler(sconf, client,
-                                              rng=random.Random(f"sched-{settings.seed}"))
-        # Builds succeed: the simulator studies power, not build failures.
-        self.conductor = manager.Conductor(self.scheduler, client,
-                                           driver_mod.SimulatedDriver(seed=settings.seed),
-                                           record=False)
+        self.deployment = services.Deployment(client, settings.seed, settings.max_attempts,
+                                              settings.max_placement_results)
         self.record_pending = spec.policy == policies.QUEUE_AWARE_V1
         self.events = []
         self._seq = 0
@@ -193,6 +178,7 @@ class Simulation:
         self.family_perf = {}
         self.wall = {"schedule": 0.0, "release": 0.0, "tick": 0.0, "model": 0.0}
         self.calls = 0
+        self._attempts = {}
         self.nvh = 0
 
     # -- the clock -----------------------------------------------------------
@@ -261,8 +247,12 @@ class Simulation:
                 self.client.create_build_request(inst, f"req-{job.id}", job.workload_class,
                                                  self._spec(job, [inst]))
 
-    def _instance_uuids(self, job):
-        return [str(uuid.uuid5(NAMESPACE, f"{job.id}/{i}")) for i in range(job.instances)]
+    def _instance_uuids(self, job, attempt=None):
+        """The job's instances at scheduling ``attempt`` (each attempt is a new
+        request: the conductor records its instances), or its queued records."""
+        tag = "queued" if attempt is None else attempt
+        return [str(uuid.uuid5(NAMESPACE, f"{job.id}/{tag}/{i}"))
+                for i in range(job.instances)]
 
     def _spec(self, job, instances):
         resources = {"VCPU": job.vcpus, "MEMORY_MB": job.memory_mb}
@@ -304,17 +294,24 @@ class Simulation:
         self.queue = waiting
 
     def _place(self, job):
-        instances = self._instance_uuids(job)
+        attempt = self._attempts.get(job.id, 0)
+        self._attempts[job.id] = attempt + 1
+        instances = self._instance_uuids(job, attempt)
         start = time.perf_counter()
         self.calls += 1
-        results = self.conductor.build(self._spec(job, instances))
+        spec = self._spec(job, instances)
+        spec["request_id"] = f"req-{job.id}-{attempt}"
+        results = self.deployment.build(spec)
         self.wall["schedule"] += time.perf_counter() - start
-        if any(r.status != manager.PLACED for r in results):
-            # NoValidHost: the scheduler released every claim of the request.
+        if len(results) != job.instances or any(r["status"] != services.PLACED
+                                                for r in results):
+            # NoValidHost: the scheduler released every claim of the request
+            # and the conductor failed its build requests.
             self.nvh += 1
-            LOG.debug("%s waits: %s", job.id, results[0].reason)
+            LOG.debug("%s waits: %s", job.id, results[0].get("reason") if results else "")
             return False
-        nodes = [self.by_uuid[r.host_uuid] for r in results]
+        by_instance = {r["instance_uuid"]: r["host_uuid"] for r in results}
+        nodes = [self.by_uuid[by_instance[i]] for i in instances]
         run = _Running(job, nodes, instances, self.now, job.duration, last=self.now)
         for node in nodes:
             node.free["VCPU"] -= job.vcpus
@@ -325,8 +322,9 @@ class Simulation:
         self.started += 1
         self.waits[job.workload_class].append(self.now - job.arrival)
         if self.record_pending:
-            for inst, res in zip(instances, results, strict=True):
-                self.client.finish_build_request(inst, manager.PLACED, host_uuid=res.host_uuid)
+            for queued, inst in zip(self._instance_uuids(job), instances, strict=True):
+                self.client.finish_build_request(queued, services.PLACED,
+                                                 host_uuid=by_instance[inst])
         self._recompute(nodes)
         return True
 
