@@ -1,6 +1,6 @@
 """oslo.config options of the conductor ([conductor]); it also reads the
-scheduler's [filter_scheduler] and [placement_client] (the demo embeds the
-scheduler), the bus ([DEFAULT] transport_url, [rpc]) and [metrics]."""
+scheduler's [filter_scheduler] and [placement] (the REST client; the demo
+embeds the scheduler), the bus ([DEFAULT] transport_url, [rpc]) and [metrics]."""
 
 from oslo_config import cfg
 

@@ -245,7 +245,7 @@ def _summary(args, client, hosts, results, counts, races_lost, elapsed):
                                           "performance_placed": 0, "standard_placed": 0})
         entry["nodes"] += 1
         twin = nodes[uuid].get("twin") or {}
-        if twin.get("schedulable_class") == "performance":
+        if twin.get("schedulable_class") == vocabulary.PERFORMANCE:
             entry["performance_nodes"] += 1
     perf_on_eco = 0
     for res in results:
@@ -264,7 +264,8 @@ def _summary(args, client, hosts, results, counts, races_lost, elapsed):
         "rescheduled": counts["rescheduled"],
         "races_lost": races_lost,
         "performance_on_eco": perf_on_eco,
-        "performance_requests": sum(r["workload_class"] == "performance" for r in results),
+        "performance_requests": sum(r["workload_class"] == vocabulary.PERFORMANCE
+                                    for r in results),
         "seconds": round(elapsed, 3),
         "requests_per_second": round(args.requests / elapsed, 1) if elapsed else None,
         "seed": args.seed,
