@@ -6,6 +6,7 @@ placement is one line and exit 3 (the services that need placement);
 ``--version`` prints the package version; oslo.log's options work.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -117,14 +118,15 @@ def test_unreachable_placement_at_start_is_one_line(name, args):
 
 def test_oslo_log_options_reach_the_service(live_server, tmp_path):
     """--debug and --log-file: the client's requests are logged to the file."""
-    log = tmp_path / "worker.log"
-    res = _run("scheduler-worker", "--debug", "--log-file", str(log),
-               env={"OS_PLACEMENT__ENDPOINT_OVERRIDE": live_server.url})
+    log = tmp_path / "power.log"
+    env = {"OS_PLACEMENT__ENDPOINT_OVERRIDE": live_server.url}
+    res = _run("power-controller", "--dry-run", "--json", "--debug", "--log-file", str(log),
+               env=env)
     assert res.returncode == 0, res.stderr
     text = log.read_text()
-    assert " DEBUG " in text and "/resource_classes" in text
-    res = _run("scheduler-worker", "--use-json", "--debug",
-               env={"OS_PLACEMENT__ENDPOINT_OVERRIDE": live_server.url})
+    assert " DEBUG " in text and "GET /nodes -> 200" in text
+    res = _run("power-controller", "--dry-run", "--json", "--use-json", "--debug", env=env)
     assert res.returncode == 0, res.stderr
     assert any(line.startswith("{") and '"levelname": "DEBUG"' in line
                for line in res.stderr.splitlines())
+    json.loads(res.stdout)  # the result alone on stdout, logs on stderr

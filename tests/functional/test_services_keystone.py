@@ -11,6 +11,7 @@ services find placement in the token's catalog (no endpoint_override), as a
 deployment does.
 """
 
+import io
 import json
 import os
 import socket
@@ -101,18 +102,10 @@ class ShortLivedKeystone(FakeKeystone):
                         return self._send(201, fake.tokens[token_id],
                                           {"X-Subject-Token": token_id})
                 # Placement's own service user: the parent's answer.
-                self.rfile = _Replay(raw)
+                self.rfile = io.BytesIO(raw)
                 return super().do_POST()
 
         return Handler
-
-
-class _Replay:
-    def __init__(self, data):
-        self.data = data
-
-    def read(self, _n=-1):
-        return self.data
 
 
 def _free_port():
@@ -217,9 +210,10 @@ def _hosts(db, count):
 
 
 def _specs(path, count):
+    # Request ids unique per file: instances are named after their request.
     with open(path, "w", encoding="utf-8") as out:
         for i in range(count):
-            out.write(json.dumps({"version": "1.0", "request_id": f"req-ks-{i}",
+            out.write(json.dumps({"version": "1.0", "request_id": f"req-{path.stem}-{i}",
                                   "resources": {"VCPU": 1, "MEMORY_MB": 256},
                                   "project_id": "p", "user_id": "u"}) + "\n")
     return str(path)
