@@ -406,9 +406,15 @@ class PlacementClient:
 
     # -- candidates ------------------------------------------------------------
 
-    def candidate_pages(self, query, page_size):
-        """Yield every page body of GET /allocation_candidates with node data."""
-        params = list(query) + [("page_size", str(page_size)), ("node_data", "true")]
+    def candidate_pages(self, query, page_size, node_data=True, start=None):
+        """Yield every page body of GET /allocation_candidates (``node_data``:
+        with placement's node data; ``start``: a page_start fraction, the walk
+        then begins at that point of the root-id range and wraps around)."""
+        params = list(query) + [("page_size", str(page_size))]
+        if node_data:
+            params.append(("node_data", "true"))
+        if start is not None:
+            params.append(("page_start", str(start)))
         path = url_path("allocation_candidates") + "?" + urllib.parse.urlencode(params)
         seen = set()
         while path:
@@ -433,6 +439,10 @@ class PlacementClient:
             raise PlacementError("GET", route, 200, None,
                                  f"next link {href!r} leaves {route}")
         return f"{route}?{parts.query}" if parts.query else route
+
+    def ensure_trait(self, name):
+        """PUT /traits/{name}: create a custom trait unless it exists (both fine)."""
+        self.request("PUT", url_path("traits", name), ok=(201, 204))
 
     # -- allocations -----------------------------------------------------------
 

@@ -132,11 +132,20 @@ filter_opts = [
         "option of the same name). 0 reads every page, so the weighers rank the whole "
         "cluster: the best placement, at a cost that grows with the cluster (about "
         "one page per 1000 hosts per request). A cap makes a request cost about the "
-        "same at any cluster size, but the weighers only rank the hosts read (the "
-        "first ones in placement's stable order that still have room, so the cluster "
-        "fills in that order rather than spreading over every host). When too few "
-        "hosts pass the filters, or every claim on them loses its race, the walk "
-        "reads on, so a cap never fails a request that fits.",
+        "same at any cluster size, but the weighers only rank the hosts read: with "
+        "random_walk_start those from a random point of the cluster on, so requests "
+        "spread over every host over time. When too few hosts pass the filters, or "
+        "every claim on them loses its race, the walk reads on (around the whole "
+        "cluster if need be), so a cap never fails a request that fits.",
+    ),
+    cfg.BoolOpt(
+        "random_walk_start",
+        default=True,
+        help="Start each walk of the candidate pages at a random point of placement's "
+        "root-provider order (page_start), wrapping around past the end, so that "
+        "concurrent workers read different hosts first and a capped walk "
+        "(max_placement_results) does not fill the cluster from its oldest hosts. "
+        "False walks from the first root provider every time.",
     ),
     cfg.IntOpt(
         "report_top_hosts",

@@ -31,6 +31,7 @@ import time
 from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
+from scheduler import candidate_query
 from scheduler import claim as claim_mod
 from scheduler import filters as filters_mod
 from scheduler import hosts as hosts_mod
@@ -75,6 +76,7 @@ class Scheduler:
         self.filters = filters_mod.load(conf.filter_scheduler.enabled_filters)
         self.weighers = weighers_mod.load(conf.filter_scheduler)
         self._rng = rng
+        self._traits_ready = set()  # traits known to exist in placement
         self.stats = {"requests": 0, "placed": 0, "failed": 0, "races_lost": 0}
 
     def select_destinations(self, spec):
@@ -147,7 +149,8 @@ class Scheduler:
         walk.fill()
         hosts = walk.passed
         if not hosts:
-            raise NoValidHost(_explain(spec, walk.seen, walk.records))
+            raise NoValidHost(_explain(spec, walk.seen, walk.records, walk.query,
+                                       walk.excluded))
 
         rng = self._rng or random.Random(spec.request_id)
         subset = self.conf.filter_scheduler.host_subset_size
@@ -271,7 +274,8 @@ class Scheduler:
 
     def _partial(self, spec, placed, seen, records, report, hosts=(), lost=()):
         races = report.data["races_lost"]
-        base = _explain(spec, seen, records)
+        base = _explain(spec, seen, records,
+                        excluded=candidate_query.explain_excluded(spec, self.filters))
         text = (f"{base}; could place {placed} of {spec.num_instances} instance(s): "
                 f"the remaining hosts lack capacity or were taken by concurrent claims "
                 f"({races} race(s) lost)")
@@ -294,6 +298,22 @@ class Scheduler:
                 errors.append(f"{consumer}: {exc}")
         if errors:
             LOG.error("could not release claims of %s: %s", spec.request_id, "; ".join(errors))
+
+    def _ensure_traits(self, names, again=False):
+        """Create the traits a query forbids unless they exist: placement
+        refuses a query naming an unknown trait, even to forbid it (a cluster
+        where no node ever was eco has no CUSTOM_POWER_PROFILE_ECO yet)."""
+        if again:
+            self._traits_ready -= set(names)
+        for name in sorted(set(names) - self._traits_ready):
+            try:
+                self.client.ensure_trait(name)
+            except (placement_client.PlacementUnreachable,
+                    placement_client.AuthenticationFailed) as exc:
+                raise PlacementUnavailable(str(exc)) from exc
+            except placement_client.PlacementError as exc:
+                raise SchedulerError(f"could not create trait {name}: {exc}")
+            self._traits_ready.add(name)
 
     def _write_report(self, spec, data):
         if not self.conf.filter_scheduler.write_reports:
@@ -329,7 +349,20 @@ class _Walk:
         page_size = group.page_size
         if self.cap:
             page_size = min(page_size, self.cap)
-        self.pages = sched.client.candidate_pages(spec.candidate_query(), page_size)
+        # Only what the enabled stages use (scheduler/candidate_query.py).
+        self.query = candidate_query.query(spec, sched.filters)
+        self.forbidden = candidate_query.root_forbidden(spec, sched.filters)
+        self.excluded = candidate_query.explain_excluded(spec, sched.filters)
+        if self.excluded:
+            report.data["placement_excluded"] = self.excluded
+        sched._ensure_traits(self.forbidden)
+        node_data = bool(candidate_query.node_fields(spec, sched.filters, sched.weighers,
+                                                     group.max_attempts))
+        start = candidate_query.start_point(sched._rng) if group.random_walk_start else None
+        self._open = lambda: sched.client.candidate_pages(self.query, page_size,
+                                                          node_data=node_data, start=start)
+        self.pages = self._open()
+        self._reopened = False
         self.builder = hosts_mod.HostStateBuilder()
         self.seen = 0
         self.passed = []
@@ -371,6 +404,13 @@ class _Walk:
                 placement_client.AuthenticationFailed) as exc:
             raise PlacementUnavailable(str(exc)) from exc
         except placement_client.PlacementError as exc:
+            if exc.status == 400 and self.seen == 0 and not self._reopened and \
+                    "No such trait" in (exc.detail or "") and self.forbidden:
+                # A forbidden trait was deleted since we created it: again, once.
+                self._reopened = True
+                self.sched._ensure_traits(self.forbidden, again=True)
+                self.pages = self._open()
+                return self._next_page()
             if exc.status == 400:
                 raise SchedulerError(f"placement rejected the request {spec.request_id}: "
                                      f"{exc.detail}")
@@ -388,12 +428,15 @@ class _Unreachable(PlacementUnavailable):
         self.instance = instance
 
 
-def _explain(spec, seen, records):
-    """One sentence an operator can act on: who removed how many hosts, and why."""
+def _explain(spec, seen, records, query=None, excluded=()):
+    """One sentence an operator can act on: who removed how many hosts, and why
+    (``excluded``: what placement left out for a filter, see candidate_query)."""
     head = (f"No valid host for request {spec.request_id} ({spec.workload_class}, "
             f"{spec.num_instances} instance(s))")
+    if excluded:
+        head += "; " + "; ".join(excluded)
     if seen == 0:
-        query = "&".join(f"{k}={v}" for k, v in spec.candidate_query())
+        query = "&".join(f"{k}={v}" for k, v in (query or spec.candidate_query()))
         return f"{head}: placement returned no candidates for {query}"
     parts = [f"{r['name']} removed {r['removed']} ({r['reason']})"
              for r in records if r["removed"]]

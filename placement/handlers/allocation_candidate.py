@@ -19,8 +19,10 @@ from placement.objects import node as node_obj
 from placement.policies import allocation_candidate as policies
 from placement.schemas import allocation_candidate as schema
 
-EXTENSION_KEYS = ("page_size", "page_marker", "node_data")
+EXTENSION_KEYS = ("page_size", "page_marker", "page_start", "node_data")
 MAX_PAGE_SIZE = 1000
+# page_start: a decimal fraction of the root-id range, 0 <= f < 1.
+PAGE_START_RE = re.compile(r"0(\.[0-9]{1,17})?")
 
 
 def _query_fingerprint(items):
@@ -30,30 +32,45 @@ def _query_fingerprint(items):
     return hashlib.sha256(repr(kept).encode()).hexdigest()[:12]
 
 
-def encode_marker(root_id, fingerprint):
-    raw = f"1:{root_id}:{fingerprint}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+def encode_marker(position, fingerprint):
+    """``1:<last root>:<fp>`` for a walk from the lowest root,
+    ``2:<last root>:<start root>:<0|1 wrapped>:<fp>`` for one with a start."""
+    if position.start is None:
+        raw = f"1:{position.after}:{fingerprint}"
+    else:
+        raw = f"2:{position.after}:{position.start}:{int(position.wrapped)}:{fingerprint}"
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
 def decode_marker(marker, fingerprint):
-    """Root id to resume after; 400 for anything not minted for this query."""
+    """The Position to resume at; 400 for anything not minted for this query."""
     bad = errors.bad_request(
         f"Invalid page_marker {marker!r}: not a marker returned by a previous page of "
         "this query.", errors.PAGE_MARKER_INVALID)
     try:
         raw = base64.urlsafe_b64decode(marker + "=" * (-len(marker) % 4)).decode()
-        version, root_id, fp = raw.split(":")
-        root_id = int(root_id)
+        fields = raw.split(":")
+        version, fp = fields[0], fields[-1]
+        if version == "1" and len(fields) == 3:
+            position = ac_obj.Position(int(fields[1]))
+        elif version == "2" and len(fields) == 5 and fields[3] in ("0", "1"):
+            position = ac_obj.Position(int(fields[1]), int(fields[2]), fields[3] == "1")
+        else:
+            raise bad
     except (binascii.Error, UnicodeDecodeError, ValueError):
         raise bad from None
-    if version != "1" or fp != fingerprint or root_id < 0:
+    # -1: a wrapped walk that has served no root below its start yet.
+    lowest = -1 if position.wrapped else 0
+    if fp != fingerprint or position.after < lowest or (
+            position.start is not None and position.start < 0):
         raise bad
-    return root_id
+    return position
 
 
 def _extension_params(args):
     page_size = util.single_query_value("page_size")
     marker = util.single_query_value("page_marker")
+    start = util.single_query_value("page_start")
     node_data = util.single_query_value("node_data")
     if page_size is not None:
         if not re.fullmatch(r"[1-9][0-9]*", page_size) or int(page_size) > MAX_PAGE_SIZE:
@@ -64,13 +81,22 @@ def _extension_params(args):
     if marker is not None and page_size is None:
         raise errors.bad_request(
             "page_marker requires page_size.", errors.QUERYPARAM_MISSING_VALUE)
+    if start is not None:
+        if not PAGE_START_RE.fullmatch(start):
+            raise errors.bad_request(
+                f"Invalid page_start {start!r}: expected a decimal fraction from 0 up to, "
+                "not including, 1 (such as 0 or 0.25).", errors.QUERYPARAM_BAD_VALUE)
+        if page_size is None:
+            raise errors.bad_request(
+                "page_start requires page_size.", errors.QUERYPARAM_MISSING_VALUE)
+        start = float(start)
     if node_data is not None:
         if node_data.lower() not in ("true", "false"):
             raise errors.bad_request(
                 f"Invalid node_data {node_data!r}: expected true or false.",
                 errors.QUERYPARAM_BAD_VALUE)
         node_data = node_data.lower() == "true"
-    return page_size, marker, bool(node_data)
+    return page_size, marker, start, bool(node_data)
 
 
 def _parse_groups(args, version):
@@ -185,7 +211,7 @@ def list_allocation_candidates():
     if version < (1, 10):
         raise errors.not_found("")
     args = flask.request.args
-    page_size, marker, want_nodes = _extension_params(args)
+    page_size, marker, start, want_nodes = _extension_params(args)
     # Upstream's schemas validate the last value of each key (webob's dict()).
     plain = {k: args.getlist(k)[-1] for k in args if k not in EXTENSION_KEYS}
     util.validate_query(schema.get_schema(version), plain)
@@ -205,13 +231,14 @@ def list_allocation_candidates():
         nested_aware=version >= (1, 29))
 
     fingerprint = _query_fingerprint(args.items(multi=True))
-    after = decode_marker(marker, fingerprint) if marker is not None else None
+    # A marker carries the walk's start root: page_start only starts a walk.
+    position = decode_marker(marker, fingerprint) if marker is not None else None
     deps = util.deps()
     conf = deps.conf.placement
     page = ac_obj.find(
-        deps.db, req, version, page_size=page_size, after=after,
+        deps.db, req, version, page_size=page_size, position=position,
         randomize=conf.randomize_allocation_candidates,
-        max_candidates=conf.max_allocation_candidates)
+        max_candidates=conf.max_allocation_candidates, start_fraction=start)
 
     # The page holds its requests and summaries as JSON texts: join them once.
     parts = ['{"allocation_requests": [', ", ".join(page.allocation_requests),

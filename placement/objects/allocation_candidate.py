@@ -60,8 +60,39 @@ class Page:
         self.candidate_rps = []  # per request: set of rp uuids
         self.summaries = {}  # root id -> {rp uuid: summary}
         self.anchor_roots = []  # roots that produced candidates, in order
-        self.next_marker = None  # root id to resume after, or None
+        self.next_marker = None  # Position to resume at, or None
         self.provider_summaries = {}  # rp uuid -> JSON text
+
+
+class Position:
+    """Where a paged walk stands: ``after``, the last root id served (None:
+    none yet); ``start``, the root id the walk began at (None: the lowest
+    root, no wrap-around); ``wrapped``, whether it has passed the highest root
+    and now covers the roots below ``start``."""
+
+    __slots__ = ("after", "start", "wrapped")
+
+    def __init__(self, after=None, start=None, wrapped=False):
+        self.after = after
+        self.start = start
+        self.wrapped = wrapped
+
+    def segments(self):
+        """(after id, before id or None, wrapped) ranges of root ids still to
+        walk, in order."""
+        if self.start is None:
+            return [(-1 if self.after is None else self.after, None, False)]
+        if self.wrapped:
+            return [(-1 if self.after is None else self.after, self.start, True)]
+        first = self.start - 1 if self.after is None else self.after
+        return [(first, None, False), (-1, self.start, True)]
+
+    def __eq__(self, other):
+        return isinstance(other, Position) and (self.after, self.start, self.wrapped) == (
+            other.after, other.start, other.wrapped)
+
+    def __repr__(self):
+        return f"Position(after={self.after}, start={self.start}, wrapped={self.wrapped})"
 
 
 class _Engine:
@@ -326,18 +357,21 @@ class _Engine:
         return True
 
     # -- the walk --------------------------------------------------------
-    def run(self, page_size=None, after=None):
-        """Steps 2-6 of the module docstring: the page of roots after ``after``.
+    def run(self, page_size=None, position=None):
+        """Steps 2-6 of the module docstring: the page of roots after ``position``.
 
         Roots come from the driver a window at a time; each window's trees
         are loaded at once, its roots examined in order (``_candidates_of``)
         and its candidates serialized, until the page, ``limit`` or
-        ``max_allocation_candidates`` is full or the roots run out.
+        ``max_allocation_candidates`` is full or the roots run out. A walk
+        with a start root covers the roots from the start up, then wraps
+        around to the roots below it, so it still lists each root once.
         """
         req = self.req
         page = Page()
         if req.impossible:
             return page
+        position = position or Position()
         sdata = self._load_sharing()
         stop_at = self._stop_at()
         window = page_size + 1 if page_size else WINDOW
@@ -350,38 +384,41 @@ class _Engine:
         # pre-filtering would only repeat that work (it costs the database
         # ~30 us per root). It pays when it bounds a page, or pins in_tree.
         filtered = bool(page_size) or any(g.in_tree_root is not None for g in req.groups)
-        cursor = after
         served = 0  # candidates found so far
         full = False
-        while not full:
-            roots = candidate_sql.driver_roots(self.conn, req, cursor, window, filtered)
-            if not roots:
-                break
-            data = candidate_sql.load_trees(self.conn, roots)
-            data.merge(sdata)
-            by_anchor = self._sharing_by_anchor(roots)
-            window_cands = []
-            for root in roots:
-                if page_size and len(page.anchor_roots) >= page_size:
-                    page.next_marker = cursor
-                    full = True
+        for cursor, before, wrapped in position.segments():
+            while not full:
+                roots = candidate_sql.driver_roots(self.conn, req, cursor, window, filtered,
+                                                   before_id=before)
+                if not roots:
                     break
-                if stop_at is not None and served >= stop_at:
-                    # limit / max_allocation_candidates cap a page, not the
-                    # walk: the next page resumes after the last root served.
-                    if page_size and page.anchor_roots:
-                        page.next_marker = cursor
-                    full = True
+                data = candidate_sql.load_trees(self.conn, roots)
+                data.merge(sdata)
+                by_anchor = self._sharing_by_anchor(roots)
+                window_cands = []
+                for root in roots:
+                    if page_size and len(page.anchor_roots) >= page_size:
+                        page.next_marker = Position(cursor, position.start, wrapped)
+                        full = True
+                        break
+                    if stop_at is not None and served >= stop_at:
+                        # limit / max_allocation_candidates cap a page, not the
+                        # walk: the next page resumes after the last root served.
+                        if page_size and page.anchor_roots:
+                            page.next_marker = Position(cursor, position.start, wrapped)
+                        full = True
+                        break
+                    cursor = root
+                    budget = None if stop_at is None else stop_at - served
+                    found = self._candidates_of(root, data, by_anchor, fast, budget)
+                    if found:
+                        page.anchor_roots.append(root)
+                        window_cands.extend(found)
+                        served += len(found)
+                self._serialize(page, window_cands, data)
+                if len(roots) < window:
                     break
-                cursor = root
-                budget = None if stop_at is None else stop_at - served
-                found = self._candidates_of(root, data, by_anchor, fast, budget)
-                if found:
-                    page.anchor_roots.append(root)
-                    window_cands.extend(found)
-                    served += len(found)
-            self._serialize(page, window_cands, data)
-            if len(roots) < window:
+            if full:
                 break
         self._finish(page)
         return page
@@ -594,10 +631,21 @@ class _Engine:
         page.provider_summaries = kept
 
 
-def find(db, req, version, page_size=None, after=None, randomize=False, max_candidates=-1):
-    """Run the pipeline in one read transaction; return a Page."""
+def find(db, req, version, page_size=None, position=None, randomize=False, max_candidates=-1,
+         start_fraction=None):
+    """Run the pipeline in one read transaction; return a Page.
+
+    ``position``: where a paged walk resumes (a decoded marker); without it,
+    ``start_fraction`` (0 <= f < 1) starts a new walk at that point of the
+    root-id range, wrapping around past the highest root.
+    """
     with db.read() as conn:
         candidate_request.resolve(conn, req)
+        if position is None and start_fraction is not None:
+            start = candidate_sql.root_id_at(conn, start_fraction)
+            if start is None:
+                return Page()
+            position = Position(None, start, False)
         engine = _Engine(conn, req, version, randomize, max_candidates)
-        page = engine.run(page_size=page_size, after=after)
+        page = engine.run(page_size=page_size, position=position)
     return page

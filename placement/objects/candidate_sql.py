@@ -116,8 +116,9 @@ def _provider_filter(p, group, with_aggs=True):
 MAX_CHUNK = 8192
 
 
-def driver_roots(conn, req, after_id, limit, filtered=True):
-    """Root ids > after_id, in order, that may have candidates (necessary test).
+def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
+    """Root ids > after_id (and < before_id, if given), in order, that may have
+    candidates (necessary test).
 
     ``filtered=False``: every root, no condition (the caller examines each
     root exactly anyway and would load its tree regardless).
@@ -132,9 +133,13 @@ def driver_roots(conn, req, after_id, limit, filtered=True):
     :param req: a resolved CandidateRequest.
     :param limit: at most this many ids, or None for all.
     """
+    bounds = [RP.c.id == RP.c.root_provider_id,
+              RP.c.id > sa.bindparam("after", type_=sa.Integer)]
+    if before_id is not None:
+        bounds.append(RP.c.id < sa.bindparam("before", type_=sa.Integer))
     win = (
         sa.select(RP.c.id)
-        .where(RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after", type_=sa.Integer))
+        .where(*bounds)
         .order_by(RP.c.id)
         .limit(sa.bindparam("chunk", type_=sa.Integer))
         .subquery("r")
@@ -148,7 +153,10 @@ def driver_roots(conn, req, after_id, limit, filtered=True):
     cursor = -1 if after_id is None else after_id
     chunk = max(64, limit or 0) if limit is not None else MAX_CHUNK
     while True:
-        rows = conn.execute(sel, {"after": cursor, "chunk": chunk}).all()
+        params = {"after": cursor, "chunk": chunk}
+        if before_id is not None:
+            params["before"] = before_id
+        rows = conn.execute(sel, params).all()
         for root, ok in rows:
             if ok:
                 out.append(root)
@@ -159,6 +167,19 @@ def driver_roots(conn, req, after_id, limit, filtered=True):
         cursor = rows[-1][0]
         # Sparse matches: widen the scan, still bounded.
         chunk = min(chunk * 2, MAX_CHUNK)
+
+
+def root_id_at(conn, fraction):
+    """The point ``fraction`` (0 <= fraction < 1) of the root-id range: the
+    smallest root id plus that share of the distance to the largest, or None
+    when there is no root. Ids are handed out in sequence, so a uniform
+    fraction starts a walk at a near-uniformly random root."""
+    lo, hi = conn.execute(
+        sa.select(sa.func.min(RP.c.id), sa.func.max(RP.c.id))
+        .where(RP.c.id == RP.c.root_provider_id)).one()
+    if lo is None:
+        return None
+    return lo + int(fraction * (hi - lo + 1))
 
 
 def _driver_conds(r, req):

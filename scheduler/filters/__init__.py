@@ -1,9 +1,14 @@
 """Host filters: each drops hosts that must not take the request, with a reason.
 
 A filter is a class with a ``name``, a ``reason`` (one sentence shown to the
-operator when it removes hosts) and ``host_passes(host, spec) -> bool``; ``spec`` is the request's
+operator when it removes hosts), ``host_passes(host, spec) -> bool`` and
+``node_fields(spec)``: the node-data fields of ``HostState`` it reads for
+that spec (the scheduler asks placement for node data only when some enabled
+filter, weigher or the alternates need a field); ``spec`` is the request's
 ``scheduler.request_state.RequestState`` (the spec's fields plus what the
-worker looked up for it, such as the server group).
+worker looked up for it, such as the server group). A filter may also have
+``root_forbidden_traits(spec)``: root-provider traits of hosts it would
+always remove, which placement then leaves out of the candidates.
 ``run_filters`` applies the configured chain in order and records, per filter,
 how many hosts went in, how many it removed and why: the explanation a "no
 valid host" error carries.

@@ -8,6 +8,10 @@ class AvailabilityZoneFilter:
     name = "AvailabilityZoneFilter"
     reason = "host is not in the requested availability zone"
 
+    def node_fields(self, state):
+        # The zone is read off a node label.
+        return {"labels"} if getattr(state, "availability_zone", None) else set()
+
     def host_passes(self, host, state):
         wanted = getattr(state, "availability_zone", None)
         return wanted is None or host.zone == wanted

@@ -18,7 +18,12 @@ def _tree(host):
     return set(host.providers) | {host.uuid}
 
 
-class SameHostFilter:
+class _ProvidersOnly:
+    def node_fields(self, state):
+        return set()  # the host's providers, from the provider summaries
+
+
+class SameHostFilter(_ProvidersOnly):
     name = "SameHostFilter"
     reason = "host runs none of the instances named in the same_host hint"
 
@@ -29,7 +34,7 @@ class SameHostFilter:
         return bool(_tree(host) & wanted)
 
 
-class DifferentHostFilter:
+class DifferentHostFilter(_ProvidersOnly):
     name = "DifferentHostFilter"
     reason = "host runs an instance named in the different_host hint"
 
@@ -43,6 +48,10 @@ class DifferentHostFilter:
 class ForceHostsFilter:
     name = "ForceHostsFilter"
     reason = "host is not among the force_hosts / force_nodes of the request"
+
+    def node_fields(self, state):
+        hints = getattr(state, "scheduler_hints", None)
+        return {"name"} if hints and (hints.force_hosts or hints.force_nodes) else set()
 
     def host_passes(self, host, state):
         hints = getattr(state, "scheduler_hints", None)

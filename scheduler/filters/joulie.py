@@ -15,6 +15,20 @@ class JoulieFilter:
     name = "JoulieFilter"
     reason = "performance work is not placed on eco or draining hosts"
 
+    def node_fields(self, spec):
+        # Placement already leaves eco and draining hosts out (root_forbidden_traits),
+        # by the profile trait; the twin's class is still checked here, since
+        # anyone may change a provider's traits until the power controller's
+        # next tick puts them back.
+        return {"schedulable_class"} if spec.is_performance else set()
+
+    def root_forbidden_traits(self, spec):
+        """Traits placement can exclude for us: a draining node's profile is
+        already eco, so its trait is CUSTOM_POWER_PROFILE_ECO too."""
+        if not spec.is_performance:
+            return set()
+        return {vocabulary.PROFILE_TRAITS[vocabulary.ECO]}
+
     def host_passes(self, host, spec):
         if not spec.is_performance:
             return True

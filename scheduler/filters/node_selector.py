@@ -5,6 +5,9 @@ class NodeSelectorFilter:
     name = "NodeSelectorFilter"
     reason = "host labels do not match the node selector"
 
+    def node_fields(self, spec):
+        return {"labels"} if spec.node_selector else set()
+
     def host_passes(self, host, spec):
         selector = spec.node_selector
         if not selector:

@@ -16,6 +16,9 @@ class ServerGroupAntiAffinityFilter:
     name = "ServerGroupAntiAffinityFilter"
     reason = "host already runs max_server_per_host members of the anti-affinity group"
 
+    def node_fields(self, state):
+        return set()  # the host's uuid only
+
     def host_passes(self, host, state):
         group = getattr(state, "group", None)
         if group is None or group.policy != server_groups.ANTI_AFFINITY:
@@ -26,6 +29,9 @@ class ServerGroupAntiAffinityFilter:
 class ServerGroupAffinityFilter:
     name = "ServerGroupAffinityFilter"
     reason = "members of the affinity group run on another host"
+
+    def node_fields(self, state):
+        return set()  # the host's uuid only
 
     def host_passes(self, host, state):
         group = getattr(state, "group", None)

@@ -1,7 +1,8 @@
 """Host weighers: raw values per host, normalized together, times a multiplier.
 
 A weigher has a ``name``, the config option of its multiplier
-(``multiplier_option`` in ``[filter_scheduler]``) and ``raw(host, spec)``.
+(``multiplier_option`` in ``[filter_scheduler]``), ``raw(host, spec)`` and
+``node_fields(spec)``: the node-data fields it reads for that spec.
 ``weigh_hosts`` normalizes each weigher's raw values over the hosts with
 ``normalize.normalize`` and sums ``multiplier * normalized`` per host, as nova
 does; the per-weigher parts are kept for the scheduling report. A weigher with
@@ -17,6 +18,9 @@ from scheduler.weighers.normalize import normalize
 
 class FreeResourceWeigher:
     resource_class = None
+
+    def node_fields(self, spec):
+        return set()  # provider summaries only
 
     def raw(self, host, spec):
         return host.free(self.resource_class)
@@ -47,6 +51,9 @@ class PowerWeigher:
 
     name = "PowerWeigher"
     multiplier_option = "power_weight_multiplier"
+
+    def node_fields(self, spec):
+        return set() if spec.is_performance else {"schedulable_class"}
 
     def raw(self, host, spec):
         if spec.is_performance:
@@ -83,6 +90,9 @@ class ServerGroupSoftAffinityWeigher:
     def applies(self, spec):
         group = getattr(spec, "group", None)
         return group is not None and group.policy == self.policy
+
+    def node_fields(self, spec):
+        return set()  # the host's uuid only
 
     def raw(self, host, spec):
         return self.sign * spec.group.members_on(host.uuid)

@@ -77,11 +77,16 @@ def test_performance_never_on_eco_or_draining(db, client, live_server):
     with pytest.raises(worker.NoValidHost) as err:
         sched.select_destinations(spec(workload_class="performance", num_instances=3,
                                        request_id="req-too-many"))
-    assert "JoulieFilter removed 3" in str(err.value)
+    # Placement left the eco and draining hosts out (by their profile trait)
+    # for the JoulieFilter: never downloaded, and the refusal says why.
+    assert ("JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO"
+            in str(err.value))
     report = client.get("/scheduling_reports/req-too-many").get_json()["report"]
-    assert report["removed_per_filter"]["JoulieFilter"] == 3
+    assert report["removed_per_filter"]["JoulieFilter"] == 0
+    assert report["placement_excluded"]
     assert report["result"] == "no_valid_host"
-    assert report["pages_fetched"] == 3  # 5 hosts fit the resources, 2 per page
+    assert report["pages_fetched"] == 1  # only p1 and p2 fit, 2 per page
+    assert report["hosts_seen"] == 2
 
 
 def test_alternates_same_cell_with_their_own_allocation_requests(db, client, live_server):

@@ -233,3 +233,115 @@ def test_paged_walk_with_max_candidates_reaches_every_root(db_url, db):
     cns = [_compute(db, f"cn{i}") for i in range(5)]
     seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3")
     assert seen == cns
+
+
+def _marker(body):
+    return body["links"][0]["href"].split("page_marker=")[1]
+
+
+def test_walk_from_a_start_point_wraps_and_lists_each_root_once(client, db):
+    """page_start: a walk begins at that point of the root-id range, runs to the
+    highest root, wraps to the lowest and stops before its start: every viable
+    root exactly once, whatever the start and page size."""
+    cns = [_compute(db, f"cn{i}") for i in range(10)]
+    b.allocate(db, str(uuid_lib.uuid4()), {cns[4]: {"VCPU": 8}})  # full: never listed
+    viable = [cn for i, cn in enumerate(cns) if i != 4]
+    firsts = set()
+    for start in ("0", "0.05", "0.35", "0.5", "0.73", "0.999999"):
+        for size in (1, 3, 20):
+            seen = _walk(client, "/allocation_candidates?resources=VCPU:1"
+                         f"&page_size={size}&page_start={start}")
+            assert sorted(seen) == sorted(viable), (start, size)
+            # A rotation of the id order: from some root on, then wrapped.
+            at = viable.index(seen[0])
+            assert seen == viable[at:] + viable[:at], (start, size)
+            firsts.add(seen[0])
+    assert len(firsts) >= 5  # different starts begin at different roots
+    # 0 is the lowest root: the same walk as without page_start.
+    assert _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=4&page_start=0") \
+        == _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=4")
+    # limit cuts pages short, not the wrapped walk.
+    seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3&limit=2"
+                 "&page_start=0.6")
+    assert sorted(seen) == sorted(viable)
+
+
+def test_walk_from_a_start_point_finds_the_only_fitting_highest_roots(client, db):
+    """Only the two highest ids fit: a walk from any start finds both."""
+    cns = [_compute(db, f"cn{i}", vcpu=2) for i in range(8)]
+    cns += [_compute(db, f"big{i}", vcpu=32) for i in range(2)]
+    for start in ("0", "0.1", "0.5", "0.85", "0.95"):
+        seen = _walk(client, "/allocation_candidates?resources=VCPU:16&page_size=2"
+                     f"&page_start={start}")
+        assert sorted(seen) == sorted(cns[8:]), start
+
+
+def test_wrapped_walk_survives_changes_between_pages(client, db):
+    cns = [_compute(db, f"cn{i}") for i in range(6)]
+    first = _get(client, "resources=VCPU:1&page_size=2&page_start=0.5")
+    seen = [next(iter(ar["allocations"])) for ar in first["allocation_requests"]]
+    # A root is added after the walk began (highest id, inside the first segment)
+    # and one already listed fills up: neither is listed twice nor lost.
+    late = _compute(db, "late")
+    b.allocate(db, str(uuid_lib.uuid4()), {seen[0]: {"VCPU": 8}})
+    url = first["links"][0]["href"]
+    seen += _walk(client, url)
+    assert len(seen) == len(set(seen))
+    assert set(seen) == set(cns) | {late}
+
+
+def test_page_start_bad_values(client, db):
+    _compute(db, "cn1")
+    base = "/allocation_candidates?resources=VCPU:1"
+    for value in ("1", "1.0", "-0.1", "0.5x", "abc", "", ".5", "0.", "0,5", "nan",
+                  "0." + "1" * 18):
+        resp = client.get(f"{base}&page_size=2&page_start={value}")
+        assert resp.status_code == 400, value
+        error = resp.get_json()["errors"][0]
+        assert error["code"] == "placement.query.bad_value", value
+        assert "Invalid page_start" in error["detail"]
+    resp = client.get(f"{base}&page_start=0.5")
+    assert resp.status_code == 400
+    assert resp.get_json()["errors"][0]["code"] == "placement.query.missing_value"
+    resp = client.get(f"{base}&page_size=2&page_start=0.5&page_start=0.6")
+    assert resp.status_code == 400
+    assert resp.get_json()["errors"][0]["code"] == "placement.query.duplicate_key"
+
+
+def test_wrapped_marker_tampering_is_refused(client, db):
+    import base64
+
+    cns = [_compute(db, f"cn{i}") for i in range(4)]
+    body = _get(client, "resources=VCPU:1&page_size=1&page_start=0.5")
+    marker = _marker(body)
+    raw = base64.urlsafe_b64decode(marker + "=" * (-len(marker) % 4)).decode()
+    version, after, start, wrapped, fp = raw.split(":")
+    assert version == "2" and wrapped == "0"
+    for bad in (f"2:{after}:{start}:2:{fp}", f"2:{after}:-1:0:{fp}", f"2:{after}:{start}:0",
+                f"2:{after}:{start}:0:{fp}:x", f"2:{after}:{start}:0:000000000000"):
+        forged = base64.urlsafe_b64encode(bad.encode()).decode().rstrip("=")
+        resp = client.get("/allocation_candidates?resources=VCPU:1&page_size=1&page_marker="
+                          + forged)
+        assert resp.status_code == 400, bad
+        assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
+    # The marker carries the start: page_start on a later page does not move it.
+    a = _walk(client, body["links"][0]["href"])
+    b2 = _walk(client, body["links"][0]["href"].replace("page_start=0.5", "page_start=0.1"))
+    assert a == b2 and len(a) == len(cns) - 1
+
+
+def test_eco_and_draining_nodes_left_out_by_the_profile_trait(client, db):
+    """root_required=!CUSTOM_POWER_PROFILE_ECO drops eco and draining nodes (a
+    draining node's profile is eco already) and keeps performance nodes and nodes
+    without a twin."""
+    perf, eco, draining, bare = (_compute(db, n) for n in ("perf", "eco", "drain", "bare"))
+    node_obj.set_twins(db, [
+        {"uuid": perf, "generation": None, "profile": "performance",
+         "schedulable_class": "performance"},
+        {"uuid": eco, "generation": None, "profile": "eco", "schedulable_class": "eco"},
+        {"uuid": draining, "generation": None, "profile": "eco",
+         "schedulable_class": "draining"}])
+    for extra in ("", "&page_size=10", "&page_size=1&page_start=0.5"):
+        seen = _walk(client, "/allocation_candidates?resources=VCPU:1"
+                     "&root_required=!CUSTOM_POWER_PROFILE_ECO" + (extra or "&page_size=1000"))
+        assert sorted(seen) == sorted([perf, bare]), extra

@@ -33,20 +33,31 @@ class FakePlacement:
         self.fail_next_claims = 0
         self.pages_served = 0
         self.calls = []
+        self.queries = []  # (query, node_data, start) of every walk
 
     # -- the client's interface ---------------------------------------------
-    def candidate_pages(self, query, page_size):
+    def candidate_pages(self, query, page_size, node_data=True, start=None):
+        self.queries.append((list(query), node_data, start))
         wanted = {}
+        forbidden = set()
         for key, value in query:
             if key == "resources":
                 for part in value.split(","):
                     rc, amount = part.split(":")
                     wanted[rc] = int(amount)
-        fitting = [h for h in self.hosts.values() if self._fits(h["uuid"], wanted)]
+            if key == "root_required":
+                forbidden |= {t[1:] for t in value.split(",") if t.startswith("!")}
+        order = list(self.hosts.values())
+        if start is not None:
+            # placement's page_start: from that point of the order, wrapping.
+            at = int(float(start) * len(order))
+            order = order[at:] + order[:at]
+        fitting = [h for h in order if self._fits(h["uuid"], wanted)
+                   and not (forbidden & self._root_traits(h))]
         pages = [fitting[i:i + page_size] for i in range(0, len(fitting), page_size)] or [[]]
         for hosts in pages:
             self.pages_served += 1
-            yield {
+            body = {
                 "allocation_requests": [
                     {"allocations": {h["uuid"]: {"resources": dict(wanted)}}} for h in hosts],
                 "provider_summaries": {
@@ -64,6 +75,12 @@ class FakePlacement:
                                       "failed_builds": self.failed_builds.get(h["uuid"], 0)}
                           for h in hosts},
             }
+            if not node_data:
+                del body["nodes"]
+            yield body
+
+    def ensure_trait(self, name):
+        self.calls.append(("PUT /traits", name))
 
     def put_allocations(self, consumer, allocation_request, project_id, user_id,
                         consumer_generation=None, workload_class="standard",
@@ -142,6 +159,16 @@ class FakePlacement:
                 and (request_id is None or b["request_id"] == request_id)]
 
     # -- helpers --------------------------------------------------------------
+    @staticmethod
+    def _root_traits(h):
+        # The twin's profile trait: a draining node's profile is eco.
+        klass = h["schedulable_class"]
+        if klass in ("eco", "draining"):
+            return {"CUSTOM_POWER_PROFILE_ECO"}
+        if klass == "performance":
+            return {"CUSTOM_POWER_PROFILE_PERFORMANCE"}
+        return set()
+
     def _fits(self, rp, wanted):
         caps = self.hosts[rp]["capacity"]
         return all(rc in caps and self.used[rp][rc] + n <= caps[rc] for rc, n in wanted.items())

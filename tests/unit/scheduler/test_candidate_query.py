@@ -1,0 +1,98 @@
+"""What the scheduler asks placement for: eco and draining hosts left out of a
+performance request, node data only when a stage reads it, a random start."""
+
+import random
+import re
+
+from joule import request_spec as spec_mod
+from scheduler import candidate_query
+from scheduler import worker
+from tests.unit.scheduler.conftest import make_conf
+from tests.unit.scheduler.fakes import FakePlacement
+from tests.unit.scheduler.fakes import host
+
+ECO_TRAIT = "CUSTOM_POWER_PROFILE_ECO"
+
+
+def _spec(**kw):
+    data = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p",
+            "user_id": "u"}
+    data.update(kw)
+    return spec_mod.load_request_spec(data)
+
+
+def _sched(hosts=(), **conf):
+    fake = FakePlacement(list(hosts) or [host("a")])
+    return fake, worker.Scheduler(make_conf(**conf), fake)
+
+
+def test_performance_query_forbids_the_eco_trait_standard_does_not():
+    _fake, sched = _sched()
+    perf = dict(candidate_query.query(_spec(workload_class="performance"), sched.filters))
+    assert perf["root_required"] == "!" + ECO_TRAIT
+    std = dict(candidate_query.query(_spec(workload_class="standard"), sched.filters))
+    assert "root_required" not in std
+    # A spec that itself requires the trait is left to the filter (no contradiction
+    # placement would answer with nothing, silently).
+    odd = _spec(workload_class="performance", required=[ECO_TRAIT])
+    assert "root_required" not in dict(candidate_query.query(odd, sched.filters))
+    # Without the JoulieFilter nothing is forbidden.
+    _fake, plain = _sched(enabled_filters=["ComputeFilter"])
+    assert "root_required" not in dict(
+        candidate_query.query(_spec(workload_class="performance"), plain.filters))
+
+
+def test_draining_and_eco_hosts_never_downloaded_for_performance_work():
+    hosts = [host("p1"), host("e1", klass="eco"), host("d1", klass="draining")]
+    fake, sched = _sched(hosts)
+    for _ in range(2):
+        [[sel, *_]] = sched.select_destinations({
+            "version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "p",
+            "user_id": "u", "workload_class": "performance", "request_id": "r"})
+        assert sel.host_name == "p1"
+    # The trait is made to exist once per worker (placement refuses an unknown
+    # trait even to forbid it), not once per request.
+    assert fake.calls.count(("PUT /traits", ECO_TRAIT)) == 1
+    assert fake.reports["r"]["hosts_seen"] == 1
+
+
+def test_node_data_only_when_a_stage_reads_it():
+    def fields(spec, **conf):
+        _fake, sched = _sched(**conf)
+        return candidate_query.node_fields(spec, sched.filters, sched.weighers,
+                                           sched.conf.filter_scheduler.max_attempts)
+
+    # Defaults: ComputeFilter reads unschedulable, alternates the cell.
+    assert fields(_spec()) == {"unschedulable", "cell", "schedulable_class"}
+    bare = {"enabled_filters": ["CellFilter", "NodeSelectorFilter", "JoulieFilter"],
+            "power_weight_multiplier": 0.0, "max_attempts": 1}
+    assert fields(_spec(), **bare) == set()
+    assert fields(_spec(cell="c1"), **bare) == {"cell"}
+    assert fields(_spec(node_selector={"rack": "a"}), **bare) == {"labels"}
+    assert fields(_spec(workload_class="performance"), **bare) == {"schedulable_class"}
+    # The walk asks for node data accordingly.
+    fake, sched = _sched([host("a"), host("b")], **bare)
+    sched.select_destinations({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p",
+                               "user_id": "u"})
+    sched.select_destinations({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p",
+                               "user_id": "u", "cell": "cell1"})
+    assert [nd for _q, nd, _s in fake.queries] == [False, True]
+
+
+def test_start_points_are_valid_and_spread():
+    rng = random.Random(7)
+    points = [candidate_query.start_point(rng) for _ in range(2000)]
+    assert all(re.fullmatch(r"0\.[0-9]{6}", p) for p in points)
+    fifths = [0] * 5
+    for p in points:
+        fifths[int(float(p) * 5)] += 1
+    assert all(300 < n < 500 for n in fifths), fifths
+
+
+class _AlwaysHigh:
+    def random(self):
+        return 0.9999999999
+
+
+def test_start_point_never_reaches_one():
+    assert candidate_query.start_point(_AlwaysHigh()) == "0.999999"
