@@ -45,15 +45,15 @@ def test_performance_query_forbids_the_eco_trait_standard_does_not():
 def test_draining_and_eco_hosts_never_downloaded_for_performance_work():
     hosts = [host("p1"), host("e1", klass="eco"), host("d1", klass="draining")]
     fake, sched = _sched(hosts)
-    for _ in range(2):
+    for n in range(2):
         [[sel, *_]] = sched.select_destinations({
             "version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "p",
-            "user_id": "u", "workload_class": "performance", "request_id": "r"})
+            "user_id": "u", "workload_class": "performance", "request_id": f"r{n}"})
         assert sel.host_name == "p1"
     # The trait is made to exist once per worker (placement refuses an unknown
     # trait even to forbid it), not once per request.
     assert fake.calls.count(("PUT /traits", ECO_TRAIT)) == 1
-    assert fake.reports["r"]["hosts_seen"] == 1
+    assert fake.reports["r1"]["hosts_seen"] == 1
 
 
 def test_node_data_only_when_a_stage_reads_it():
