@@ -74,6 +74,9 @@ class BuildFailureWeigher:
     name = "BuildFailureWeigher"
     multiplier_option = "build_failure_weight_multiplier"
 
+    def node_fields(self, spec):
+        return {"failed_builds"}
+
     def raw(self, host, spec):
         return -host.failed_builds
 

@@ -62,10 +62,12 @@ def test_node_data_only_when_a_stage_reads_it():
         return candidate_query.node_fields(spec, sched.filters, sched.weighers,
                                            sched.conf.filter_scheduler.max_attempts)
 
-    # Defaults: ComputeFilter reads unschedulable, alternates the cell.
-    assert fields(_spec()) == {"unschedulable", "cell", "schedulable_class"}
+    # Defaults: ComputeFilter reads unschedulable, the alternates the cell, the
+    # power weigher the class, the build-failure weigher the failure count.
+    assert fields(_spec()) == {"unschedulable", "cell", "schedulable_class", "failed_builds"}
     bare = {"enabled_filters": ["CellFilter", "NodeSelectorFilter", "JoulieFilter"],
-            "power_weight_multiplier": 0.0, "max_attempts": 1}
+            "power_weight_multiplier": 0.0, "build_failure_weight_multiplier": 0.0,
+            "max_attempts": 1}
     assert fields(_spec(), **bare) == set()
     assert fields(_spec(cell="c1"), **bare) == {"cell"}
     assert fields(_spec(node_selector={"rack": "a"}), **bare) == {"labels"}
