@@ -3,7 +3,9 @@
 Pipeline (one read transaction):
 
 1. resolve the parsed request (names -> ids; ``candidate_request``);
-2. find anchor roots, in root-id order after the page marker, scanning the
+2. find anchor roots, in root-id order after the page marker (a walk with a
+   start point covers the roots from its start up, then wraps to the lowest
+   and stops below the start: ``Position``), scanning the
    roots in bounded id-ordered chunks (``candidate_sql.driver_roots``); a
    paged request (or one pinned by in_tree) keeps only roots that pass every
    condition SQL can decide, so a page costs what the page needs; an unpaged
