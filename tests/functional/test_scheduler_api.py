@@ -2,6 +2,8 @@
 
 import uuid
 
+from joule import request_spec
+
 
 def _new():
     return str(uuid.uuid4())
@@ -36,9 +38,10 @@ def test_build_request_lifecycle_and_pending_count(client):
     pending = client.get("/build_requests?status=pending&workload_class=performance")
     assert [b["instance_uuid"] for b in pending.get_json()["build_requests"]] == [perf]
     one = client.get(f"/build_requests/{perf}").get_json()
-    # Stored as the contract dumps it: defaults filled, the version said.
+    # Stored as the contract dumps it: defaults filled, the receiver's version.
     assert one["spec"] == {**spec_of(perf, "req-1", "performance"), "num_instances": 1,
-                           "consumer_type": "INSTANCE"}
+                           "consumer_type": "INSTANCE",
+                           "version": request_spec.REQUEST_SPEC_VERSION}
     assert one["workload_class"] == "performance"
 
 
