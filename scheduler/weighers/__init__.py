@@ -9,6 +9,8 @@ does; the per-weigher parts are kept for the scheduling report. A weigher with
 ``applies(spec)`` is skipped for requests it has nothing to say about.
 """
 
+import math
+
 from joule import vocabulary
 from scheduler.hosts import FREE_DISK
 from scheduler.hosts import FREE_RAM
@@ -18,6 +20,9 @@ from scheduler.weighers.normalize import normalize
 
 class FreeResourceWeigher:
     resource_class = None
+    # nova's RAM, CPU and disk weighers: normalized against 0, not the
+    # emptiest host, so nearly-full hosts are not pulled apart.
+    minval = 0
 
     def node_fields(self, spec):
         return set()  # provider summaries only
@@ -126,6 +131,25 @@ def load(group):
     return out
 
 
+# A node label ``scheduler.joule.io/<multiplier option>`` overrides that
+# weigher's multiplier on the node, as nova's aggregate metadata of the same
+# option names does per aggregate (we have no aggregate metadata).
+MULTIPLIER_LABEL_PREFIX = "scheduler.joule.io/"
+
+
+def host_multiplier(host, key, default):
+    """The node label's multiplier for ``key``, else ``default``; a value that
+    is not a finite number is ignored (the node record is an operator's)."""
+    text = host.labels.get(key) if host.labels else None
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        return default
+    return value if math.isfinite(value) else default
+
+
 def weigh_hosts(hosts, spec, weighers):
     """Return [(total weight, {weigher: weighted part}, host)] in input order."""
     totals = [0.0] * len(hosts)
@@ -135,9 +159,11 @@ def weigh_hosts(hosts, spec, weighers):
         if applies is not None and not applies(spec):
             continue  # e.g. a server group weigher for a request without a group
         # hot: runs per host per request.
-        normalized = normalize([weigher.raw(h, spec) for h in hosts])
+        normalized = normalize([weigher.raw(h, spec) for h in hosts],
+                               minval=getattr(weigher, "minval", None))
+        key = MULTIPLIER_LABEL_PREFIX + weigher.multiplier_option
         for i, value in enumerate(normalized):
-            weighted = multiplier * value
+            weighted = host_multiplier(hosts[i], key, multiplier) * value
             totals[i] += weighted
             parts[i][weigher.name] = weighted
     return [(totals[i], parts[i], hosts[i]) for i in range(len(hosts))]

@@ -7,10 +7,13 @@ values. Nowhere else normalizes.
 """
 
 
-def normalize(values, reverse=False):
+def normalize(values, reverse=False, minval=None):
+    """``minval``: a fixed lower bound instead of the smallest value (nova's
+    resource weighers use 0, so between nearly-full hosts 10 and 12 MB free
+    weigh 0.83 and 1.0, not 0 and 1: small differences are not magnified)."""
     if not values:
         return []
-    low = min(values)
+    low = min(values) if minval is None else minval
     high = max(values)
     span = high - low
     if span == 0:

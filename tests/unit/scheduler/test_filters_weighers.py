@@ -69,10 +69,11 @@ def test_weights_are_normalized_then_multiplied(sconf):
     weighers = weighers_mod.load(sconf.filter_scheduler)
     out = weighers_mod.weigh_hosts(hosts, spec(), weighers)
     by_name = {h.name: (w, parts) for w, parts, h in out}
-    # RAM: big=1*1.0, small=0; VCPU tie -> 0 for both; power: standard prefers eco (x10).
-    assert by_name["big"][1] == {"RAMWeigher": 1.0, "CPUWeigher": 0.0, "DiskWeigher": 0.0,
+    # Resource weighers normalize against 0 (nova's minval): RAM big=3000/3000,
+    # small=1000/3000; VCPU 4/4 for both; power: standard prefers eco (x10).
+    assert by_name["big"][1] == {"RAMWeigher": 1.0, "CPUWeigher": 1.0, "DiskWeigher": 0.0,
                                  "PowerWeigher": 0.0, "BuildFailureWeigher": 0.0}
-    assert by_name["small"][0] == pytest.approx(10.0)
+    assert by_name["small"][0] == pytest.approx(10.0 + 1 / 3 + 1.0)
     # Performance work gets no power preference: RAM decides.
     perf = {h.name: w for w, _p, h in weighers_mod.weigh_hosts(
         hosts, spec(workload_class="performance"), weighers)}
@@ -156,3 +157,22 @@ def test_hint_filters():
     assert names({"same_host": [uuid]}, {"same_host": {"b"}}) == ["b"]
     assert names({"same_host": [uuid]}, {"same_host": set()}) == []
     assert names({"different_host": [uuid]}, {"different_host": {"a", "c"}}) == ["b"]
+
+
+def test_resource_weighers_normalize_against_zero_and_labels_override_multipliers(sconf):
+    # Nearly full hosts: 10 and 12 MB free weigh 0.83 and 1.0, not 0 and 1.
+    assert normalize([10, 12], minval=0) == [pytest.approx(10 / 12), 1.0]
+    assert normalize([0, 0], minval=0) == [0.0, 0.0]
+    weighers = [(w, m) for w, m in weighers_mod.load(sconf.filter_scheduler)
+                if w.name == "RAMWeigher"]
+    a = hs("a", ram=100)
+    b = hs("b", ram=90)
+    out = {h.name: w for w, _p, h in weighers_mod.weigh_hosts([a, b], spec(), weighers)}
+    assert out == {"a": 1.0, "b": pytest.approx(0.9)}
+    # A node label overrides the multiplier on that node (nova: per aggregate).
+    b.labels = {"scheduler.joule.io/ram_weight_multiplier": "3"}
+    out = {h.name: w for w, _p, h in weighers_mod.weigh_hosts([a, b], spec(), weighers)}
+    assert out == {"a": 1.0, "b": pytest.approx(2.7)}
+    b.labels = {"scheduler.joule.io/ram_weight_multiplier": "lots"}  # ignored
+    out = {h.name: w for w, _p, h in weighers_mod.weigh_hosts([a, b], spec(), weighers)}
+    assert out["b"] == pytest.approx(0.9)
