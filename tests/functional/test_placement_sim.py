@@ -59,10 +59,10 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
 def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
     plots = tmp_path / "plots"
     trace = tmp_path / "trace.jsonl"
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     rc = sim_run.main(["--inventory", "41", "--hours", "24", "--seed", "1", "--json",
                        "--plots", str(plots), "--write-trace", str(trace), "--no-progress"])
-    elapsed = time.monotonic() - start
+    elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     out, err = capsys.readouterr()
     assert rc == 0
     data = _json(out)
@@ -98,8 +98,9 @@ def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
     page = (plots / "index.html").read_text()
     assert 'src="power.png"' in page and 'src="slowdown.png"' in page
     assert trace.read_text().count("\n") == data["jobs"]
-    # The acceptance's bound for the 41-node run (recorded, see docs/benchmarks.md).
-    print(f"41-node day: {elapsed:.1f} s")
+    # The acceptance's bound for the 41-node run, in CPU time (every thread
+    # of this process): wall time on a shared machine measures the neighbours.
+    assert cpu < 60, f"41-node day took {cpu:.1f} s of CPU ({elapsed:.1f} s wall)"
 
 
 def test_same_seed_same_output_and_a_trace_replays_the_same(tmp_path, capsys):
