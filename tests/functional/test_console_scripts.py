@@ -17,7 +17,7 @@ from joule import config
 
 BIN = os.path.dirname(sys.executable)
 SCRIPTS = ["placement-api", "placement-manage", "placement-status", "scheduler-worker",
-           "conductor-worker", "power-controller", "placement-demo"]
+           "conductor-worker", "power-controller", "placement-demo", "placement-sim"]
 # What each needs besides the options under test to get past argument parsing.
 TAIL = {"placement-manage": ["db", "version"], "placement-status": ["upgrade", "check"]}
 DOWN = "http://127.0.0.1:9"  # nothing listens on the discard port
@@ -101,6 +101,7 @@ def test_bad_command_line_values_are_one_line():
     _one_line_error(_run("placement-api", "--port", "abc"), 2, "port")
     _one_line_error(_run("power-controller", "--dry-run", "--demand", "x"), 2, "--demand")
     _one_line_error(_run("placement-demo", "--requests", "many"), 2, "--requests")
+    _one_line_error(_run("placement-sim", "--hours", "many"), 2, "--hours")
 
 
 @pytest.mark.parametrize("name, args", [
