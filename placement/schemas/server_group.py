@@ -6,6 +6,7 @@
 """
 
 from placement.objects import server_group as sg_obj
+from placement.schemas import common
 
 UUID = {"type": "string", "format": "uuid"}
 EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -18,7 +19,9 @@ POST_SERVER_GROUP = {
         "policy": {"type": "string", "enum": list(sg_obj.POLICIES)},
         "rules": {
             "type": "object",
-            "properties": {"max_server_per_host": {"type": "integer", "minimum": 1}},
+            # The column is a 32-bit integer: a larger value was an overflow (a 500).
+            "properties": {"max_server_per_host": {"type": "integer", "minimum": 1,
+                                                   "maximum": common.MAX_INT}},
             "additionalProperties": False,
         },
         "uuid": UUID,

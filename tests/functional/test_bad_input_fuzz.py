@@ -85,8 +85,11 @@ def _seed(client, db):
                  "project_id": PROJECT, "user_id": USER}}), 201)
     ok(client.put("/scheduling_reports/req-fuzz", json={
         "project_id": PROJECT, "report": {"hosts": 3}}), 201)
+    group = ok(client.post("/server_groups", json={
+        "name": "fuzz-group", "policy": "anti-affinity", "rules": {"max_server_per_host": 2},
+        "project_id": PROJECT, "user_id": USER}), 201)["uuid"]
     return {"root": root, "child": child, "other": other, "agg": agg, "consumer": consumer,
-            "instance": instance, "request_id": "req-fuzz"}
+            "instance": instance, "request_id": "req-fuzz", "group": group}
 
 
 def _snapshot(db):
@@ -143,7 +146,7 @@ json_values = st.recursive(
 
 def _seeded_uuid(ctx):
     return st.sampled_from([ctx["root"], ctx["child"], ctx["other"], ctx["consumer"],
-                            ctx["instance"], ctx["agg"]])
+                            ctx["instance"], ctx["agg"], ctx["group"]])
 
 
 def path_param(ctx, kind):
@@ -217,7 +220,13 @@ def _valid_bodies(ctx, gens):
         ("PUT", "/build_requests"): {"build_requests": [
             {"instance_uuid": ctx["instance"], "status": "failed", "reason": "fuzz"}]},
         ("PUT", "/build_requests/<instance_uuid>/lease"): {
-            "owner": "conductor-fuzz", "generation": 0, "lease_seconds": 30},
+            "owner": "conductor-fuzz", "generation": 0, "lease_seconds": 30,
+            "hand_off": False},
+        ("POST", "/nodes/<uuid>/build_outcome"): {"succeeded": False},
+        ("POST", "/server_groups"): {"name": "fuzz-group-2", "policy": "anti-affinity",
+                                     "rules": {"max_server_per_host": 1},
+                                     "uuid": str(uuid_lib.uuid4()),
+                                     "project_id": PROJECT, "user_id": USER},
         ("PUT", "/scheduling_reports/<request_id>"): {"project_id": PROJECT,
                                                       "report": {"hosts": 1}},
     }
@@ -237,6 +246,7 @@ QUERY_KEYS = {
                         "limit"],
     "/nodes": ["cell"],
     "/workload_usages": ["in_tree"],
+    "/server_groups": ["project_id"],
 }
 QUERY_VALUES = {
     "resources": ["VCPU:1", "VCPU:1,MEMORY_MB:512", "CUSTOM_FUZZ_GPU:1"],
@@ -362,7 +372,8 @@ def _minor(version):
     return None
 
 
-EXTENSION_PREFIXES = ("/nodes", "/build_requests", "/scheduling_reports", "/workload_usages")
+EXTENSION_PREFIXES = ("/nodes", "/build_requests", "/scheduling_reports", "/workload_usages",
+                      "/server_groups")
 
 
 def _route_list(extensions):
@@ -413,7 +424,7 @@ def requests(draw, ctx, gens, extensions):
 
 
 GOOD_PARAMS = {
-    "uuid": lambda ctx: [ctx["root"], ctx["child"], ctx["other"]],
+    "uuid": lambda ctx: [ctx["root"], ctx["child"], ctx["other"], ctx["group"]],
     "consumer_uuid": lambda ctx: [ctx["consumer"]],
     "instance_uuid": lambda ctx: [ctx["instance"]],
     "resource_class": lambda ctx: ["VCPU", "MEMORY_MB", "CUSTOM_FUZZ_GPU", "DISK_GB"],
@@ -523,7 +534,7 @@ def test_fuzz_covers_every_route():
     every = {(meth, path) for path, methods in routes.ROUTES.items() for meth in methods}
     assert covered == every
     writes = {key for key in every if key[0] in ("PUT", "POST")}
-    ctx = dict.fromkeys(["root", "child", "other", "agg", "consumer", "instance"],
+    ctx = dict.fromkeys(["root", "child", "other", "agg", "consumer", "instance", "group"],
                         str(uuid_lib.uuid4()))
     ctx["request_id"] = "r"
     no_template = writes - set(_valid_bodies(ctx, {}))
