@@ -4,8 +4,12 @@ The scheduler and the conductor use an admin token: a request id such as
 ``../traits/CUSTOM_X`` once made scheduler-worker PUT /traits/CUSTOM_X (the
 report path resolved out of /scheduling_reports) and create the trait. Here
 placement sits under ``/placement`` behind a recorder that sees every raw
-request line; the console scripts read a file mixing good specs with hostile
-ones. Each hostile line gets one clear "invalid" answer, the tools read on,
+request line. Two entry points read a file mixing good specs with hostile
+ones: ``python -m scheduler.batch`` (a process driving one Scheduler) and
+``build-submit``'s reader feeding the scheduler-worker service and the
+conductors over the (in-memory) bus, every service talking to placement
+over HTTP through the recorder. Each hostile line gets one clear "invalid"
+answer, the tools read on,
 nothing is recorded for it, and no request leaves the ``/placement/`` prefix
 (next links included: the pages are one host each, so they are followed).
 """
@@ -21,9 +25,9 @@ import werkzeug.serving
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from placement import models
+from tests import bus
 from tests.functional.test_scheduler_e2e import add_hosts
 
-BIN = os.path.dirname(sys.executable)
 PREFIX = "/placement"
 
 GOOD = {"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 256}, "project_id": "p",
@@ -73,19 +77,19 @@ class PrefixedPlacement:
         self._thread.join(timeout=10)
 
 
-def _write_specs(path, tag):
+def _spec_lines(tag):
     lines = [json.dumps({**GOOD, "request_id": f"req-{tag}-1"})]
     for changes, _ in HOSTILE:
         lines.append(json.dumps({**GOOD, **changes}))
     lines.append("{not json")
     lines.append(json.dumps({**GOOD, "request_id": f"req-{tag}-2"}))
-    path.write_text("\n".join(lines) + "\n")
+    return lines
 
 
-def _run(script, specs, out, url):
+def _run_batch(specs, out, url):
     env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=url,
                OS_FILTER_SCHEDULER__PAGE_SIZE="1", OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS="0")
-    res = subprocess.run([os.path.join(BIN, script), "--requests", str(specs),
+    res = subprocess.run([sys.executable, "-m", "scheduler.batch", "--requests", str(specs),
                           "--output", str(out)], capture_output=True, text=True, env=env,
                          timeout=300)
     assert "Traceback" not in res.stderr, res.stderr
@@ -116,9 +120,9 @@ def test_hostile_specs_are_refused_and_nothing_leaves_the_prefix(db, client, app
     try:
         specs = tmp_path / "specs.jsonl"
 
-        # scheduler-worker: the two good requests placed, every bad one answered.
-        _write_specs(specs, "sched")
-        res, answers = _run("scheduler-worker", specs, tmp_path / "sched.jsonl", server.url)
+        # scheduler.batch: the two good requests placed, every bad one answered.
+        specs.write_text("\n".join(_spec_lines("sched")) + "\n")
+        res, answers = _run_batch(specs, tmp_path / "sched.jsonl", server.url)
         assert res.returncode == 1, res.stderr  # some lines were invalid
         assert [a["status"] for a in answers] == \
             ["placed"] + ["invalid"] * (len(HOSTILE) + 1) + ["placed"]
@@ -128,16 +132,22 @@ def test_hostile_specs_are_refused_and_nothing_leaves_the_prefix(db, client, app
             (2, len(HOSTILE) + 1, 0)
         assert answers[0]["version"] == "1.0" and answers[0]["selections"][0][0]["claimed"]
 
-        # conductor-worker: the same, and only the good instances are recorded.
-        _write_specs(specs, "cond")
-        res, answers = _run("conductor-worker", specs, tmp_path / "cond.jsonl", server.url)
-        assert res.returncode == 1, res.stderr
-        assert [a["status"] for a in answers] == \
-            ["placed"] + ["invalid"] * (len(HOSTILE) + 1) + ["placed"]
-        _assert_invalid_answers(answers[1:-1])
-        built = answers[0], answers[-1]
+        # build-submit's reader, the scheduler-worker service and the
+        # conductors: bad lines answered at once and sent nowhere, the good
+        # instances built and recorded.
+        overrides = {("filter_scheduler", "page_size"): 1,
+                     ("filter_scheduler", "max_placement_results"): 0}
+        with bus.in_process(server.url, cells=("cell1",), overrides=overrides) as cloud:
+            counts, answers = cloud.submit(_spec_lines("cond"))
+        assert (counts["placed"], counts["invalid"], counts["failed"], counts["unanswered"]) \
+            == (2, len(HOSTILE) + 1, 0, 0), counts
+        invalid = [a for a in answers if a["status"] == "invalid"]
+        _assert_invalid_answers(invalid)
+        built = sorted((a for a in answers if a["status"] != "invalid"),
+                       key=lambda a: a["request_id"])
         assert [b["request_id"] for b in built] == ["req-cond-1", "req-cond-2"]
-        assert all(b["version"] == "1.0" and b["host_uuid"] in hosts.values() for b in built)
+        assert all(b["status"] == "placed" and b["host_uuid"] in hosts.values()
+                   for b in built), built
     finally:
         server.stop()
 
