@@ -169,7 +169,7 @@ def run(args, log=print):
         server = _Server(app)
         sconf = sconf_mod.make_conf(overrides={
             ("placement", "endpoint_override"): server.url,
-            ("filter_scheduler", "max_attempts"): args.max_attempts})
+            ("scheduler", "max_attempts"): args.max_attempts})
         client = placement_client.PlacementClient.from_conf(sconf, sconf_mod.LEGACY_CLIENT_GROUP)
         hosts = load_inventory(client, nodes)
         log(f"loaded {len(hosts)} nodes from {args.inventory} into placement at {server.url}",
@@ -186,7 +186,7 @@ def run(args, log=print):
         # code path of the real processes on RabbitMQ, in this process.
         conf = cconf_mod.make_conf(overrides={
             ("placement", "endpoint_override"): server.url,
-            ("filter_scheduler", "max_attempts"): args.max_attempts,
+            ("scheduler", "max_attempts"): args.max_attempts,
             (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
             ("conductor", "simulated_failure_rate"): args.failure_rate,
             ("conductor", "simulated_seed"): args.seed})

@@ -12,19 +12,21 @@ import sys
 from joule import config
 from joule import placement_client
 from scheduler import filters as filters_mod
+from scheduler import weighers as weighers_mod
 
 
 def load_conf(argv, prog, project, register_opts, cli_opts):
     """Parse ``argv`` into a new ConfigOpts, check every option and the filter
-    list, set up oslo.log (``--debug``, ``--log-file`` ...).
+    and weigher lists (installed entry points), set up oslo.log (``--debug``, ``--log-file`` ...).
 
     Raises ``joule.config.ConfigError`` (one line) when anything is wrong;
     the caller prints it and exits ``config.EXIT_CONFIG``.
     """
     def check_filters(conf):
         try:
-            filters_mod.load(conf.filter_scheduler.enabled_filters)
-        except filters_mod.UnknownFilter as exc:
+            filters_mod.from_conf(conf.filter_scheduler)
+            weighers_mod.load(conf.filter_scheduler)
+        except (filters_mod.UnknownFilter, weighers_mod.UnknownWeigher) as exc:
             raise config.ConfigError(f"bad configuration: {exc}") from None
 
     conf = config.load(prog, project, register_opts, argv=argv, cli_opts=cli_opts,

@@ -12,22 +12,43 @@ from joule import metrics_http
 from joule import placement_client
 from joule import rpc
 from scheduler import filters
+from scheduler import weighers
 
 filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler")
 
 # The group of the client options before [placement] (deprecated names).
 LEGACY_CLIENT_GROUP = "placement_client"
 
-# Every filter, in the default chain order: the names filters.REGISTRY knows.
-ALL_FILTERS = list(filters.REGISTRY)
+scheduler_group = cfg.OptGroup("scheduler", title="Scheduler")
+
+# Ours, in the default chain order (entry points of filters.NAMESPACE).
+ALL_FILTERS = list(filters.DEFAULT_CHAIN)
 
 filter_opts = [
+    cfg.MultiStrOpt(
+        "available_filters",
+        default=[filters.ALL_AVAILABLE],
+        help="Filters the scheduler may use: names of entry points of the "
+        "'" + filters.NAMESPACE + "' namespace (nova's option; nova takes class "
+        "paths). 'all' (the default) makes every installed filter available, ours and "
+        "those of other installed packages. Repeat the option for several names.",
+    ),
     cfg.ListOpt(
         "enabled_filters",
         default=list(ALL_FILTERS),
         help="Filters run, in this order, on every candidate host that placement "
-        "returned. Cheap, highly selective filters first. Known: "
-        + ", ".join(ALL_FILTERS) + ". An unknown name fails at start-up.",
+        "returned. Cheap, highly selective filters first. Ours: "
+        + ", ".join(ALL_FILTERS) + ". A filter of another package is named by its "
+        "entry point in '" + filters.NAMESPACE + "'. A name that is not installed or "
+        "not in available_filters fails at start-up.",
+    ),
+    cfg.ListOpt(
+        "weight_classes",
+        default=[weighers.ALL_INSTALLED],
+        help="Weighers used to rank hosts: names of entry points of the '"
+        + weighers.NAMESPACE + "' namespace (nova's option; nova takes class paths). "
+        "'all' (the default) uses every installed weigher. Ours: "
+        + ", ".join(weighers.OURS) + ". A name that is not installed fails at start-up.",
     ),
     cfg.FloatOpt(
         "ram_weight_multiplier",
@@ -89,14 +110,6 @@ filter_opts = [
         default="nova",
         help="The zone of a host without the zone label (nova's "
         "default_availability_zone, which nova keeps in [DEFAULT]).",
-    ),
-    cfg.IntOpt(
-        "max_attempts",
-        default=3,
-        min=1,
-        help="Hosts tried per instance: the selected one plus up to max_attempts - 1 "
-        "alternates in its cell, which the conductor uses when a build fails. Larger "
-        "values survive more build failures at the cost of longer selections.",
     ),
     cfg.IntOpt(
         "host_subset_size",
@@ -162,12 +175,28 @@ filter_opts = [
     ),
 ]
 
+scheduler_opts = [
+    cfg.IntOpt(
+        "max_attempts",
+        default=3,
+        min=1,
+        deprecated_group=filter_group.name,
+        help="Hosts tried per instance: the selected one plus up to max_attempts - 1 "
+        "alternates in its cell, which the conductor uses when a build fails. Larger "
+        "values survive more build failures at the cost of longer selections. "
+        "Nova's group; [filter_scheduler] max_attempts is its deprecated old place.",
+    ),
+]
+
+
 def register_opts(conf):
     # Fresh OptGroup objects per ConfigOpts: oslo.config keeps overrides in
     # the group object, so sharing the module-level ones would leak one
     # ConfigOpts' overrides into every other (tests, several workers).
     conf.register_group(cfg.OptGroup(filter_group.name, title=filter_group.title))
     conf.register_opts(filter_opts, group=filter_group.name)
+    conf.register_group(cfg.OptGroup(scheduler_group.name, title=scheduler_group.title))
+    conf.register_opts(scheduler_opts, group=scheduler_group.name)
     # [placement]: the REST client; the old [placement_client] names are read
     # for one release.
     placement_client.register_opts(conf, LEGACY_CLIENT_GROUP)
@@ -177,8 +206,9 @@ def register_opts(conf):
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return ([(filter_group, filter_opts)] + placement_client.list_opts(LEGACY_CLIENT_GROUP)
-            + rpc.list_opts() + metrics_http.list_opts())
+    return ([(filter_group, filter_opts), (scheduler_group, scheduler_opts)]
+            + placement_client.list_opts(LEGACY_CLIENT_GROUP) + rpc.list_opts()
+            + metrics_http.list_opts())
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):

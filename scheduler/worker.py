@@ -73,7 +73,7 @@ class Scheduler:
     def __init__(self, conf, client, rng=None):
         self.conf = conf
         self.client = client
-        self.filters = filters_mod.load(conf.filter_scheduler.enabled_filters)
+        self.filters = filters_mod.from_conf(conf.filter_scheduler)
         self.weighers = weighers_mod.load(conf.filter_scheduler)
         self._rng = rng
         self._traits_ready = set()  # traits known to exist in placement
@@ -154,7 +154,7 @@ class Scheduler:
 
         rng = self._rng or random.Random(spec.request_id)
         subset = self.conf.filter_scheduler.host_subset_size
-        max_attempts = self.conf.filter_scheduler.max_attempts
+        max_attempts = self.conf.scheduler.max_attempts
         lost = set()  # hosts that lost a race or no longer fit: never retried here
         selected_hosts = set()
         claimed = []  # consumers claimed so far, for unwinding
@@ -345,7 +345,7 @@ class _Walk:
         self.cap = group.max_placement_results
         self.zone_label = group.availability_zone_label
         self.default_zone = group.default_availability_zone
-        self.floor = group.max_attempts * spec.num_instances
+        self.floor = sched.conf.scheduler.max_attempts * spec.num_instances
         page_size = group.page_size
         if self.cap:
             page_size = min(page_size, self.cap)
@@ -357,7 +357,7 @@ class _Walk:
             report.data["placement_excluded"] = self.excluded
         sched._ensure_traits(self.forbidden)
         node_data = bool(candidate_query.node_fields(spec, sched.filters, sched.weighers,
-                                                     group.max_attempts))
+                                                     sched.conf.scheduler.max_attempts))
         start = candidate_query.start_point(sched._rng) if group.random_walk_start else None
         self._open = lambda: sched.client.candidate_pages(self.query, page_size,
                                                           node_data=node_data, start=start)

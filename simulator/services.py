@@ -60,7 +60,7 @@ class Deployment:
 
     def __init__(self, client, seed, max_attempts, max_placement_results):
         conf = cconf_mod.make_conf(overrides={
-            ("filter_scheduler", "max_attempts"): max_attempts,
+            ("scheduler", "max_attempts"): max_attempts,
             ("filter_scheduler", "max_placement_results"): max_placement_results,
             ("filter_scheduler", "page_size"): max(1, min(1000, max_placement_results or 1000)),
             # One write per request that nobody reads here.

@@ -9,48 +9,85 @@ filter, weigher or the alternates need a field); ``spec`` is the request's
 worker looked up for it, such as the server group). A filter may also have
 ``root_forbidden_traits(spec)``: root-provider traits of hosts it would
 always remove, which placement then leaves out of the candidates.
-``run_filters`` applies the configured chain in order and records, per filter,
-how many hosts went in, how many it removed and why: the explanation a "no
-valid host" error carries.
+Filters are found through the ``joule.scheduler.filters`` entry points
+(setup.cfg lists ours), so a filter from another installed package is
+enabled by naming its entry point in ``[filter_scheduler] enabled_filters``,
+without editing this package. ``run_filters`` applies the configured chain
+in order and records, per filter, how many hosts went in, how many it removed
+and why: the explanation a "no valid host" error carries.
 """
 
 import logging
 
-from scheduler.filters.availability_zone import AvailabilityZoneFilter
-from scheduler.filters.cell import CellFilter
-from scheduler.filters.compute import ComputeFilter
-from scheduler.filters.hints import DifferentHostFilter
-from scheduler.filters.hints import ForceHostsFilter
-from scheduler.filters.hints import SameHostFilter
-from scheduler.filters.joulie import JoulieFilter
-from scheduler.filters.node_selector import NodeSelectorFilter
-from scheduler.filters.server_group import ServerGroupAffinityFilter
-from scheduler.filters.server_group import ServerGroupAntiAffinityFilter
+from stevedore import extension
 
 LOG = logging.getLogger(__name__)
 
-REGISTRY = {cls.name: cls for cls in (ComputeFilter, ForceHostsFilter, CellFilter,
-                                      AvailabilityZoneFilter, NodeSelectorFilter, JoulieFilter,
-                                      ServerGroupAntiAffinityFilter,
-                                      ServerGroupAffinityFilter, SameHostFilter,
-                                      DifferentHostFilter)}
+# The entry point namespace of host filters (nova's is nova.scheduler.filters).
+NAMESPACE = "joule.scheduler.filters"
+
+# ``[filter_scheduler] available_filters`` value meaning every installed one.
+ALL_AVAILABLE = "all"
+
+# Ours, in the default chain order (cheap, selective ones first); each is
+# an entry point of NAMESPACE in setup.cfg.
+DEFAULT_CHAIN = ("ComputeFilter", "ForceHostsFilter", "CellFilter", "AvailabilityZoneFilter",
+                 "NodeSelectorFilter", "JoulieFilter", "ServerGroupAntiAffinityFilter",
+                 "ServerGroupAffinityFilter", "SameHostFilter", "DifferentHostFilter")
 
 
 class UnknownFilter(ValueError):
     pass
 
 
-def load(names):
-    """Filter instances for ``names``, in order; a bad name fails at start-up."""
+def installed():
+    """{entry point name: filter class} of every installed filter. An entry
+    point whose module fails to import is left out (and logged), so one
+    broken plugin does not hide the others; naming it is then an error."""
+    def failed(_manager, entrypoint, exc):
+        LOG.warning("filter entry point %s (%s) failed to load: %s", entrypoint.name,
+                    entrypoint.value, exc)
+
+    mgr = extension.ExtensionManager(NAMESPACE, invoke_on_load=False,
+                                     on_load_failure_callback=failed)
+    return {ext.name: ext.plugin for ext in mgr}
+
+
+def available(available_filters, found=None):
+    """The installed filters ``[filter_scheduler] available_filters`` allows."""
+    found = installed() if found is None else found
+    if ALL_AVAILABLE in available_filters:
+        return found
+    return {name: cls for name, cls in found.items() if name in available_filters}
+
+
+def load(names, available_filters=(ALL_AVAILABLE,)):
+    """Filter instances for ``names``, in order; a name that is not an
+    installed and available filter fails at start-up."""
+    known = available(available_filters)
     out = []
     for name in names:
-        cls = REGISTRY.get(name)
+        cls = known.get(name)
         if cls is None:
             raise UnknownFilter(
-                f"unknown filter {name!r} in [filter_scheduler] enabled_filters; "
-                f"known: {sorted(REGISTRY)}")
+                f"filter {name!r} in [filter_scheduler] enabled_filters is not installed "
+                f"or not in available_filters; available: {', '.join(sorted(known))}"
+                + _reinstall_hint(known))
         out.append(cls())
     return out
+
+
+def _reinstall_hint(known):
+    # Our own entry points come from the installed package metadata: a
+    # checkout updated without reinstalling has none (or old ones).
+    if not known:
+        return " (joule's own filters are not registered: reinstall the package)"
+    return ""
+
+
+def from_conf(group):
+    """The enabled filter chain of a ``[filter_scheduler]`` group."""
+    return load(group.enabled_filters, group.available_filters)
 
 
 def run_filters(hosts, spec, filters):

@@ -7,7 +7,14 @@ A weigher has a ``name``, the config option of its multiplier
 ``normalize.normalize`` and sums ``multiplier * normalized`` per host, as nova
 does; the per-weigher parts are kept for the scheduling report. A weigher with
 ``applies(spec)`` is skipped for requests it has nothing to say about.
+
+Weighers are found through the ``joule.scheduler.weighers`` entry points
+(setup.cfg lists ours); ``[filter_scheduler] weight_classes`` names the ones
+used. A weigher from another package whose multiplier option is not one of
+ours uses its class attribute ``default_multiplier`` (1.0 without one).
 """
+
+import logging
 
 import math
 
@@ -16,6 +23,20 @@ from scheduler.hosts import FREE_DISK
 from scheduler.hosts import FREE_RAM
 from scheduler.hosts import FREE_VCPU
 from scheduler.weighers.normalize import normalize
+from stevedore import extension
+
+LOG = logging.getLogger(__name__)
+
+# The entry point namespace of host weighers (nova's is nova.scheduler.weights).
+NAMESPACE = "joule.scheduler.weighers"
+
+# ``[filter_scheduler] weight_classes`` value meaning every installed one.
+ALL_INSTALLED = "all"
+
+# Ours, in the order "all" runs them (their entry points are in setup.cfg);
+# other installed weighers follow, by name.
+OURS = ("RAMWeigher", "CPUWeigher", "DiskWeigher", "PowerWeigher", "BuildFailureWeigher",
+        "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher")
 
 
 class FreeResourceWeigher:
@@ -116,16 +137,45 @@ class ServerGroupSoftAntiAffinityWeigher(ServerGroupSoftAffinityWeigher):
     sign = -1.0
 
 
-ALL = (RAMWeigher, CPUWeigher, DiskWeigher, PowerWeigher, BuildFailureWeigher,
-       ServerGroupSoftAffinityWeigher, ServerGroupSoftAntiAffinityWeigher)
+class UnknownWeigher(ValueError):
+    pass
+
+
+def installed():
+    """{entry point name: weigher class} of every installed weigher, ours
+    first in OURS order, then the others by name; one that fails to import
+    is logged and left out."""
+    def failed(_manager, entrypoint, exc):
+        LOG.warning("weigher entry point %s (%s) failed to load: %s", entrypoint.name,
+                    entrypoint.value, exc)
+
+    mgr = extension.ExtensionManager(NAMESPACE, invoke_on_load=False,
+                                     on_load_failure_callback=failed)
+    return {ext.name: ext.plugin for ext in sorted(mgr, key=_order)}
+
+
+def _order(ext):
+    return (OURS.index(ext.name) if ext.name in OURS else len(OURS), ext.name)
 
 
 def load(group):
-    """(weigher, multiplier) pairs from the [filter_scheduler] group; a 0
-    multiplier drops the weigher (it could not change the ranking)."""
+    """(weigher, multiplier) pairs of ``[filter_scheduler] weight_classes``;
+    a 0 multiplier drops the weigher (it could not change the ranking). A
+    name that is not installed fails at start-up."""
+    found = installed()
+    names = list(found) if ALL_INSTALLED in group.weight_classes else group.weight_classes
     out = []
-    for cls in ALL:
-        multiplier = getattr(group, cls.multiplier_option)
+    for name in names:
+        cls = found.get(name)
+        if cls is None:
+            raise UnknownWeigher(
+                f"weigher {name!r} in [filter_scheduler] weight_classes is not installed; "
+                f"installed: {', '.join(found)}")
+        option = cls.multiplier_option
+        if option in group:
+            multiplier = getattr(group, option)
+        else:
+            multiplier = getattr(cls, "default_multiplier", 1.0)
         if multiplier:
             out.append((cls(), float(multiplier)))
     return out

@@ -40,7 +40,7 @@ def cloud(db, live_server, tmp_path):
         ("placement", "endpoint_override"): live_server.url,
         (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
         ("conductor", "lease_seconds"): 60,
-        ("filter_scheduler", "max_attempts"): 2})
+        ("scheduler", "max_attempts"): 2})
     pc = sconf.placement_client_of(conf)
     for rp in hosts.values():
         pc.request("PUT", f"/nodes/{rp}", json={"cell": "cell1"}, ok=(200, 201))

@@ -62,8 +62,10 @@ def test_missing_config_file_is_one_line(name, tmp_path):
 
 
 @pytest.mark.parametrize("name, text, needle", [
-    ("scheduler-worker", "[filter_scheduler]\nmax_attempts = zero\n",
-     "[filter_scheduler] max_attempts"),
+    ("scheduler-worker", "[scheduler]\nmax_attempts = zero\n",
+     "[scheduler] max_attempts"),
+    ("scheduler-worker", "[filter_scheduler]\nweight_classes = NoSuchWeigher\n",
+     "NoSuchWeigher"),
     ("scheduler-worker", "[placement]\ntimeout = abc\n", "[placement] timeout"),
     ("scheduler-worker", "[placement]\nauth_type = no-such-plugin\n", "no-such-plugin"),
     ("scheduler-worker", "[filter_scheduler]\nenabled_filters = NoSuchFilter\n",

@@ -21,7 +21,7 @@ def test_failing_host_sinks_until_a_build_succeeds_there(db, client, live_server
         ("fine", "c1", "performance", 8, 16384)])
     driver = driver_mod.SimulatedDriver(failing_hosts={"bad"})
     with bus.in_process(live_server.url, cells=("c1",), driver=driver,
-                        overrides={("filter_scheduler", "max_attempts"): 3}) as cloud:
+                        overrides={("scheduler", "max_attempts"): 3}) as cloud:
         _counts, [res] = cloud.submit([spec(workload_class="performance")])
         assert res["status"] == "placed" and res["rescheduled"] == 1
         assert _failed_builds(client, hosts["bad"]) == 1

@@ -38,7 +38,8 @@ def add_hosts(db, client, specs):
 
 def make_scheduler(live_server, session=None, **opts):
     overrides = {("placement", "endpoint_override"): live_server.url}
-    overrides.update({("filter_scheduler", k): v for k, v in opts.items()})
+    overrides.update({("scheduler" if k == "max_attempts" else "filter_scheduler", k): v
+                      for k, v in opts.items()})
     conf = sconf_mod.make_conf(overrides=overrides)
     client = placement_client.PlacementClient.from_conf(conf, session=session)
     return worker.Scheduler(conf, client), client
@@ -122,7 +123,7 @@ def test_failed_build_moves_claim_and_all_failed_leaves_nothing(db, client, live
     # Without the build-failure weigher "bad" stays first (its own test is
     # test_scheduler_build_failures.py), so the second request fails on 2 hosts.
     with bus.in_process(live_server.url, cells=("c1", "c2"), driver=driver,
-                        overrides={("filter_scheduler", "max_attempts"): 3,
+                        overrides={("scheduler", "max_attempts"): 3,
                                    ("filter_scheduler", "build_failure_weight_multiplier"): 0.0}
                         ) as cloud:
         counts, [res] = cloud.submit([spec(workload_class="performance")])

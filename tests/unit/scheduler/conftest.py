@@ -4,7 +4,12 @@ from scheduler import conf as conf_mod
 
 
 def make_conf(**overrides):
-    return conf_mod.make_conf(overrides={("filter_scheduler", k): v for k, v in overrides.items()})
+    return conf_mod.make_conf(overrides={(group_of(k), k): v for k, v in overrides.items()})
+
+
+def group_of(option):
+    """The group of a scheduler option (max_attempts is in nova's [scheduler])."""
+    return "scheduler" if option == "max_attempts" else "filter_scheduler"
 
 
 @pytest.fixture

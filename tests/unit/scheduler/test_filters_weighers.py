@@ -3,6 +3,7 @@ import pytest
 from joule.request_spec import load_request_spec
 from scheduler import filters as filters_mod
 from scheduler import weighers as weighers_mod
+from scheduler.filters.joulie import JoulieFilter
 from scheduler.hosts import HostState
 from scheduler.weighers.normalize import normalize
 
@@ -27,7 +28,7 @@ HOSTS = [hs("perf"), hs("eco", "eco"), hs("drain", "draining"), hs("bare", None)
     ("standard", ["perf", "eco", "drain", "bare"]),
 ])
 def test_joulie_filter(workload, expected):
-    flt = filters_mod.JoulieFilter()
+    flt = JoulieFilter()
     kept = [h.name for h in HOSTS if flt.host_passes(h, spec(workload_class=workload))]
     assert kept == expected
 
