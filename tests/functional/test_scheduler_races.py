@@ -35,7 +35,7 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
     procs = []
     env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
                OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
-               OS_FILTER_SCHEDULER__MAX_ATTEMPTS="1")
+               OS_SCHEDULER__MAX_ATTEMPTS="1")
     instances = []
     for w in range(WORKERS):
         path = tmp_path / f"specs-{w}.jsonl"

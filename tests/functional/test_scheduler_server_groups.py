@@ -142,7 +142,7 @@ def test_four_workers_place_a_40_member_anti_affinity_group_on_40_hosts(
     group = _group(client, "anti-affinity")
     env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
                OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
-               OS_FILTER_SCHEDULER__MAX_ATTEMPTS="1",
+               OS_SCHEDULER__MAX_ATTEMPTS="1",
                OS_FILTER_SCHEDULER__RAM_WEIGHT_MULTIPLIER="-1.0",
                OS_FILTER_SCHEDULER__CPU_WEIGHT_MULTIPLIER="-1.0")
     procs = []

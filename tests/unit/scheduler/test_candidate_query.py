@@ -60,7 +60,7 @@ def test_node_data_only_when_a_stage_reads_it():
     def fields(spec, **conf):
         _fake, sched = _sched(**conf)
         return candidate_query.node_fields(spec, sched.filters, sched.weighers,
-                                           sched.conf.filter_scheduler.max_attempts)
+                                           sched.conf.scheduler.max_attempts)
 
     # Defaults: ComputeFilter reads unschedulable, the alternates the cell, the
     # power weigher the class, the build-failure weigher the failure count.
