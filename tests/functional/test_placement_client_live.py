@@ -59,3 +59,30 @@ def test_a_scheduling_report_id_is_one_segment(live_server):
     assert "CUSTOM_X" not in _traits(api)
     # A plain id still works end to end.
     api.put_report("req-plain-1", new_uuid(), {"hosts": []})
+
+
+def test_twin_writes_larger_than_the_body_limit_go_in_chunks(live_server, db):
+    """A 5,000-node first tick is about 1.3 MB of twins, over the 1 MiB body limit.
+
+    The client splits the write so no body reaches the limit; here the chunk
+    is shrunk to 3 so 7 nodes take three POSTs, and every twin is stored.
+    """
+    from tests import builders
+
+    rps = [builders.create_provider(db, name=f"cn-chunk-{i}") for i in range(7)]
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
+    api.TWINS_PER_REQUEST = 3
+    posts = []
+    real_json = api._json
+
+    def counting(method, path, **kw):
+        if method == "POST":
+            posts.append(len(kw["json"]["twins"]))
+        return real_json(method, path, **kw)
+
+    api._json = counting
+    stored = api.write_twins([{"uuid": rp, "profile": "eco"} for rp in rps])
+    assert posts == [3, 3, 1]
+    assert sorted(t["uuid"] for t in stored) == sorted(rps)
+    twins = {n["uuid"]: n["twin"] for n in api.list_nodes()}
+    assert all(twins[rp]["profile"] == "eco" for rp in rps)
