@@ -57,8 +57,12 @@ class Run:
 
     def start(self, name, *args, ready=None):
         log = open(os.path.join(self.workdir, f"{name}.log"), "ab")
-        proc = subprocess.Popen([os.path.join(BIN, args[0]), *args[1:]], stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env)
+        proc = subprocess.Popen(
+            [os.path.join(BIN, args[0]), *args[1:]],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
         proc.name = name
         self.procs.append(proc)
         if ready:
@@ -106,8 +110,10 @@ def _drop(handle):
         return
     admin, name = handle
     with admin.connect() as conn:
-        conn.exec_driver_sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                             f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+        conn.exec_driver_sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
 
 
@@ -115,10 +121,19 @@ def _specs(path, instances, per_request, seed):
     rng = random.Random(seed)
     with open(path, "w") as out:
         for n in range(instances // per_request):
-            out.write(json.dumps({
-                "version": "1.0", "request_id": f"bench-{seed}-{n}", "project_id": "bench",
-                "user_id": "bench", "num_instances": per_request,
-                "resources": {"VCPU": rng.choice((1, 2, 4)), "MEMORY_MB": 1024}}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "version": "1.0",
+                        "request_id": f"bench-{seed}-{n}",
+                        "project_id": "bench",
+                        "user_id": "bench",
+                        "num_instances": per_request,
+                        "resources": {"VCPU": rng.choice((1, 2, 4)), "MEMORY_MB": 1024},
+                    }
+                )
+                + "\n"
+            )
 
 
 def measure(args, workdir, env, conf, workers, seed):
@@ -129,18 +144,36 @@ def measure(args, workdir, env, conf, workers, seed):
             run.start(f"scheduler-{seed}-{n}", "scheduler-worker", *cf, ready=" serving topic ")
         run.start(f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ")
         for cell in ("cell1", "cell2"):
-            run.start(f"{cell}-{seed}", "conductor-worker", *cf, "--cell", cell,
-                      ready=" serving topic ")
+            run.start(
+                f"{cell}-{seed}", "conductor-worker", *cf, "--cell", cell, ready=" serving topic "
+            )
         # Warm-up: every process has its connections and caches.
         warm = os.path.join(workdir, f"warm-{seed}.jsonl")
         _specs(warm, 20, 1, seed + 1000)
-        subprocess.run([os.path.join(BIN, "build-submit"), *cf, "--requests", warm, "--json"],
-                       env=env, capture_output=True, check=True, timeout=600)
+        subprocess.run(
+            [os.path.join(BIN, "build-submit"), *cf, "--requests", warm, "--json"],
+            env=env,
+            capture_output=True,
+            check=True,
+            timeout=600,
+        )
         path = os.path.join(workdir, f"specs-{seed}.jsonl")
         _specs(path, args.instances, args.per_request, seed)
-        res = subprocess.run([os.path.join(BIN, "build-submit"), *cf, "--requests", path,
-                              "--json", "--timeout", "1200"], env=env, capture_output=True,
-                             text=True, timeout=1500)
+        res = subprocess.run(
+            [
+                os.path.join(BIN, "build-submit"),
+                *cf,
+                "--requests",
+                path,
+                "--json",
+                "--timeout",
+                "1200",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1500,
+        )
         summary = json.loads(res.stdout.strip().splitlines()[-1])
         if res.returncode != 0:
             raise RuntimeError(f"build-submit exited {res.returncode}: {summary}")
@@ -160,8 +193,11 @@ def main(argv=None):
     ctl = shutil.which("rabbitmqctl")
     vhost = f"joule-bench-{uuid.uuid4().hex[:10]}"
     subprocess.run([ctl, "add_vhost", vhost], check=True, capture_output=True)
-    subprocess.run([ctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [ctl, "set_permissions", "-p", vhost, "guest", ".*", ".*", ".*"],
+        check=True,
+        capture_output=True,
+    )
     rows = []
     workdir = tempfile.mkdtemp(prefix="bus-bench-")
     try:
@@ -170,12 +206,29 @@ def main(argv=None):
             env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url)
             inv = os.path.join(workdir, f"inv-{hosts}.yaml")
             with open(inv, "w") as f:
-                yaml.safe_dump({"nodes": [{"node_name_prefix": "bench", "replicas": hosts,
-                                           "cpu": "EPYC", "cpu_sockets": 2, "cpu_cores": 64,
-                                           "memory_gib": 256, "gpu_count": 0}]}, f)
+                yaml.safe_dump(
+                    {
+                        "nodes": [
+                            {
+                                "node_name_prefix": "bench",
+                                "replicas": hosts,
+                                "cpu": "EPYC",
+                                "cpu_sockets": 2,
+                                "cpu_cores": 64,
+                                "memory_gib": 256,
+                                "gpu_count": 0,
+                            }
+                        ]
+                    },
+                    f,
+                )
             for cmd in (["db", "sync"], ["inventory", "load", inv, "--cells", "2"]):
-                subprocess.run([os.path.join(BIN, "placement-manage"), *cmd], env=env,
-                               check=True, capture_output=True)
+                subprocess.run(
+                    [os.path.join(BIN, "placement-manage"), *cmd],
+                    env=env,
+                    check=True,
+                    capture_output=True,
+                )
             api_run = Run(workdir, env)
             port = _free_port()
             api = api_run.start(f"placement-api-{hosts}", "placement-api", "--port", str(port))
@@ -190,32 +243,41 @@ def main(argv=None):
                     time.sleep(0.3)
             conf = os.path.join(workdir, f"bench-{hosts}.conf")
             with open(conf, "w") as f:
-                f.write(f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/"
-                        f"{vhost}\n[placement]\nauth_type = noauth\n"
-                        f"endpoint_override = http://127.0.0.1:{port}\n"
-                        f"[conductor]\nsimulated_state_dir = {workdir}/hv-{hosts}\n")
+                f.write(
+                    f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/"
+                    f"{vhost}\n[placement]\nauth_type = noauth\n"
+                    f"endpoint_override = http://127.0.0.1:{port}\n"
+                    f"[conductor]\nsimulated_state_dir = {workdir}/hv-{hosts}\n"
+                )
             try:
                 for n, workers in enumerate(int(w) for w in args.workers.split(",")):
                     summary = measure(args, workdir, env, conf, workers, hosts * 10 + n)
                     load = os.getloadavg()[0]
                     rows.append((hosts, workers, summary, load))
-                    print(f"hosts {hosts} workers {workers}: {summary['instances_per_second']}"
-                          f" instances/s ({summary['placed']} placed, {summary['failed']} "
-                          f"failed, {summary['seconds']} s, load {load:.1f})", flush=True)
+                    print(
+                        f"hosts {hosts} workers {workers}: {summary['instances_per_second']}"
+                        f" instances/s ({summary['placed']} placed, {summary['failed']} "
+                        f"failed, {summary['seconds']} s, load {load:.1f})",
+                        flush=True,
+                    )
             finally:
                 api_run.stop()
                 _drop(handle)
     finally:
         subprocess.run([ctl, "delete_vhost", vhost], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\n{platform.node()} {os.cpu_count()} CPUs, placement on "
-          f"{'SQLite' if args.sqlite else 'PostgreSQL'}, {args.instances} instances, "
-          f"{args.per_request} per request\n")
+    print(
+        f"\n{platform.node()} {os.cpu_count()} CPUs, placement on "
+        f"{'SQLite' if args.sqlite else 'PostgreSQL'}, {args.instances} instances, "
+        f"{args.per_request} per request\n"
+    )
     print("| hosts | scheduler workers | instances/s | placed | failed | seconds | load |")
     print("|---|---|---|---|---|---|---|")
     for hosts, workers, s, load in rows:
-        print(f"| {hosts} | {workers} | {s['instances_per_second']} | {s['placed']} | "
-              f"{s['failed']} | {s['seconds']} | {load:.1f} |")
+        print(
+            f"| {hosts} | {workers} | {s['instances_per_second']} | {s['placed']} | "
+            f"{s['failed']} | {s['seconds']} | {load:.1f} |"
+        )
     return 0
 
 

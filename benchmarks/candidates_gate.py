@@ -27,10 +27,15 @@ import sqlalchemy as sa
 
 from benchmarks import claims
 
-GATE_QUERY = ("/allocation_candidates?resources=VCPU:1,DISK_GB:10,MEMORY_MB:256"
-              "&member_of=14a5c8a3-5a99-4e8f-88be-00d85fcb1c17&required=HW_CPU_X86_AVX2")
-HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39",
-           "accept": "application/json"}
+GATE_QUERY = (
+    "/allocation_candidates?resources=VCPU:1,DISK_GB:10,MEMORY_MB:256"
+    "&member_of=14a5c8a3-5a99-4e8f-88be-00d85fcb1c17&required=HW_CPU_X86_AVX2"
+)
+HEADERS = {
+    "x-auth-token": "admin",
+    "openstack-api-version": "placement 1.39",
+    "accept": "application/json",
+}
 
 
 class GateServer(claims.Server):
@@ -40,8 +45,11 @@ class GateServer(claims.Server):
 
 
 def load(url, providers):
-    subprocess.run([f"{claims.UPSTREAM_VENV}/bin/placeload", url, str(providers), "20"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [f"{claims.UPSTREAM_VENV}/bin/placeload", url, str(providers), "20"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def analyze(db_url):
@@ -87,8 +95,10 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--skip-upstream", action="store_true")
     args = parser.parse_args(argv)
-    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
-          f"python {platform.python_version()}")
+    print(
+        f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
+        f"python {platform.python_version()}"
+    )
     kinds = ["ours"] if args.skip_upstream else ["ours", "upstream"]
     for kind in kinds:
         server = GateServer(kind, args.workers, args.threads).start()
@@ -99,9 +109,12 @@ def main(argv=None):
             analyze(server.sampler_url)
             hammer(server.url, args.concurrency, args.concurrency * 2)  # warm up
             res = hammer(server.url, args.concurrency, args.requests)
-            print(f"{kind:9s} providers={args.providers} load={loaded:.1f}s "
-                  f"candidates={res['candidates']} median={res['median_ms']:.1f}ms "
-                  f"p95={res['p95_ms']:.1f}ms rps={res['rps']:.1f}", flush=True)
+            print(
+                f"{kind:9s} providers={args.providers} load={loaded:.1f}s "
+                f"candidates={res['candidates']} median={res['median_ms']:.1f}ms "
+                f"p95={res['p95_ms']:.1f}ms rps={res['rps']:.1f}",
+                flush=True,
+            )
         finally:
             server.stop()
 

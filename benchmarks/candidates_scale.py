@@ -26,8 +26,11 @@ from placement import db as db_mod
 from placement import models as m
 
 QUERY = "/allocation_candidates?resources=VCPU:1,MEMORY_MB:256&page_size={ps}"
-HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39",
-           "accept": "application/json"}
+HEADERS = {
+    "x-auth-token": "admin",
+    "openstack-api-version": "placement 1.39",
+    "accept": "application/json",
+}
 
 
 class ScaleServer(claims.Server):
@@ -41,12 +44,16 @@ def bulk_load(url, roots):
     db_mod.sync_standard_classes_and_traits(db)
     now = db_mod.utcnow()
     with db.write() as conn:
-        rc = dict(tuple(r) for r in conn.execute(
-            sa.select(m.resource_classes.c.name, m.resource_classes.c.id)))
-        avx = conn.execute(sa.select(m.traits.c.id).where(
-            m.traits.c.name == "HW_CPU_X86_AVX2")).scalar_one()
-        agg = conn.execute(m.placement_aggregates.insert().values(
-            uuid=str(uuid_lib.uuid4()))).inserted_primary_key[0]
+        rc = dict(
+            tuple(r)
+            for r in conn.execute(sa.select(m.resource_classes.c.name, m.resource_classes.c.id))
+        )
+        avx = conn.execute(
+            sa.select(m.traits.c.id).where(m.traits.c.name == "HW_CPU_X86_AVX2")
+        ).scalar_one()
+        agg = conn.execute(
+            m.placement_aggregates.insert().values(uuid=str(uuid_lib.uuid4()))
+        ).inserted_primary_key[0]
         next_id = 1
         batch = 5000
         for start in range(0, roots, batch):
@@ -54,17 +61,38 @@ def bulk_load(url, roots):
             for i in range(start, min(roots, start + batch)):
                 root = next_id
                 next_id += 1
-                rps.append(dict(id=root, uuid=str(uuid_lib.uuid4()), name=f"cn{i}",
-                                generation=0, root_provider_id=root,
-                                parent_provider_id=None, created_at=now))
-                inv = dict(reserved=0, min_unit=1, step_size=1, allocation_ratio=1.0,
-                           created_at=now)
-                invs.append(dict(inv, resource_provider_id=root,
-                                 resource_class_id=rc["MEMORY_MB"], total=65536,
-                                 max_unit=65536))
-                invs.append(dict(inv, resource_provider_id=root,
-                                 resource_class_id=rc["DISK_GB"], total=1000,
-                                 max_unit=1000))
+                rps.append(
+                    dict(
+                        id=root,
+                        uuid=str(uuid_lib.uuid4()),
+                        name=f"cn{i}",
+                        generation=0,
+                        root_provider_id=root,
+                        parent_provider_id=None,
+                        created_at=now,
+                    )
+                )
+                inv = dict(
+                    reserved=0, min_unit=1, step_size=1, allocation_ratio=1.0, created_at=now
+                )
+                invs.append(
+                    dict(
+                        inv,
+                        resource_provider_id=root,
+                        resource_class_id=rc["MEMORY_MB"],
+                        total=65536,
+                        max_unit=65536,
+                    )
+                )
+                invs.append(
+                    dict(
+                        inv,
+                        resource_provider_id=root,
+                        resource_class_id=rc["DISK_GB"],
+                        total=1000,
+                        max_unit=1000,
+                    )
+                )
                 traits.append(dict(resource_provider_id=root, trait_id=avx))
                 aggs.append(dict(resource_provider_id=root, aggregate_id=agg))
                 holders = [root]
@@ -73,14 +101,28 @@ def bulk_load(url, roots):
                     for n in range(2):
                         child = next_id
                         next_id += 1
-                        rps.append(dict(id=child, uuid=str(uuid_lib.uuid4()),
-                                        name=f"cn{i}-numa{n}", generation=0,
-                                        root_provider_id=root, parent_provider_id=root,
-                                        created_at=now))
+                        rps.append(
+                            dict(
+                                id=child,
+                                uuid=str(uuid_lib.uuid4()),
+                                name=f"cn{i}-numa{n}",
+                                generation=0,
+                                root_provider_id=root,
+                                parent_provider_id=root,
+                                created_at=now,
+                            )
+                        )
                         holders.append(child)
                 for h in holders:
-                    invs.append(dict(inv, resource_provider_id=h,
-                                     resource_class_id=rc["VCPU"], total=32, max_unit=32))
+                    invs.append(
+                        dict(
+                            inv,
+                            resource_provider_id=h,
+                            resource_class_id=rc["VCPU"],
+                            total=32,
+                            max_unit=32,
+                        )
+                    )
             conn.execute(m.resource_providers.insert(), rps)
             conn.execute(m.inventories.insert(), invs)
             conn.execute(m.resource_provider_traits.insert(), traits)
@@ -88,7 +130,8 @@ def bulk_load(url, roots):
         if db.is_postgres:
             conn.exec_driver_sql(
                 "SELECT setval('resource_providers_id_seq', (SELECT max(id) FROM "
-                "resource_providers))")
+                "resource_providers))"
+            )
     with db.engine.connect() as conn:
         conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("ANALYZE")
     db.dispose()
@@ -125,8 +168,7 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=4)
     args = parser.parse_args(argv)
-    print(f"machine: {platform.node()} {platform.machine()}, python "
-          f"{platform.python_version()}")
+    print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}")
     for size in [int(s) for s in args.sizes.split(",")]:
         server = ScaleServer(size, args.workers, args.threads)
         url = claims.fresh_database(server.dbname)
@@ -153,22 +195,26 @@ def main(argv=None):
                 body = s.get(server.url + nxt).json()
                 pages += 1
                 sums = body["provider_summaries"]
-                page_roots = {sums[next(iter(ar["allocations"]))]["root_provider_uuid"]
-                              for ar in body["allocation_requests"]}
+                page_roots = {
+                    sums[next(iter(ar["allocations"]))]["root_provider_uuid"]
+                    for ar in body["allocation_requests"]
+                }
                 cands += len(body["allocation_requests"])
                 repeats += len(page_roots & seen)
                 seen |= page_roots
                 links = [x["href"] for x in body["links"] if x["rel"] == "next"]
                 nxt = links[0] if links else None
             walk = time.perf_counter() - t
-            print(f"roots={size} load={loaded:.1f}s first_page_median="
-                  f"{statistics.median(lat) * 1000:.1f}ms "
-                  f"first_page_p95={sorted(lat)[int(len(lat) * 0.95) - 1] * 1000:.1f}ms "
-                  f"full_walk={walk:.1f}s pages={pages} roots_seen={len(seen)} "
-                  f"roots_repeated={repeats} candidates={cands} "
-                  f"peak_rss_before_walk={rss_before // 1024}MiB "
-                  f"peak_rss_after_walk={peak_rss_kib(server.proc.pid) // 1024}MiB",
-                  flush=True)
+            print(
+                f"roots={size} load={loaded:.1f}s first_page_median="
+                f"{statistics.median(lat) * 1000:.1f}ms "
+                f"first_page_p95={sorted(lat)[int(len(lat) * 0.95) - 1] * 1000:.1f}ms "
+                f"full_walk={walk:.1f}s pages={pages} roots_seen={len(seen)} "
+                f"roots_repeated={repeats} candidates={cands} "
+                f"peak_rss_before_walk={rss_before // 1024}MiB "
+                f"peak_rss_after_walk={peak_rss_kib(server.proc.pid) // 1024}MiB",
+                flush=True,
+            )
         finally:
             server.stop()
 

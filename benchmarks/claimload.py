@@ -77,8 +77,7 @@ class _Http:
             headers["content-type"] = "application/json"
         for attempt in (1, 2):
             if self.conn is None:
-                self.conn = http.client.HTTPConnection(self.host, self.port,
-                                                       timeout=self.timeout)
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             try:
                 self.conn.request(method, path, body=payload, headers=headers)
                 resp = self.conn.getresponse()
@@ -111,21 +110,29 @@ def _is_clean_refusal(resp):
         return False
     detail = err.get("detail", "")
     return err.get("status") == 409 and (
-        "exceed the capacity" in detail or "placement.concurrent_update" == err.get("code")
+        "exceed the capacity" in detail
+        or "placement.concurrent_update" == err.get("code")
         or "changed while attempting to allocate" in detail
     )
 
 
-def _client(base_url, providers, index, ops_per_client, resource_class,
-            release_probability, max_held_per_client, seed):
+def _client(
+    base_url,
+    providers,
+    index,
+    ops_per_client,
+    resource_class,
+    release_probability,
+    max_held_per_client,
+    seed,
+):
     """One client's whole run; returns its Outcome (elapsed unset)."""
     rnd = random.Random(seed * 1000 + index)
     http_conn = _Http(base_url)
     held = collections.deque()
     local = Outcome()
     for _ in range(ops_per_client):
-        release = held and (len(held) >= max_held_per_client
-                            or rnd.random() < release_probability)
+        release = held and (len(held) >= max_held_per_client or rnd.random() < release_probability)
         if release:
             consumer, rp_uuid, amount = held.popleft()
             resp = http_conn.request("DELETE", f"/allocations/{consumer}")
@@ -138,8 +145,12 @@ def _client(base_url, providers, index, ops_per_client, resource_class,
             continue
         consumer = str(uuid_lib.uuid4())
         rp_uuid = rnd.choice(providers)
-        body = {"allocations": {rp_uuid: {"resources": {resource_class: 1}}},
-                "project_id": PROJECT, "user_id": USER, "consumer_generation": None}
+        body = {
+            "allocations": {rp_uuid: {"resources": {resource_class: 1}}},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": None,
+        }
         resp = http_conn.request("PUT", f"/allocations/{consumer}", body)
         if resp.status_code == 204:
             local.claims_ok += 1
@@ -198,8 +209,17 @@ def _process_main(indexes, args, ready, go, results):
     results.put((outcome, time.monotonic()))
 
 
-def run(base_url, providers, clients, ops_per_client, resource_class="VCPU",
-        release_probability=0.45, max_held_per_client=6, seed=1, processes=1):
+def run(
+    base_url,
+    providers,
+    clients,
+    ops_per_client,
+    resource_class="VCPU",
+    release_probability=0.45,
+    max_held_per_client=6,
+    seed=1,
+    processes=1,
+):
     """``clients`` concurrent clients, each doing ``ops_per_client`` claims or releases.
 
     A client claims 1 unit of ``resource_class`` on a random provider for a new
@@ -209,16 +229,25 @@ def run(base_url, providers, clients, ops_per_client, resource_class="VCPU",
     processes (threads within each), so the driver's own CPU and GIL do not
     limit what is measured; the clock starts when every client is ready.
     """
-    args = (base_url, list(providers), ops_per_client, resource_class,
-            release_probability, max_held_per_client, seed)
+    args = (
+        base_url,
+        list(providers),
+        ops_per_client,
+        resource_class,
+        release_probability,
+        max_held_per_client,
+        seed,
+    )
     processes = max(1, min(processes, clients))
     if processes == 1:
         return _run_threads(range(clients), args, lambda: None)
     ctx = multiprocessing.get_context("spawn")
     ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
     groups = [list(range(clients))[i::processes] for i in range(processes)]
-    procs = [ctx.Process(target=_process_main, args=(group, args, ready, go, results),
-                         daemon=True) for group in groups]
+    procs = [
+        ctx.Process(target=_process_main, args=(group, args, ready, go, results), daemon=True)
+        for group in groups
+    ]
     for proc in procs:
         proc.start()
     for _ in procs:
@@ -298,11 +327,14 @@ def stored_allocations(db_url, resource_class="VCPU"):
     engine = sa.create_engine(db_url)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(sa.text(
-                "SELECT a.consumer_id, rp.uuid, a.used FROM allocations a "
-                "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
-                "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rc.name = :rc"
-            ), {"rc": resource_class}).all()
+            rows = conn.execute(
+                sa.text(
+                    "SELECT a.consumer_id, rp.uuid, a.used FROM allocations a "
+                    "JOIN resource_providers rp ON rp.id = a.resource_provider_id "
+                    "JOIN resource_classes rc ON rc.id = a.resource_class_id WHERE rc.name = :rc"
+                ),
+                {"rc": resource_class},
+            ).all()
     finally:
         engine.dispose()
     found = collections.defaultdict(list)

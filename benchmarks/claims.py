@@ -51,7 +51,8 @@ def fresh_database(name):
     with admin.connect() as conn:
         conn.exec_driver_sql(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     admin.dispose()
@@ -63,7 +64,8 @@ def drop_database(name):
     with admin.connect() as conn:
         conn.exec_driver_sql(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
     admin.dispose()
 
@@ -103,30 +105,61 @@ class Server:
         conf_path = os.path.join(self.tmp, "placement.conf")
         if self.kind == "ours":  # upstream and upstream-1x1 share the other branch
             with open(conf_path, "w") as f:
-                f.write(f"[placement_database]\nconnection = {self.sampler_url}\n"
-                        "sync_on_startup = true\n[api]\nauth_strategy = noauth2\n")
-            cmd = [sys.executable, "-m", "placement.cmd.api", "--config-file", conf_path,
-                   "--port", str(self.port), "--workers", str(self.workers),
-                   "--threads", str(self.threads)]
+                f.write(
+                    f"[placement_database]\nconnection = {self.sampler_url}\n"
+                    "sync_on_startup = true\n[api]\nauth_strategy = noauth2\n"
+                )
+            cmd = [
+                sys.executable,
+                "-m",
+                "placement.cmd.api",
+                "--config-file",
+                conf_path,
+                "--port",
+                str(self.port),
+                "--workers",
+                str(self.workers),
+                "--threads",
+                str(self.threads),
+            ]
             env = dict(os.environ)
         else:
-            pg2 = url.set(drivername="postgresql+psycopg2").render_as_string(
-                hide_password=False)
+            pg2 = url.set(drivername="postgresql+psycopg2").render_as_string(hide_password=False)
             with open(conf_path, "w") as f:
-                f.write(f"[placement_database]\nconnection = {pg2}\n"
-                        "[api]\nauth_strategy = noauth2\n")
+                f.write(
+                    f"[placement_database]\nconnection = {pg2}\n[api]\nauth_strategy = noauth2\n"
+                )
             env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
             env["OS_PLACEMENT_CONFIG_DIR"] = self.tmp
-            subprocess.run([f"{UPSTREAM_VENV}/bin/placement-manage", "--config-file",
-                            conf_path, "db", "sync"], check=True, env=env,
-                           stdout=log, stderr=subprocess.STDOUT)
-            cmd = [f"{UPSTREAM_VENV}/bin/gunicorn", "--workers", str(self.workers),
-                   "--threads", str(self.threads), "--worker-class", "gthread",
-                   "--bind", f"127.0.0.1:{self.port}", "--timeout", "120",
-                   "placement.wsgi.api:application"]
+            subprocess.run(
+                [f"{UPSTREAM_VENV}/bin/placement-manage", "--config-file", conf_path, "db", "sync"],
+                check=True,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            cmd = [
+                f"{UPSTREAM_VENV}/bin/gunicorn",
+                "--workers",
+                str(self.workers),
+                "--threads",
+                str(self.threads),
+                "--worker-class",
+                "gthread",
+                "--bind",
+                f"127.0.0.1:{self.port}",
+                "--timeout",
+                "120",
+                "placement.wsgi.api:application",
+            ]
         # cwd outside the checkout: our package is also named "placement".
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                     cwd=self.tmp if self.kind != "ours" else None)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=self.tmp if self.kind != "ours" else None,
+        )
         wait_up(self.url, self.proc, log_path)
         return self
 
@@ -146,9 +179,14 @@ def make_provider(base_url, name, vcpu):
     resp = s.post(f"{base_url}/resource_providers", json={"name": name}, timeout=30)
     resp.raise_for_status()
     rp = resp.json()
-    resp = s.put(f"{base_url}/resource_providers/{rp['uuid']}/inventories", json={
-        "resource_provider_generation": rp["generation"],
-        "inventories": {"VCPU": {"total": vcpu, "max_unit": vcpu}}}, timeout=30)
+    resp = s.put(
+        f"{base_url}/resource_providers/{rp['uuid']}/inventories",
+        json={
+            "resource_provider_generation": rp["generation"],
+            "inventories": {"VCPU": {"total": vcpu, "max_unit": vcpu}},
+        },
+        timeout=30,
+    )
     resp.raise_for_status()
     return rp["uuid"]
 
@@ -168,27 +206,48 @@ def bench(server, clients_list, ops, processes):
         # Warm the connection pools of every worker first.
         warm = claimload.run(server.url, providers, clients, 4, seed=99, processes=processes)
         release_all(server.url, warm.held)
-        outcome = claimload.run(server.url, providers, clients, per_client,
-                                release_probability=0.4, max_held_per_client=4, seed=clients,
-                                processes=processes)
+        outcome = claimload.run(
+            server.url,
+            providers,
+            clients,
+            per_client,
+            release_probability=0.4,
+            max_held_per_client=4,
+            seed=clients,
+            processes=processes,
+        )
         release_all(server.url, outcome.held)
         results[clients] = {
             "claims_per_s": outcome.claims_ok / outcome.elapsed,
-            "claims": outcome.claims_ok, "refused": outcome.claims_refused,
-            "bad": len(outcome.bad), "elapsed": outcome.elapsed,
+            "claims": outcome.claims_ok,
+            "refused": outcome.claims_refused,
+            "bad": len(outcome.bad),
+            "elapsed": outcome.elapsed,
         }
         print(f"  {server.kind} {clients:>2} clients: {results[clients]}", flush=True)
     # Over-commit probe: 160 one-VCPU claims from 16 clients on one 8-VCPU provider.
     target = make_provider(server.url, "probe", 8)
     sampler = claimload.UsageSampler(server.sampler_url, [target], interval=0.005)
     sampler.start()
-    outcome = claimload.run(server.url, [target], 16, 10, release_probability=0.0,
-                            max_held_per_client=100, seed=5, processes=processes)
+    outcome = claimload.run(
+        server.url,
+        [target],
+        16,
+        10,
+        release_probability=0.0,
+        max_held_per_client=100,
+        seed=5,
+        processes=processes,
+    )
     sampler.stop()
     final = sampler.read()[target][1]
-    results["probe"] = {"allocated": final, "overcommit": max(0, final - 8),
-                        "worst_sample_excess": max(0, sampler.max_excess),
-                        "granted": outcome.claims_ok, "bad": len(outcome.bad)}
+    results["probe"] = {
+        "allocated": final,
+        "overcommit": max(0, final - 8),
+        "worst_sample_excess": max(0, sampler.max_excess),
+        "granted": outcome.claims_ok,
+        "bad": len(outcome.bad),
+    }
     print(f"  {server.kind} probe: {results['probe']}", flush=True)
     return results
 
@@ -198,17 +257,24 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--clients", default="1,4,16")
-    parser.add_argument("--ops", type=int, default=400,
-                        help="claims+releases per client count (split over clients)")
-    parser.add_argument("--client-processes", type=int, default=4,
-                        help="client processes the clients are spread over (threads "
-                        "within each)")
-    parser.add_argument("--systems", default=None,
-                        help="comma-separated subset of ours,upstream,upstream-1x1")
+    parser.add_argument(
+        "--ops", type=int, default=400, help="claims+releases per client count (split over clients)"
+    )
+    parser.add_argument(
+        "--client-processes",
+        type=int,
+        default=4,
+        help="client processes the clients are spread over (threads within each)",
+    )
+    parser.add_argument(
+        "--systems", default=None, help="comma-separated subset of ours,upstream,upstream-1x1"
+    )
     parser.add_argument("--skip-upstream", action="store_true")
-    parser.add_argument("--no-serialized", action="store_true",
-                        help="skip upstream with 1 worker x 1 thread (its only correct "
-                        "setting)")
+    parser.add_argument(
+        "--no-serialized",
+        action="store_true",
+        help="skip upstream with 1 worker x 1 thread (its only correct setting)",
+    )
     args = parser.parse_args(argv)
     clients_list = [int(c) for c in args.clients.split(",")]
     kinds = ["ours"] if args.skip_upstream else ["ours", "upstream"]
@@ -216,11 +282,14 @@ def main(argv=None):
         kinds.append("upstream-1x1")
     if args.systems:
         kinds = args.systems.split(",")
-    print(f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
-          f"{platform.python_implementation()} {platform.python_version()}; "
-          f"workers={args.workers} threads={args.threads} "
-          f"client processes={args.client_processes}; load average "
-          f"{os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
+        f"{platform.python_implementation()} {platform.python_version()}; "
+        f"workers={args.workers} threads={args.threads} "
+        f"client processes={args.client_processes}; load average "
+        f"{os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
     all_results = {}
     for kind in kinds:
         if kind == "upstream-1x1":
@@ -238,11 +307,17 @@ def main(argv=None):
     print("| clients | " + " | ".join(f"{k} claims/s" for k in kinds) + " |")
     print("|---|" + "---|" * len(kinds))
     for clients in clients_list:
-        print(f"| {clients} | " + " | ".join(
-            f"{all_results[k][clients]['claims_per_s']:.1f}" for k in kinds) + " |")
+        print(
+            f"| {clients} | "
+            + " | ".join(f"{all_results[k][clients]['claims_per_s']:.1f}" for k in kinds)
+            + " |"
+        )
     probes = [all_results[k]["probe"] for k in kinds]
-    print("| over-commit probe (VCPU beyond 8 at end / worst sample) | " + " | ".join(
-        f"{p['overcommit']} / {p['worst_sample_excess']:.0f}" for p in probes) + " |")
+    print(
+        "| over-commit probe (VCPU beyond 8 at end / worst sample) | "
+        + " | ".join(f"{p['overcommit']} / {p['worst_sample_excess']:.0f}" for p in probes)
+        + " |"
+    )
     return 0
 
 

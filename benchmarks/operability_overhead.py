@@ -30,8 +30,12 @@ from placement import request_id
 from placement import request_log
 
 HEADERS = {"x-auth-token": "admin"}
-OPERABILITY_LAYERS = (request_id.RequestIdMiddleware, request_log.RequestLogMiddleware,
-                      metrics.MetricsMiddleware, healthcheck.HealthcheckLayer)
+OPERABILITY_LAYERS = (
+    request_id.RequestIdMiddleware,
+    request_log.RequestLogMiddleware,
+    metrics.MetricsMiddleware,
+    healthcheck.HealthcheckLayer,
+)
 ROUTES = ("/", "/resource_providers/6e4b6a4e-0000-4000-8000-000000000000")
 
 
@@ -65,8 +69,11 @@ def main(argv=None):
     access.setLevel(logging.INFO)
     access.propagate = False
     handler = logging.StreamHandler(io.StringIO())
-    handler.setFormatter(logging.Formatter(
-        "%(asctime)s %(process)d %(levelname)s %(name)s [%(request_id)s] %(message)s"))
+    handler.setFormatter(
+        logging.Formatter(
+            "%(asctime)s %(process)d %(levelname)s %(name)s [%(request_id)s] %(message)s"
+        )
+    )
     handler.addFilter(request_log.RequestIdLogFilter())
     access.addHandler(handler)
 

@@ -32,6 +32,7 @@ import uuid as uuid_lib
 import sqlalchemy as sa
 import werkzeug.serving
 
+from joule import inventory
 from joule import placement_client
 from placement import app as app_mod
 from placement import conf as placement_conf
@@ -40,7 +41,6 @@ from placement import migration
 from placement import models as m
 from powerpolicy import conf as power_conf
 from powerpolicy import controller as controller_mod
-from joule import inventory
 
 INVENTORY = pathlib.Path(__file__).resolve().parents[1] / "powerpolicy/data/cluster-nodes-5k.yaml"
 LOCAL_PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -73,24 +73,59 @@ def seed(db, nodes):
     now = db_mod.utcnow()
     rp = m.resource_providers
     with db.write() as conn:
-        conn.execute(rp.insert(), [
-            {"uuid": str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, n.name)), "name": n.name,
-             "generation": 0, "created_at": now} for n in nodes])
+        conn.execute(
+            rp.insert(),
+            [
+                {
+                    "uuid": str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, n.name)),
+                    "name": n.name,
+                    "generation": 0,
+                    "created_at": now,
+                }
+                for n in nodes
+            ],
+        )
         conn.execute(rp.update().values(root_provider_id=rp.c.id))
         ids = dict(conn.execute(sa.select(rp.c.name, rp.c.id)).all())
-        vcpu = conn.execute(sa.select(m.resource_classes.c.id).where(
-            m.resource_classes.c.name == "VCPU")).scalar_one()
-        conn.execute(m.inventories.insert(), [
-            {"resource_provider_id": ids[n.name], "resource_class_id": vcpu, "total": 128,
-             "reserved": 0, "min_unit": 1, "max_unit": 128, "step_size": 1,
-             "allocation_ratio": 1.0, "created_at": now} for n in nodes])
-        conn.execute(m.nodes.insert(), [
-            {"resource_provider_id": ids[n.name], "cell": "cell1", "labels": "{}",
-             "reserved": False, "unschedulable": False, "generation": 0, "created_at": now}
-            for n in nodes])
-        conn.execute(m.node_hardware.insert(), [
-            {"resource_provider_id": ids[n.name], "created_at": now, **n.hardware}
-            for n in nodes])
+        vcpu = conn.execute(
+            sa.select(m.resource_classes.c.id).where(m.resource_classes.c.name == "VCPU")
+        ).scalar_one()
+        conn.execute(
+            m.inventories.insert(),
+            [
+                {
+                    "resource_provider_id": ids[n.name],
+                    "resource_class_id": vcpu,
+                    "total": 128,
+                    "reserved": 0,
+                    "min_unit": 1,
+                    "max_unit": 128,
+                    "step_size": 1,
+                    "allocation_ratio": 1.0,
+                    "created_at": now,
+                }
+                for n in nodes
+            ],
+        )
+        conn.execute(
+            m.nodes.insert(),
+            [
+                {
+                    "resource_provider_id": ids[n.name],
+                    "cell": "cell1",
+                    "labels": "{}",
+                    "reserved": False,
+                    "unschedulable": False,
+                    "generation": 0,
+                    "created_at": now,
+                }
+                for n in nodes
+            ],
+        )
+        conn.execute(
+            m.node_hardware.insert(),
+            [{"resource_provider_id": ids[n.name], "created_at": now, **n.hardware} for n in nodes],
+        )
     return ids
 
 
@@ -99,17 +134,40 @@ def _allocate_performance(db, rp_ids):
     now = db_mod.utcnow()
     with db.write() as conn:
         project = conn.execute(
-            m.projects.insert().values(external_id="bench")).inserted_primary_key[0]
+            m.projects.insert().values(external_id="bench")
+        ).inserted_primary_key[0]
         user = conn.execute(m.users.insert().values(external_id="bench")).inserted_primary_key[0]
-        vcpu = conn.execute(sa.select(m.resource_classes.c.id).where(
-            m.resource_classes.c.name == "VCPU")).scalar_one()
+        vcpu = conn.execute(
+            sa.select(m.resource_classes.c.id).where(m.resource_classes.c.name == "VCPU")
+        ).scalar_one()
         consumers = [str(uuid_lib.uuid4()) for _ in rp_ids]
-        conn.execute(m.consumers.insert(), [
-            {"uuid": c, "project_id": project, "user_id": user, "generation": 0,
-             "workload_class": "performance", "created_at": now} for c in consumers])
-        conn.execute(m.allocations.insert(), [
-            {"resource_provider_id": rp_id, "consumer_id": c, "resource_class_id": vcpu,
-             "used": 1, "created_at": now} for rp_id, c in zip(rp_ids, consumers, strict=True)])
+        conn.execute(
+            m.consumers.insert(),
+            [
+                {
+                    "uuid": c,
+                    "project_id": project,
+                    "user_id": user,
+                    "generation": 0,
+                    "workload_class": "performance",
+                    "created_at": now,
+                }
+                for c in consumers
+            ],
+        )
+        conn.execute(
+            m.allocations.insert(),
+            [
+                {
+                    "resource_provider_id": rp_id,
+                    "consumer_id": c,
+                    "resource_class_id": vcpu,
+                    "used": 1,
+                    "created_at": now,
+                }
+                for rp_id, c in zip(rp_ids, consumers, strict=True)
+            ],
+        )
 
 
 def run(backend, url=None, repeat=3):
@@ -121,15 +179,20 @@ def run(backend, url=None, repeat=3):
         migration.upgrade(db)
         db_mod.sync_standard_classes_and_traits(db)
         ids = seed(db, nodes)
-        pconf = placement_conf.make_conf(overrides={
-            ("placement_database", "connection"): db_url, ("api", "auth_strategy"): "noauth2"})
+        pconf = placement_conf.make_conf(
+            overrides={
+                ("placement_database", "connection"): db_url,
+                ("api", "auth_strategy"): "noauth2",
+            }
+        )
         app = app_mod.create_app(pconf, db=db, sync=False)
         server = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         endpoint = f"http://127.0.0.1:{server.server_port}"
         conf = power_conf.make_conf(overrides={"static_hp_frac": 0.2})
         ctl = controller_mod.Controller(
-            conf, placement_client.PlacementClient.for_endpoint(endpoint))
+            conf, placement_client.PlacementClient.for_endpoint(endpoint)
+        )
 
         rows = []
 
@@ -138,10 +201,16 @@ def run(backend, url=None, repeat=3):
             # the tick costs whatever else competes for the machine.
             start, cpu = time.perf_counter(), time.process_time()
             result = ctl.tick()
-            rows.append({"step": label, "seconds": round(time.perf_counter() - start, 3),
-                         "cpu_seconds": round(time.process_time() - cpu, 3),
-                         "written": result.written, "hp_count": result.hp_count,
-                         "draining": result.draining})
+            rows.append(
+                {
+                    "step": label,
+                    "seconds": round(time.perf_counter() - start, 3),
+                    "cpu_seconds": round(time.process_time() - cpu, 3),
+                    "written": result.written,
+                    "hp_count": result.hp_count,
+                    "draining": result.draining,
+                }
+            )
             return result
 
         tick("first tick (all twins new)")
@@ -150,8 +219,9 @@ def run(backend, url=None, repeat=3):
         conf.set_override("static_hp_frac", 0.21, group="power")
         tick("hp_frac 0.2 -> 0.21")
         # Nodes that would go eco when the fraction drops back: give them running work.
-        perf_now = {n["name"] for n in ctl.client.list_nodes()
-                    if n["twin"]["profile"] == "performance"}
+        perf_now = {
+            n["name"] for n in ctl.client.list_nodes() if n["twin"]["profile"] == "performance"
+        }
         _allocate_performance(db, [ids[name] for name in sorted(perf_now)][:5000])
         conf.set_override("static_hp_frac", 0.2, group="power")
         tick("hp_frac 0.21 -> 0.2, all busy")
@@ -176,12 +246,16 @@ def main(argv=None):
         return
     print(f"backend {args.backend}, {len(inventory.load(INVENTORY))} nodes")
     for row in rows:
-        print(f"  {row['step']:<30} {row['seconds']:>6.3f} s wall {row['cpu_seconds']:>6.3f} s cpu"
-              f"  wrote {row['written']:>5}  "
-              f"hp_count {row['hp_count']:>5}  draining {row['draining']}")
+        print(
+            f"  {row['step']:<30} {row['seconds']:>6.3f} s wall {row['cpu_seconds']:>6.3f} s cpu"
+            f"  wrote {row['written']:>5}  "
+            f"hp_count {row['hp_count']:>5}  draining {row['draining']}"
+        )
     steady = [r["seconds"] for r in rows if r["step"].startswith("constant")]
-    print(f"  median constant-demand tick: {statistics.median(steady):.3f} s wall; "
-          f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"  median constant-demand tick: {statistics.median(steady):.3f} s wall; "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,35 +50,70 @@ def bulk_load(url, hosts, vcpu=64, ram=262144, disk=2000, perf_share=0.3, cells=
     db_mod.sync_standard_classes_and_traits(db)
     now = db_mod.utcnow()
     with db.write() as conn:
-        rc = dict(tuple(r) for r in conn.execute(
-            sa.select(m.resource_classes.c.name, m.resource_classes.c.id)))
+        rc = dict(
+            tuple(r)
+            for r in conn.execute(sa.select(m.resource_classes.c.name, m.resource_classes.c.id))
+        )
         batch = 5000
         for start in range(0, hosts, batch):
             rps, invs, nodes, twins = [], [], [], []
             for i in range(start, min(hosts, start + batch)):
                 rp_id = i + 1
-                rps.append(dict(id=rp_id, uuid=str(uuid_lib.uuid4()), name=f"host-{i}",
-                                generation=0, root_provider_id=rp_id,
-                                parent_provider_id=None, created_at=now))
+                rps.append(
+                    dict(
+                        id=rp_id,
+                        uuid=str(uuid_lib.uuid4()),
+                        name=f"host-{i}",
+                        generation=0,
+                        root_provider_id=rp_id,
+                        parent_provider_id=None,
+                        created_at=now,
+                    )
+                )
                 for name, total in (("VCPU", vcpu), ("MEMORY_MB", ram), ("DISK_GB", disk)):
-                    invs.append(dict(resource_provider_id=rp_id, resource_class_id=rc[name],
-                                     total=total, reserved=0, min_unit=1, max_unit=total,
-                                     step_size=1, allocation_ratio=1.0, created_at=now))
-                nodes.append(dict(resource_provider_id=rp_id, cell=f"cell{i % cells + 1}",
-                                  labels="{}", reserved=False, unschedulable=False,
-                                  generation=0, created_at=now))
+                    invs.append(
+                        dict(
+                            resource_provider_id=rp_id,
+                            resource_class_id=rc[name],
+                            total=total,
+                            reserved=0,
+                            min_unit=1,
+                            max_unit=total,
+                            step_size=1,
+                            allocation_ratio=1.0,
+                            created_at=now,
+                        )
+                    )
+                nodes.append(
+                    dict(
+                        resource_provider_id=rp_id,
+                        cell=f"cell{i % cells + 1}",
+                        labels="{}",
+                        reserved=False,
+                        unschedulable=False,
+                        generation=0,
+                        created_at=now,
+                    )
+                )
                 perf = rng.random() < perf_share
-                twins.append(dict(resource_provider_id=rp_id,
-                                  profile="performance" if perf else "eco",
-                                  schedulable_class="performance" if perf else "eco",
-                                  generation=0, created_at=now))
+                twins.append(
+                    dict(
+                        resource_provider_id=rp_id,
+                        profile="performance" if perf else "eco",
+                        schedulable_class="performance" if perf else "eco",
+                        generation=0,
+                        created_at=now,
+                    )
+                )
             conn.execute(m.resource_providers.insert(), rps)
             conn.execute(m.inventories.insert(), invs)
             conn.execute(m.nodes.insert(), nodes)
             conn.execute(m.node_twins.insert(), twins)
         if db.is_postgres:
-            conn.exec_driver_sql("SELECT setval('resource_providers_id_seq', "
-                                 "(SELECT max(id) FROM resource_providers))")
+            conn.exec_driver_sql(
+                "SELECT setval('resource_providers_id_seq', "
+                "(SELECT max(id) FROM resource_providers))"
+            )
     db.dispose()
 
 
@@ -87,10 +122,18 @@ def make_specs(count, seed, perf_share=0.3, vcpu_choices=(1, 2, 4, 8)):
     out = []
     for _ in range(count):
         perf = rng.random() < perf_share
-        out.append({"version": "1.0", "resources": {"VCPU": rng.choice(vcpu_choices),
-                                  "MEMORY_MB": rng.choice((1024, 2048, 4096))},
-                    "workload_class": "performance" if perf else "standard",
-                    "project_id": "bench", "user_id": "bench"})
+        out.append(
+            {
+                "version": "1.0",
+                "resources": {
+                    "VCPU": rng.choice(vcpu_choices),
+                    "MEMORY_MB": rng.choice((1024, 2048, 4096)),
+                },
+                "workload_class": "performance" if perf else "standard",
+                "project_id": "bench",
+                "user_id": "bench",
+            }
+        )
     return out
 
 
@@ -106,9 +149,23 @@ def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
                 f.write(json.dumps(spec) + "\n")
         files.append(path)
     start = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "scheduler.batch", "--requests", path,
-                               "--output", path + ".out"], env=env, stderr=subprocess.PIPE,
-                              text=True) for path in files]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scheduler.batch",
+                "--requests",
+                path,
+                "--output",
+                path + ".out",
+            ],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for path in files
+    ]
     summaries = []
     for proc in procs:
         _out, err = proc.communicate()
@@ -125,26 +182,33 @@ def run_workers(endpoint, specs, workers, tmpdir, extra_env=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000")
-    parser.add_argument("--requests", default="200,40",
-                        help="requests per worker-count run, one per size")
+    parser.add_argument(
+        "--requests", default="200,40", help="requests per worker-count run, one per size"
+    )
     parser.add_argument("--workers", default="1,4,8")
     parser.add_argument("--api-workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=8)
     parser.add_argument("--page-size", type=int, default=1000)
-    parser.add_argument("--caps", default="0",
-                        help="max_placement_results values to run (0: every page)")
+    parser.add_argument(
+        "--caps", default="0", help="max_placement_results values to run (0: every page)"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     counts = [int(s) for s in args.requests.split(",")]
     workers = [int(s) for s in args.workers.split(",")]
     caps = [int(s) for s in args.caps.split(",")]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    print(f"# {platform.node()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} "
-          f"commit={commit} api: {args.api_workers} gunicorn workers x {args.threads} "
-          f"threads, page_size={args.page_size}")
-    print("| hosts | max_placement_results | workers | requests | placed | failed | "
-          "races lost | wall s | req/s | load |")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    print(
+        f"# {platform.node()} cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} "
+        f"commit={commit} api: {args.api_workers} gunicorn workers x {args.threads} "
+        f"threads, page_size={args.page_size}"
+    )
+    print(
+        "| hosts | max_placement_results | workers | requests | placed | failed | "
+        "races lost | wall s | req/s | load |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     tmpdir = tempfile.mkdtemp(prefix="bench-schedule-")
     for size, count in zip(sizes, counts, strict=True):
@@ -154,15 +218,25 @@ def main(argv=None):
             for cap in caps:
                 for n, w in enumerate(workers):
                     specs = make_specs(count, seed=n)
-                    wall, sums = run_workers(server.url, specs, w, tmpdir, {
-                        "OS_FILTER_SCHEDULER__PAGE_SIZE": str(args.page_size),
-                        "OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS": str(cap)})
+                    wall, sums = run_workers(
+                        server.url,
+                        specs,
+                        w,
+                        tmpdir,
+                        {
+                            "OS_FILTER_SCHEDULER__PAGE_SIZE": str(args.page_size),
+                            "OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS": str(cap),
+                        },
+                    )
                     placed = sum(s["placed"] for s in sums)
                     failed = sum(s["failed"] for s in sums)
                     races = sum(s["races_lost"] for s in sums)
-                    print(f"| {size} | {cap or 'every page'} | {w} | {count} | {placed} | "
-                          f"{failed} | {races} | {wall:.1f} | {count / wall:.1f} | "
-                          f"{os.getloadavg()[0]:.1f} |", flush=True)
+                    print(
+                        f"| {size} | {cap or 'every page'} | {w} | {count} | {placed} | "
+                        f"{failed} | {races} | {wall:.1f} | {count / wall:.1f} | "
+                        f"{os.getloadavg()[0]:.1f} |",
+                        flush=True,
+                    )
         finally:
             server.stop()
 

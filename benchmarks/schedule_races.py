@@ -38,23 +38,46 @@ def main(argv=None):
     slots = args.requests // args.hosts
     server = schedule.ScheduleServer("races", args.api_workers, args.threads).start()
     try:
-        schedule.bulk_load(server.sampler_url, args.hosts, vcpu=slots, ram=slots * 1024,
-                           disk=slots * 10, perf_share=0.0)
+        schedule.bulk_load(
+            server.sampler_url,
+            args.hosts,
+            vcpu=slots,
+            ram=slots * 1024,
+            disk=slots * 10,
+            perf_share=0.0,
+        )
         instances = [str(uuid_lib.uuid4()) for _ in range(args.requests)]
-        specs = [{"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-                  "instance_uuids": [i],
-                  "project_id": "bench", "user_id": "bench"} for i in instances]
+        specs = [
+            {
+                "version": "1.0",
+                "resources": {"VCPU": 1, "MEMORY_MB": 512},
+                "instance_uuids": [i],
+                "project_id": "bench",
+                "user_id": "bench",
+            }
+            for i in instances
+        ]
         wall, sums = schedule.run_workers(
-            server.url, specs, args.workers, tempfile.mkdtemp(prefix="bench-races-"),
-            {"OS_FILTER_SCHEDULER__WRITE_REPORTS": "false"})
+            server.url,
+            specs,
+            args.workers,
+            tempfile.mkdtemp(prefix="bench-races-"),
+            {"OS_FILTER_SCHEDULER__WRITE_REPORTS": "false"},
+        )
         db = db_mod.Database(server.sampler_url)
         with db.read() as conn:
-            rows = conn.execute(sa.select(m.allocations.c.consumer_id,
-                                          m.allocations.c.resource_provider_id,
-                                          m.allocations.c.resource_class_id,
-                                          m.allocations.c.used)).all()
-            totals = {(r.resource_provider_id, r.resource_class_id): r.total
-                      for r in conn.execute(sa.select(m.inventories))}
+            rows = conn.execute(
+                sa.select(
+                    m.allocations.c.consumer_id,
+                    m.allocations.c.resource_provider_id,
+                    m.allocations.c.resource_class_id,
+                    m.allocations.c.used,
+                )
+            ).all()
+            totals = {
+                (r.resource_provider_id, r.resource_class_id): r.total
+                for r in conn.execute(sa.select(m.inventories))
+            }
         db.dispose()
         hosts_of, usage = {}, {}
         for r in rows:
@@ -62,16 +85,22 @@ def main(argv=None):
             key = (r.resource_provider_id, r.resource_class_id)
             usage[key] = usage.get(key, 0) + r.used
         placed_once = sorted(hosts_of) == sorted(instances) and all(
-            len(h) == 1 for h in hosts_of.values())
+            len(h) == 1 for h in hosts_of.values()
+        )
         overcommit = sum(1 for k, used in usage.items() if used > totals[k])
-        print(f"# cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} api: {args.api_workers}"
-              f" gunicorn workers x {args.threads} threads")
-        print(f"requests={args.requests} workers={args.workers} hosts={args.hosts} "
-              f"slots/host={slots}")
-        print(f"placed={sum(s['placed'] for s in sums)} failed={sum(s['failed'] for s in sums)}"
-              f" races_lost={sum(s['races_lost'] for s in sums)} placed_exactly_once="
-              f"{placed_once} overcommitted_inventories={overcommit} wall={wall:.1f}s "
-              f"rate={args.requests / wall:.1f}/s")
+        print(
+            f"# cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} api: {args.api_workers}"
+            f" gunicorn workers x {args.threads} threads"
+        )
+        print(
+            f"requests={args.requests} workers={args.workers} hosts={args.hosts} slots/host={slots}"
+        )
+        print(
+            f"placed={sum(s['placed'] for s in sums)} failed={sum(s['failed'] for s in sums)}"
+            f" races_lost={sum(s['races_lost'] for s in sums)} placed_exactly_once="
+            f"{placed_once} overcommitted_inventories={overcommit} wall={wall:.1f}s "
+            f"rate={args.requests / wall:.1f}/s"
+        )
     finally:
         server.stop()
 

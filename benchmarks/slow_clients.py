@@ -37,8 +37,9 @@ import sys
 import tempfile
 import time
 
-TOKEN_HEADERS = (b"X-Auth-Token: admin\r\nOpenStack-API-Version: placement latest\r\n"
-                 b"Host: localhost\r\n")
+TOKEN_HEADERS = (
+    b"X-Auth-Token: admin\r\nOpenStack-API-Version: placement latest\r\nHost: localhost\r\n"
+)
 
 
 def free_port():
@@ -98,13 +99,22 @@ async def _drip(reader, writer, stop, head, drip, interval):
 
 
 async def _slowloris(reader, writer, stop):
-    await _drip(reader, writer, stop, b"GET / HTTP/1.1\r\nHost: localhost\r\n",
-                b"X-Padding: " + b"a" * 10_000, 2.0)
+    await _drip(
+        reader,
+        writer,
+        stop,
+        b"GET / HTTP/1.1\r\nHost: localhost\r\n",
+        b"X-Padding: " + b"a" * 10_000,
+        2.0,
+    )
 
 
 async def _slow_body(reader, writer, stop):
-    head = (b"POST /resource_providers HTTP/1.1\r\n" + TOKEN_HEADERS
-            + b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n")
+    head = (
+        b"POST /resource_providers HTTP/1.1\r\n"
+        + TOKEN_HEADERS
+        + b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+    )
     writer.write(head)
     await writer.drain()
     read = asyncio.ensure_future(reader.read(1))
@@ -124,8 +134,11 @@ async def _one_request(port, timeout):
     async with asyncio.timeout(timeout):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            writer.write(b"GET /resource_providers HTTP/1.1\r\n" + TOKEN_HEADERS
-                         + b"Connection: close\r\n\r\n")
+            writer.write(
+                b"GET /resource_providers HTTP/1.1\r\n"
+                + TOKEN_HEADERS
+                + b"Connection: close\r\n\r\n"
+            )
             await writer.drain()
             data = await reader.read()
         finally:
@@ -140,17 +153,27 @@ def percentile(values, fraction):
     return ordered[index]
 
 
-async def measure(port, idle=200, slowloris=48, slow_body=48, requests=400, timeout=10.0,
-                  settle=2.0, min_seconds=0.0):
+async def measure(
+    port,
+    idle=200,
+    slowloris=48,
+    slow_body=48,
+    requests=400,
+    timeout=10.0,
+    settle=2.0,
+    min_seconds=0.0,
+):
     """Open the hostile clients, time at least ``requests`` good requests (and
     keep on for at least ``min_seconds``); a result dict."""
     stop = asyncio.Event()
     stats = Stats()
     tasks = []
-    for kind, count, talk in (("idle", idle, _idle), ("slowloris", slowloris, _slowloris),
-                              ("slow_body", slow_body, _slow_body)):
-        tasks += [asyncio.ensure_future(_hold(kind, port, stop, stats, talk))
-                  for _ in range(count)]
+    for kind, count, talk in (
+        ("idle", idle, _idle),
+        ("slowloris", slowloris, _slowloris),
+        ("slow_body", slow_body, _slow_body),
+    ):
+        tasks += [asyncio.ensure_future(_hold(kind, port, stop, stats, talk)) for _ in range(count)]
     await asyncio.sleep(settle)
     open_at_start = dict(stats.open)
     latencies, failures = [], []
@@ -170,11 +193,15 @@ async def measure(port, idle=200, slowloris=48, slow_body=48, requests=400, time
     stop.set()
     await asyncio.gather(*tasks, return_exceptions=True)
     return {
-        "requests": len(latencies), "failures": len(failures),
+        "requests": len(latencies),
+        "failures": len(failures),
         "failure_kinds": sorted(set(failures)),
-        "p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99),
-        "max": max(latencies), "seconds": elapsed,
-        "hostile_open_at_start": open_at_start, "hostile_open_at_end": open_at_end,
+        "p50": percentile(latencies, 0.50),
+        "p99": percentile(latencies, 0.99),
+        "max": max(latencies),
+        "seconds": elapsed,
+        "hostile_open_at_start": open_at_start,
+        "hostile_open_at_end": open_at_end,
         "hostile_connects": dict(stats.connects),
     }
 
@@ -197,8 +224,11 @@ def wait_ready(port, proc, seconds=60):
 
 
 def start_server(kind, db_url, port, workers, log):
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url,
-               OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP="true")
+    env = dict(
+        os.environ,
+        OS_PLACEMENT_DATABASE__CONNECTION=db_url,
+        OS_PLACEMENT_DATABASE__SYNC_ON_STARTUP="true",
+    )
     bindir = os.path.dirname(sys.executable)
     if kind == "ours":
         cmd = [os.path.join(bindir, "placement-api"), "--port", str(port)]
@@ -206,11 +236,23 @@ def start_server(kind, db_url, port, workers, log):
             cmd += ["--workers", str(workers)]
     else:  # the server before issue 13
         # Migrate first (create_app syncs when sync_on_startup is set).
-        subprocess.run([sys.executable, "-c", "from placement import app; app.create_app()"],
-                       env=env, check=True)
-        cmd = [os.path.join(bindir, "gunicorn"), "--bind", f"127.0.0.1:{port}",
-               "--workers", str(workers or 1), "--threads", "8", "--worker-class", "gthread",
-               "placement.app:create_app()"]
+        subprocess.run(
+            [sys.executable, "-c", "from placement import app; app.create_app()"],
+            env=env,
+            check=True,
+        )
+        cmd = [
+            os.path.join(bindir, "gunicorn"),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers or 1),
+            "--threads",
+            "8",
+            "--worker-class",
+            "gthread",
+            "placement.app:create_app()",
+        ]
     return subprocess.Popen(cmd, env=env, stdout=log, stderr=log)
 
 
@@ -224,8 +266,12 @@ def main(argv=None):
     parser.add_argument("--slow-body", type=int, default=48)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--timeout", type=float, default=10.0)
-    parser.add_argument("--min-seconds", type=float, default=0.0,
-                        help="keep sending past --requests until this long has passed")
+    parser.add_argument(
+        "--min-seconds",
+        type=float,
+        default=0.0,
+        help="keep sending past --requests until this long has passed",
+    )
     args = parser.parse_args(argv)
 
     tmp = tempfile.mkdtemp(prefix="slow-clients-")
@@ -243,9 +289,17 @@ def main(argv=None):
         proc = start_server(args.server, db_url, port, args.workers, log)
         try:
             wait_ready(port, proc)
-            result = asyncio.run(measure(port, args.idle, args.slowloris, args.slow_body,
-                                         args.requests, args.timeout,
-                                         min_seconds=args.min_seconds))
+            result = asyncio.run(
+                measure(
+                    port,
+                    args.idle,
+                    args.slowloris,
+                    args.slow_body,
+                    args.requests,
+                    args.timeout,
+                    min_seconds=args.min_seconds,
+                )
+            )
         finally:
             proc.terminate()
             try:
@@ -258,17 +312,26 @@ def main(argv=None):
 
         claims.drop_database(pg_name)
     shutil.rmtree(tmp, ignore_errors=True)
-    result.update(server=args.server, db=args.db, workers=args.workers or "default",
-                  hostile={"idle": args.idle, "slowloris": args.slowloris,
-                           "slow_body": args.slow_body})
-    print(f"server={args.server} db={args.db} workers={result['workers']} hostile: "
-          f"{args.idle} idle + {args.slowloris} slowloris + {args.slow_body} slow-body")
-    print(f"{result['requests']} requests in {result['seconds']:.1f} s: p50 "
-          f"{result['p50'] * 1000:.0f} ms, p99 {result['p99'] * 1000:.0f} ms, max "
-          f"{result['max'] * 1000:.0f} ms, failures {result['failures']} "
-          f"{result['failure_kinds']}")
-    print(f"hostile open at start {result['hostile_open_at_start']}, at end "
-          f"{result['hostile_open_at_end']}, connects {result['hostile_connects']}")
+    result.update(
+        server=args.server,
+        db=args.db,
+        workers=args.workers or "default",
+        hostile={"idle": args.idle, "slowloris": args.slowloris, "slow_body": args.slow_body},
+    )
+    print(
+        f"server={args.server} db={args.db} workers={result['workers']} hostile: "
+        f"{args.idle} idle + {args.slowloris} slowloris + {args.slow_body} slow-body"
+    )
+    print(
+        f"{result['requests']} requests in {result['seconds']:.1f} s: p50 "
+        f"{result['p50'] * 1000:.0f} ms, p99 {result['p99'] * 1000:.0f} ms, max "
+        f"{result['max'] * 1000:.0f} ms, failures {result['failures']} "
+        f"{result['failure_kinds']}"
+    )
+    print(
+        f"hostile open at start {result['hostile_open_at_start']}, at end "
+        f"{result['hostile_open_at_end']}, connects {result['hostile_connects']}"
+    )
     print(json.dumps(result))
     return 0
 

@@ -40,39 +40,64 @@ def main(argv=None):
     server = schedule.ScheduleServer("spread", args.api_workers, args.threads).start()
     try:
         # Identical hosts, all in one cell, all eco: every weigher ties.
-        schedule.bulk_load(server.sampler_url, args.hosts, vcpu=64, ram=262144, disk=2000,
-                           perf_share=0.0, cells=1)
+        schedule.bulk_load(
+            server.sampler_url, args.hosts, vcpu=64, ram=262144, disk=2000, perf_share=0.0, cells=1
+        )
         instances = [str(uuid_lib.uuid4()) for _ in range(args.instances)]
-        specs = [{"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-                  "instance_uuids": [i], "project_id": "bench", "user_id": "bench"}
-                 for i in instances]
-        env = {"OS_FILTER_SCHEDULER__WRITE_REPORTS": "false",
-               "OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS": str(args.cap),
-               "OS_FILTER_SCHEDULER__RANDOM_WALK_START": str(not args.no_random_start)}
-        wall, sums = schedule.run_workers(server.url, specs, args.workers,
-                                          tempfile.mkdtemp(prefix="bench-spread-"), env)
+        specs = [
+            {
+                "version": "1.0",
+                "resources": {"VCPU": 1, "MEMORY_MB": 512},
+                "instance_uuids": [i],
+                "project_id": "bench",
+                "user_id": "bench",
+            }
+            for i in instances
+        ]
+        env = {
+            "OS_FILTER_SCHEDULER__WRITE_REPORTS": "false",
+            "OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS": str(args.cap),
+            "OS_FILTER_SCHEDULER__RANDOM_WALK_START": str(not args.no_random_start),
+        }
+        wall, sums = schedule.run_workers(
+            server.url, specs, args.workers, tempfile.mkdtemp(prefix="bench-spread-"), env
+        )
         db = db_mod.Database(server.sampler_url)
         with db.read() as conn:
             rows = conn.execute(
-                sa.select(m.allocations.c.consumer_id,
-                          m.allocations.c.resource_provider_id).distinct()).all()
-            ids = [r[0] for r in conn.execute(
-                sa.select(m.resource_providers.c.id).order_by(m.resource_providers.c.id))]
+                sa.select(
+                    m.allocations.c.consumer_id, m.allocations.c.resource_provider_id
+                ).distinct()
+            ).all()
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(m.resource_providers.c.id).order_by(m.resource_providers.c.id)
+                )
+            ]
         db.dispose()
         position = {rp: i for i, rp in enumerate(ids)}
         landed = [rp for _consumer, rp in rows]
         fifths = [0] * 5
         for rp in landed:
             fifths[position[rp] * 5 // len(ids)] += 1
-        print(f"# cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} api: {args.api_workers}"
-              f" gunicorn workers x {args.threads} threads")
-        print(f"hosts={args.hosts} instances={args.instances} workers={args.workers} "
-              f"cap={args.cap} random_start={not args.no_random_start}")
-        print(f"placed={sum(s['placed'] for s in sums)} failed={sum(s['failed'] for s in sums)}"
-              f" races_lost={sum(s['races_lost'] for s in sums)} wall={wall:.1f}s "
-              f"rate={args.instances / wall:.1f}/s")
-        print(f"distinct_hosts={len(set(landed))} ({100 * len(set(landed)) / len(landed):.1f}%)"
-              " per_fifth_by_id=" + " ".join(f"{100 * n / len(landed):.1f}%" for n in fifths))
+        print(
+            f"# cpus={os.cpu_count()} load={os.getloadavg()[0]:.1f} api: {args.api_workers}"
+            f" gunicorn workers x {args.threads} threads"
+        )
+        print(
+            f"hosts={args.hosts} instances={args.instances} workers={args.workers} "
+            f"cap={args.cap} random_start={not args.no_random_start}"
+        )
+        print(
+            f"placed={sum(s['placed'] for s in sums)} failed={sum(s['failed'] for s in sums)}"
+            f" races_lost={sum(s['races_lost'] for s in sums)} wall={wall:.1f}s "
+            f"rate={args.instances / wall:.1f}/s"
+        )
+        print(
+            f"distinct_hosts={len(set(landed))} ({100 * len(set(landed)) / len(landed):.1f}%)"
+            " per_fifth_by_id=" + " ".join(f"{100 * n / len(landed):.1f}%" for n in fifths)
+        )
     finally:
         server.stop()
 

@@ -38,9 +38,11 @@ def run_mode(directory, mode, claims):
     url = f"sqlite:///{path}"
     database = db_mod.Database(url)
     if mode == "NORMAL":
+
         @event.listens_for(database.engine, "connect")
         def _normal(dbapi_conn, _record):
             dbapi_conn.execute("PRAGMA synchronous=NORMAL")
+
     conf = conf_mod.make_conf(overrides={("placement_database", "connection"): url})
     app = app_mod.create_app(conf, db=database, sync=True)
     with database.read() as conn:
@@ -48,21 +50,39 @@ def run_mode(directory, mode, claims):
     assert got == {"NORMAL": 1, "FULL": 2}[mode], got
     client = app.test_client()
     rp = str(uuid.uuid4())
-    assert client.post("/resource_providers", json={"name": "bench", "uuid": rp},
-                       headers=HEADERS).status_code == 200
-    assert client.put(f"/resource_providers/{rp}/inventories", json={
-        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 1_000_000,
-                                                                     "max_unit": 1_000_000}}},
-        headers=HEADERS).status_code == 200
+    assert (
+        client.post(
+            "/resource_providers", json={"name": "bench", "uuid": rp}, headers=HEADERS
+        ).status_code
+        == 200
+    )
+    assert (
+        client.put(
+            f"/resource_providers/{rp}/inventories",
+            json={
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": 1_000_000, "max_unit": 1_000_000}},
+            },
+            headers=HEADERS,
+        ).status_code
+        == 200
+    )
     consumers = [str(uuid.uuid4()) for _ in range(claims)]
     timings = []
     started = time.perf_counter()
     for consumer in consumers:
         t0 = time.perf_counter()
-        resp = client.put(f"/allocations/{consumer}", json={
-            "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "p",
-            "user_id": "u", "consumer_generation": None, "consumer_type": "INSTANCE"},
-            headers=HEADERS)
+        resp = client.put(
+            f"/allocations/{consumer}",
+            json={
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": "p",
+                "user_id": "u",
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+            headers=HEADERS,
+        )
         timings.append(time.perf_counter() - t0)
         assert resp.status_code == 204, resp.get_data(as_text=True)
     claim_seconds = time.perf_counter() - started
@@ -94,9 +114,12 @@ def main(argv=None):
         claims = statistics.mean(r[0] for r in rows)
         releases = statistics.mean(r[1] for r in rows)
         median = statistics.mean(r[2] for r in rows)
-        print(f"synchronous={mode:6s} claims/s {claims:7.1f}  releases/s {releases:7.1f}  "
-              f"median claim {median:6.2f} ms  (rounds: "
-              + ", ".join(f"{r[0]:.1f}" for r in rows) + ")")
+        print(
+            f"synchronous={mode:6s} claims/s {claims:7.1f}  releases/s {releases:7.1f}  "
+            f"median claim {median:6.2f} ms  (rounds: "
+            + ", ".join(f"{r[0]:.1f}" for r in rows)
+            + ")"
+        )
     return 0
 
 

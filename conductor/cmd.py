@@ -31,30 +31,41 @@ from scheduler import conf as sconf
 LOG = logging.getLogger("conductor-worker")
 
 cli_opts = [
-    cfg.StrOpt("cell", default=None,
-               help="Serve this cell's topic (conductor.<cell>) and build there; without "
-               "it, serve the super conductor's topic (conductor)."),
+    cfg.StrOpt(
+        "cell",
+        default=None,
+        help="Serve this cell's topic (conductor.<cell>) and build there; without "
+        "it, serve the super conductor's topic (conductor).",
+    ),
 ]
 
 
 def make_driver(conf):
     c = conf.conductor
-    return driver_mod.SimulatedDriver(c.simulated_failure_rate, c.simulated_failing_hosts,
-                                      c.simulated_seed, state_dir=c.simulated_state_dir)
+    return driver_mod.SimulatedDriver(
+        c.simulated_failure_rate,
+        c.simulated_failing_hosts,
+        c.simulated_seed,
+        state_dir=c.simulated_state_dir,
+    )
 
 
 def build_service(conf, transport, cell, name, client=None, driver=None):
     """The Service of one conductor process (its RPC server and its sweep)."""
     svc = service_mod.Service(conf, transport, name)
     conductor = cond_service.Conductor(
-        conf, client or sconf.placement_client_of(conf), transport,
-        driver or make_driver(conf), name)
+        conf,
+        client or sconf.placement_client_of(conf),
+        transport,
+        driver or make_driver(conf),
+        name,
+    )
     if cell is None:
-        svc.add_server(rpc.topic(conf, rpc.CONDUCTOR_TOPIC),
-                       [cond_service.SuperConductorEndpoint(conductor)])
+        svc.add_server(
+            rpc.topic(conf, rpc.CONDUCTOR_TOPIC), [cond_service.SuperConductorEndpoint(conductor)]
+        )
     else:
-        svc.add_server(rpc.cell_topic(conf, cell),
-                       [cond_service.CellConductorEndpoint(conductor)])
+        svc.add_server(rpc.cell_topic(conf, cell), [cond_service.CellConductorEndpoint(conductor)])
     conductor.start_sweeping()
     svc.stop_hooks.append(conductor.stop_sweeping)
     svc.conductor = conductor
@@ -75,12 +86,16 @@ def main(argv=None):
         rpc.check_reachable(conf)
         transport = rpc.transport_of(conf)
         metrics_http.serve(conf)
-    except (rpc.BusUnreachable, placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed) as exc:
+    except (
+        rpc.BusUnreachable,
+        placement_client.PlacementUnreachable,
+        placement_client.AuthenticationFailed,
+    ) as exc:
         return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
     except OSError as exc:
-        return config.fail(prog, f"cannot serve metrics on port {conf.metrics.port}: "
-                           f"{exc.strerror}")
+        return config.fail(
+            prog, f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
+        )
     topic = rpc.cell_topic(conf, cell) if cell else rpc.topic(conf, rpc.CONDUCTOR_TOPIC)
     svc = build_service(conf, transport, cell, service_mod.process_name(topic))
     metrics_http.SERVICE.labels(prog, topic).set(1)

@@ -17,7 +17,9 @@ conductor_opts = [
     ),
     cfg.FloatOpt(
         "simulated_failure_rate",
-        default=0.0, min=0.0, max=1.0,
+        default=0.0,
+        min=0.0,
+        max=1.0,
         help="simulated driver: probability that any build fails (exercises the move "
         "to alternates).",
     ),
@@ -42,7 +44,9 @@ conductor_opts = [
     ),
     cfg.IntOpt(
         "lease_seconds",
-        default=60, min=2, max=86400,
+        default=60,
+        min=2,
+        max=86400,
         help="How long a conductor holds a build request without renewing it (it "
         "renews at a third of it while scheduling, at half of it while building). A "
         "conductor that dies stops renewing; this long after, another one takes its "
@@ -50,12 +54,14 @@ conductor_opts = [
     ),
     cfg.FloatOpt(
         "sweep_interval",
-        default=5.0, min=0.1,
+        default=5.0,
+        min=0.1,
         help="Seconds between two looks for build requests whose lease expired.",
     ),
     cfg.IntOpt(
         "sweep_batch",
-        default=50, min=1,
+        default=50,
+        min=1,
         help="Expired build requests taken over per look.",
     ),
 ]
@@ -75,8 +81,9 @@ def make_conf(args=None, overrides=None):
     """A fresh ConfigOpts with the conductor options; overrides {(group, name): value}."""
     conf = cfg.ConfigOpts()
     register_opts(conf)
-    conf(args=args or [], project="conductor", default_config_files=[],
-         validate_default_values=True)
+    conf(
+        args=args or [], project="conductor", default_config_files=[], validate_default_values=True
+    )
     for (group, name), value in (overrides or {}).items():
         conf.set_override(name, value, group=group)
     return conf

@@ -66,8 +66,10 @@ class SimulatedDriver(ComputeDriver):
 
     def spawn(self, instance_uuid, selection):
         with self._lock:
-            if selection.host_uuid in self.failing_hosts or \
-                    selection.host_name in self.failing_hosts:
+            if (
+                selection.host_uuid in self.failing_hosts
+                or selection.host_name in self.failing_hosts
+            ):
                 self.failed.append((instance_uuid, selection.host_uuid))
                 name = selection.host_name or selection.host_uuid
                 raise BuildFailed(f"injected failure: host {name} fails every build")

@@ -3,23 +3,32 @@
 import prometheus_client as prom
 
 BUILDS = prom.Counter(
-    "joule_conductor_instances_finished", "Instances finished by this conductor, by "
-    "outcome (placed, failed).", ["status"])
+    "joule_conductor_instances_finished",
+    "Instances finished by this conductor, by outcome (placed, failed).",
+    ["status"],
+)
 BUILD_FAILURES = prom.Counter(
-    "joule_conductor_build_failures", "Builds the compute driver failed (each moves the "
-    "claim to the next alternate, if any).")
+    "joule_conductor_build_failures",
+    "Builds the compute driver failed (each moves the claim to the next alternate, if any).",
+)
 RESCHEDULES = prom.Counter(
-    "joule_conductor_reschedules", "Claims moved to an alternate after a failed build.")
+    "joule_conductor_reschedules", "Claims moved to an alternate after a failed build."
+)
 TAKEOVERS = prom.Counter(
-    "joule_conductor_takeovers", "Build requests taken over after their holder's lease "
-    "expired.")
+    "joule_conductor_takeovers", "Build requests taken over after their holder's lease expired."
+)
 REFUSED = prom.Counter(
-    "joule_conductor_requests_refused", "Request specs refused by the wire contract "
-    "(nothing recorded).")
+    "joule_conductor_requests_refused",
+    "Request specs refused by the wire contract (nothing recorded).",
+)
 SCHEDULER_CALL = prom.Histogram(
-    "joule_conductor_select_destinations_seconds", "Round trip of the scheduler RPC "
-    "call, retries included.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120))
+    "joule_conductor_select_destinations_seconds",
+    "Round trip of the scheduler RPC call, retries included.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120),
+)
 HANDLED = prom.Histogram(
-    "joule_conductor_rpc_seconds", "Time to handle one RPC message, by method.",
-    ["method"], buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120))
+    "joule_conductor_rpc_seconds",
+    "Time to handle one RPC message, by method.",
+    ["method"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120),
+)

@@ -38,9 +38,16 @@ class Records:
         :raise AlreadyRecorded: some instance is recorded already.
         """
         try:
-            resp = self.client.request("POST", "/build_requests", json={
-                "build_requests": items, "owner": self.owner,
-                "lease_seconds": self.lease_seconds}, ok=(201,))
+            resp = self.client.request(
+                "POST",
+                "/build_requests",
+                json={
+                    "build_requests": items,
+                    "owner": self.owner,
+                    "lease_seconds": self.lease_seconds,
+                },
+                ok=(201,),
+            )
         except client_mod.PlacementError as exc:
             if exc.status == 409 and exc.code == DUPLICATE:
                 raise AlreadyRecorded(exc.detail) from exc
@@ -50,8 +57,7 @@ class Records:
     def get(self, instance_uuid):
         """The record, or None when there is none."""
         try:
-            return self.client.request("GET", f"/build_requests/{instance_uuid}",
-                                       ok=(200,)).json()
+            return self.client.request("GET", f"/build_requests/{instance_uuid}", ok=(200,)).json()
         except client_mod.PlacementError as exc:
             if exc.status == 404:
                 return None
@@ -62,10 +68,17 @@ class Records:
         when it is not this conductor's to take (held, taken, finished)."""
         try:
             resp = self.client.request(
-                "PUT", f"/build_requests/{instance_uuid}/lease",
-                json={"owner": self.owner, "generation": generation,
-                      "lease_seconds": self.lease_seconds, "hand_off": hand_off},
-                ok=(200,), retry=False)
+                "PUT",
+                f"/build_requests/{instance_uuid}/lease",
+                json={
+                    "owner": self.owner,
+                    "generation": generation,
+                    "lease_seconds": self.lease_seconds,
+                    "hand_off": hand_off,
+                },
+                ok=(200,),
+                retry=False,
+            )
         except client_mod.PlacementError as exc:
             if exc.status == 409 and exc.code in LOST:
                 return None
@@ -78,23 +91,31 @@ class Records:
         if reason is not None:
             body["reason"] = reason[:60000]
         try:
-            self.client.request("PUT", f"/build_requests/{instance_uuid}", json=body,
-                                ok=(200,), retry=True)
+            self.client.request(
+                "PUT", f"/build_requests/{instance_uuid}", json=body, ok=(200,), retry=True
+            )
         except client_mod.PlacementError as exc:
             if exc.status == 409 and exc.code in LOST:
-                LOG.warning("build request %s not finished as %s: no longer ours (%s)",
-                            instance_uuid, status, exc.detail)
+                LOG.warning(
+                    "build request %s not finished as %s: no longer ours (%s)",
+                    instance_uuid,
+                    status,
+                    exc.detail,
+                )
                 return False
             raise
         return True
 
     def expired(self, limit):
         """Pending records nobody holds any more (their conductor died)."""
-        return self.client.request("GET", "/build_requests", params={
-            "status": "pending", "lease_expired": "true", "limit": str(limit)},
-            ok=(200,)).json()["build_requests"]
+        return self.client.request(
+            "GET",
+            "/build_requests",
+            params={"status": "pending", "lease_expired": "true", "limit": str(limit)},
+            ok=(200,),
+        ).json()["build_requests"]
 
     def of_request(self, request_id):
-        return self.client.request("GET", "/build_requests",
-                                   params={"request_id": request_id},
-                                   ok=(200,)).json()["build_requests"]
+        return self.client.request(
+            "GET", "/build_requests", params={"request_id": request_id}, ok=(200,)
+        ).json()["build_requests"]

@@ -36,16 +36,15 @@ import logging
 import threading
 import time
 
-from joule.rpc import oslo_messaging  # imported there, quietly
-
 from conductor import driver as driver_mod
 from conductor import metrics
 from conductor import records as records_mod
+from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from joule import rpc
 from joule.request_spec import Selection
+from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import claim as claim_mod
-from joule import placement_client as client_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -161,10 +160,15 @@ class Conductor:
             metrics.REFUSED.inc()
             self.outcomes.request_refused(reply_topic, request_id, str(exc))
             return
-        items = [{"instance_uuid": i, "request_id": spec.request_id,
-                  "workload_class": spec.workload_class,
-                  "spec": spec_mod.dump_request_spec(spec.for_instances([i]))}
-                 for i in spec.instance_uuids]
+        items = [
+            {
+                "instance_uuid": i,
+                "request_id": spec.request_id,
+                "workload_class": spec.workload_class,
+                "spec": spec_mod.dump_request_spec(spec.for_instances([i])),
+            }
+            for i in spec.instance_uuids
+        ]
         try:
             generations = self.records.create_held(items)
         except records_mod.AlreadyRecorded:
@@ -173,8 +177,9 @@ class Conductor:
             LOG.info("%s: already recorded, dropping the duplicate", spec.request_id)
             return
         except _PLACEMENT_ERRORS as exc:
-            self.outcomes.request_refused(reply_topic, spec.request_id,
-                                          f"build requests not recorded: {exc}")
+            self.outcomes.request_refused(
+                reply_topic, spec.request_id, f"build requests not recorded: {exc}"
+            )
             return
         self._schedule_and_dispatch(spec, generations, reply_topic)
 
@@ -191,7 +196,8 @@ class Conductor:
         try:
             with held.kept_alive():
                 answer = self.scheduler.select_destinations(
-                    spec_mod.dump_request_spec(spec), on_retry=release)
+                    spec_mod.dump_request_spec(spec), on_retry=release
+                )
         except rpc.Unanswered as exc:
             answer = {"status": "error", "error": str(exc)}
         finally:
@@ -202,12 +208,10 @@ class Conductor:
             except _PLACEMENT_ERRORS as exc:
                 # Leave the records held: once the lease runs out a sweeper
                 # finds the claims and finishes or releases them.
-                LOG.warning("%s: claims not released (%s); left to the sweep",
-                            spec.request_id, exc)
+                LOG.warning("%s: claims not released (%s); left to the sweep", spec.request_id, exc)
                 return
             for instance in held.instances():
-                self._fail(spec, instance, f"scheduling failed: {answer['error']}",
-                           reply_topic)
+                self._fail(spec, instance, f"scheduling failed: {answer['error']}", reply_topic)
             return
         selections = spec_mod.load_selections(answer["selections"]).selections
         for hosts in selections:
@@ -236,8 +240,7 @@ class Conductor:
             hosts = spec_mod.load_selections(selections).selections[0]
         except spec_mod.InvalidMessage as exc:
             claim_mod.unclaim(self.client, instance_uuid)
-            self._fail(_Bare(record), instance_uuid, f"bad build message: {exc}",
-                       reply_topic)
+            self._fail(_Bare(record), instance_uuid, f"bad build message: {exc}", reply_topic)
             return
         self._build(spec, instance_uuid, hosts, reply_topic, generation)
 
@@ -259,10 +262,8 @@ class Conductor:
             except driver_mod.BuildFailed as exc:
                 metrics.BUILD_FAILURES.inc()
                 self._report_outcome(current.host_uuid, False)
-                reasons.append(f"build on {current.host_name or current.host_uuid} "
-                               f"failed: {exc}")
-                current, holding = self._next_host(spec, instance, queue, holding, reasons,
-                                                   result)
+                reasons.append(f"build on {current.host_name or current.host_uuid} failed: {exc}")
+                current, holding = self._next_host(spec, instance, queue, holding, reasons, result)
                 continue
             self._report_outcome(current.host_uuid, True)
             result.status, result.host_uuid = PLACED, current.host_uuid
@@ -277,9 +278,11 @@ class Conductor:
         claim_mod.unclaim(self.client, instance)
         # One reason per host tried: the builds that failed and the
         # alternates whose claim was refused (they count as tried too).
-        reason = (f"instance {instance} failed on all {len(reasons)} host(s) tried "
-                  f"({result.attempts} build(s) failed, "
-                  f"{len(reasons) - result.attempts} claim(s) refused): " + "; ".join(reasons))
+        reason = (
+            f"instance {instance} failed on all {len(reasons)} host(s) tried "
+            f"({result.attempts} build(s) failed, "
+            f"{len(reasons) - result.attempts} claim(s) refused): " + "; ".join(reasons)
+        )
         self._fail(spec, instance, reason, reply_topic, result)
 
     def _next_host(self, spec, instance, queue, holding, reasons, result):
@@ -293,8 +296,7 @@ class Conductor:
                 else:
                     claim_mod.claim(self.client, instance, alt.allocation_request, spec)
             except client_mod.Conflict as exc:
-                reasons.append(f"claim on {alt.host_name or alt.host_uuid} failed: "
-                               f"{exc.detail}")
+                reasons.append(f"claim on {alt.host_name or alt.host_uuid} failed: {exc.detail}")
                 if holding:
                     claim_mod.unclaim(self.client, instance)
                     holding = False
@@ -335,8 +337,11 @@ class Conductor:
             try:
                 self._resume(record, generation)
             except _PLACEMENT_ERRORS as exc:
-                LOG.warning("%s: takeover interrupted (%s); retried after the lease",
-                            record["instance_uuid"], exc)
+                LOG.warning(
+                    "%s: takeover interrupted (%s); retried after the lease",
+                    record["instance_uuid"],
+                    exc,
+                )
         return taken
 
     def _resume(self, record, generation):
@@ -351,8 +356,12 @@ class Conductor:
         allocations, _gen = self.client.get_allocations(instance)
         if running_on is not None:
             if running_on not in allocations:
-                LOG.error("%s runs on %s but its allocation is on %s", instance, running_on,
-                          sorted(allocations))
+                LOG.error(
+                    "%s runs on %s but its allocation is on %s",
+                    instance,
+                    running_on,
+                    sorted(allocations),
+                )
             LOG.info("%s: taken over; it runs on %s", instance, running_on)
             if self.records.finish(instance, PLACED, host_uuid=running_on):
                 metrics.BUILDS.labels(PLACED).inc()
@@ -360,10 +369,18 @@ class Conductor:
         if allocations:
             host = _claimed_host(allocations)
             LOG.info("%s: taken over; building on its claimed host %s", instance, host)
-            claimed = Selection(instance, host, None, None,
-                                {"allocations": {rp: {"resources": a["resources"]}
-                                                 for rp, a in allocations.items()}},
-                                claimed=True)
+            claimed = Selection(
+                instance,
+                host,
+                None,
+                None,
+                {
+                    "allocations": {
+                        rp: {"resources": a["resources"]} for rp, a in allocations.items()
+                    }
+                },
+                claimed=True,
+            )
             self._build(spec, instance, [claimed], None, generation)
             return
         LOG.info("%s: taken over; nothing claimed, scheduling it again", instance)

@@ -34,33 +34,47 @@ import sys
 import time
 import uuid as uuid_lib
 
-from joule.rpc import oslo_messaging  # imported there, quietly
 from oslo_config import cfg
 
 from conductor import conf as conf_mod
 from conductor import records as records_mod
 from joule import config
+from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from joule import rpc
+from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import cli
-from joule import placement_client as client_mod
 from scheduler import conf as sconf
 
 LOG = logging.getLogger("build-submit")
 
 cli_opts = [
-    cfg.StrOpt("requests", required=True,
-               help="File of request specs, one JSON object per line; - for stdin."),
-    cfg.BoolOpt("json", default=False,
-                help="Print the summary as one JSON object on the last line."),
-    cfg.FloatOpt("timeout", default=600.0, min=1.0,
-                 help="Seconds to wait for every outcome before giving up (exit 1)."),
-    cfg.FloatOpt("resend-after", default=20.0, min=1.0,
-                 help="Send a request again when no conductor recorded it this long "
-                 "after it was sent."),
-    cfg.FloatOpt("poll-interval", default=2.0, min=0.1,
-                 help="Seconds between two reads of placement for outcomes the bus "
-                 "did not bring."),
+    cfg.StrOpt(
+        "requests",
+        required=True,
+        help="File of request specs, one JSON object per line; - for stdin.",
+    ),
+    cfg.BoolOpt(
+        "json", default=False, help="Print the summary as one JSON object on the last line."
+    ),
+    cfg.FloatOpt(
+        "timeout",
+        default=600.0,
+        min=1.0,
+        help="Seconds to wait for every outcome before giving up (exit 1).",
+    ),
+    cfg.FloatOpt(
+        "resend-after",
+        default=20.0,
+        min=1.0,
+        help="Send a request again when no conductor recorded it this long after it was sent.",
+    ),
+    cfg.FloatOpt(
+        "poll-interval",
+        default=2.0,
+        min=0.1,
+        help="Seconds between two reads of placement for outcomes the bus did not bring.",
+    ),
 ]
 
 
@@ -99,8 +113,16 @@ class Submitter:
         self.inbox = queue.Queue()
         self.reply_topic = rpc.topic(conf, f"build-submit.{uuid_lib.uuid4().hex}")
         self.conductors = rpc.ConductorAPI(conf, transport)
-        self.counts = {"requests": 0, "instances": 0, "placed": 0, "failed": 0,
-                       "rescheduled": 0, "invalid": 0, "refused": 0, "unanswered": 0}
+        self.counts = {
+            "requests": 0,
+            "instances": 0,
+            "placed": 0,
+            "failed": 0,
+            "rescheduled": 0,
+            "invalid": 0,
+            "refused": 0,
+            "unanswered": 0,
+        }
         self.results = []  # the build results, as dicts
 
     def parse(self, lines):
@@ -114,13 +136,18 @@ class Submitter:
                 spec = spec_mod.load_request_spec(json.loads(line))
             except ValueError as exc:  # JSONDecodeError and InvalidRequestSpec alike
                 self.counts["invalid"] += 1
-                self.emit({"line": number, "status": "invalid", "error": f"line {number}: "
-                           f"{exc}"})
+                self.emit({"line": number, "status": "invalid", "error": f"line {number}: {exc}"})
                 continue
             if spec.request_id in requests:
                 self.counts["invalid"] += 1
-                self.emit({"line": number, "status": "invalid", "error": f"line {number}: "
-                           f"request_id {spec.request_id} repeats an earlier line"})
+                self.emit(
+                    {
+                        "line": number,
+                        "status": "invalid",
+                        "error": f"line {number}: "
+                        f"request_id {spec.request_id} repeats an earlier line",
+                    }
+                )
                 continue
             requests[spec.request_id] = _Request(spec, spec_mod.dump_request_spec(spec))
             self.counts["instances"] += spec.num_instances
@@ -129,8 +156,13 @@ class Submitter:
     def run(self, requests, timeout=600.0, resend_after=20.0, poll_interval=2.0):
         """Send every request, gather outcomes until all are in or ``timeout``."""
         start = time.monotonic()
-        server = rpc.make_server(self.conf, self.transport, self.reply_topic,
-                                 [_OutcomeEndpoint(self.inbox)], self.reply_topic)
+        server = rpc.make_server(
+            self.conf,
+            self.transport,
+            self.reply_topic,
+            [_OutcomeEndpoint(self.inbox)],
+            self.reply_topic,
+        )
         server.start()
         try:
             for req in requests.values():
@@ -173,20 +205,31 @@ class Submitter:
             if req is None:
                 return
             self.counts["refused"] += 1
-            self.emit({"request_id": body["request_id"], "status": "refused",
-                       "error": body["error"]})
+            self.emit(
+                {"request_id": body["request_id"], "status": "refused", "error": body["error"]}
+            )
             return
         try:
             result = spec_mod.load_build_result(body)
         except spec_mod.InvalidMessage as exc:
             LOG.warning("outcome ignored: %s", exc)
             return
-        self._record_result(waiting, result.request_id, result.instance_uuid, {
-            "instance_uuid": result.instance_uuid, "request_id": result.request_id,
-            "workload_class": result.workload_class, "status": result.status,
-            "host_uuid": result.host_uuid, "host_name": result.host_name,
-            "reason": result.reason, "attempts": result.attempts,
-            "rescheduled": result.rescheduled})
+        self._record_result(
+            waiting,
+            result.request_id,
+            result.instance_uuid,
+            {
+                "instance_uuid": result.instance_uuid,
+                "request_id": result.request_id,
+                "workload_class": result.workload_class,
+                "status": result.status,
+                "host_uuid": result.host_uuid,
+                "host_name": result.host_name,
+                "reason": result.reason,
+                "attempts": result.attempts,
+                "rescheduled": result.rescheduled,
+            },
+        )
 
     def _record_result(self, waiting, request_id, instance, line):
         req = waiting.get(request_id)
@@ -216,24 +259,47 @@ class Submitter:
             if records:
                 req.recorded = True
             elif not req.recorded and now - req.sent_at >= resend_after and req.sends < 5:
-                LOG.info("%s: not recorded %.0f s after sending; sending again",
-                         req.spec.request_id, now - req.sent_at)
+                LOG.info(
+                    "%s: not recorded %.0f s after sending; sending again",
+                    req.spec.request_id,
+                    now - req.sent_at,
+                )
                 self._send(req)
                 continue
             for rec in records:
                 if rec["status"] in ("placed", "failed"):
-                    self._record_result(waiting, req.spec.request_id, rec["instance_uuid"], {
-                        "instance_uuid": rec["instance_uuid"],
-                        "request_id": rec["request_id"],
-                        "workload_class": rec["workload_class"], "status": rec["status"],
-                        "host_uuid": rec["host_uuid"], "host_name": None,
-                        "reason": rec["reason"], "attempts": None, "rescheduled": None,
-                        "source": "placement"})
+                    self._record_result(
+                        waiting,
+                        req.spec.request_id,
+                        rec["instance_uuid"],
+                        {
+                            "instance_uuid": rec["instance_uuid"],
+                            "request_id": rec["request_id"],
+                            "workload_class": rec["workload_class"],
+                            "status": rec["status"],
+                            "host_uuid": rec["host_uuid"],
+                            "host_name": None,
+                            "reason": rec["reason"],
+                            "attempts": None,
+                            "rescheduled": None,
+                            "source": "placement",
+                        },
+                    )
 
 
 def format_summary(counts):
-    keys = ("requests", "instances", "placed", "failed", "rescheduled", "invalid", "refused",
-            "unanswered", "seconds", "instances_per_second")
+    keys = (
+        "requests",
+        "instances",
+        "placed",
+        "failed",
+        "rescheduled",
+        "invalid",
+        "refused",
+        "unanswered",
+        "seconds",
+        "instances_per_second",
+    )
     return "\n".join(f"{k:<22}{counts.get(k)!s:>10}" for k in keys)
 
 
@@ -248,8 +314,11 @@ def main(argv=None):
         cli.check_placement(client)
         rpc.check_reachable(conf)
         transport = rpc.transport_of(conf)
-    except (rpc.BusUnreachable, client_mod.PlacementUnreachable,
-            client_mod.AuthenticationFailed) as exc:
+    except (
+        rpc.BusUnreachable,
+        client_mod.PlacementUnreachable,
+        client_mod.AuthenticationFailed,
+    ) as exc:
         return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
 
     def emit(line):
@@ -262,8 +331,12 @@ def main(argv=None):
             requests = submitter.parse(src)
     except OSError as exc:
         return config.fail(prog, f"cannot read {conf.requests}: {exc.strerror}")
-    counts = submitter.run(requests, timeout=conf.timeout, resend_after=conf.resend_after,
-                           poll_interval=conf.poll_interval)
+    counts = submitter.run(
+        requests,
+        timeout=conf.timeout,
+        resend_after=conf.resend_after,
+        poll_interval=conf.poll_interval,
+    )
     transport.cleanup()
     print(format_summary(counts), file=sys.stderr if conf.json else sys.stdout)
     if conf.json:

@@ -51,16 +51,27 @@ def make_conf(register, args=None, default_config_files=None, overrides=None, pr
     """
     conf = cfg.ConfigOpts()
     register(conf)
-    conf(args=list(args or []), project=project,
-         default_config_files=[] if default_config_files is None else default_config_files,
-         validate_default_values=True)
+    conf(
+        args=list(args or []),
+        project=project,
+        default_config_files=[] if default_config_files is None else default_config_files,
+        validate_default_values=True,
+    )
     for (group, name), value in (overrides or {}).items():
         conf.set_override(name, value, group=group)
     return conf
 
 
-def load(prog, project, register, argv=None, cli_opts=(), checks=(),
-         default_config_files=None, setup_logging=True):
+def load(
+    prog,
+    project,
+    register,
+    argv=None,
+    cli_opts=(),
+    checks=(),
+    default_config_files=None,
+    setup_logging=True,
+):
     """Parse, validate and set up logging for a console script.
 
     ``checks`` are callables ``check(conf)`` run after every option was read;
@@ -78,8 +89,9 @@ def load(prog, project, register, argv=None, cli_opts=(), checks=(),
         conf.set_default("use_stderr", True)
     conf.register_cli_opts(list(cli_opts))
     with _held_back_logs() as held:
-        _parse(conf, prog, project, sys.argv[1:] if argv is None else list(argv),
-               default_config_files)
+        _parse(
+            conf, prog, project, sys.argv[1:] if argv is None else list(argv), default_config_files
+        )
         check_values(conf)
         for check in checks:
             try:
@@ -123,9 +135,14 @@ def _parse(conf, prog, project, argv, default_config_files):
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            conf(args=argv, project=project, prog=prog, version=version(),
-                 default_config_files=default_config_files,
-                 validate_default_values=True)
+            conf(
+                args=argv,
+                project=project,
+                prog=prog,
+                version=version(),
+                default_config_files=default_config_files,
+                validate_default_values=True,
+            )
     except SystemExit as exc:
         if exc.code in (0, None):
             sys.stderr.write(err.getvalue())
@@ -133,8 +150,9 @@ def _parse(conf, prog, project, argv, default_config_files):
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         message = lines[-1] if lines else "bad command line"
         prefix = f"{prog}: error: "
-        raise ConfigError(message[len(prefix):] if message.startswith(prefix)
-                          else message) from None
+        raise ConfigError(
+            message[len(prefix) :] if message.startswith(prefix) else message
+        ) from None
     except cfg.ConfigFilesNotFoundError as exc:
         raise ConfigError(f"config file not found: {', '.join(exc.config_files)}") from None
     except cfg.ConfigFileParseError as exc:

@@ -28,8 +28,7 @@ import yaml
 from joule import vocabulary
 
 _INT_FIELDS = ("cpu_sockets", "cpu_cores", "memory_gib")
-_CAP_FIELDS = ("gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts",
-               "cpu_max_cap_watts")
+_CAP_FIELDS = ("gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts", "cpu_max_cap_watts")
 
 
 class InventoryError(ValueError):
@@ -99,8 +98,7 @@ def _hardware(entry, where):
     if cpu is not None and not isinstance(cpu, str):
         raise InventoryError(f"{where}: cpu must be a string")
     if gpu_count > 0 and not product:
-        raise InventoryError(f"{where}: gpu_count is {gpu_count} but product (GPU model) "
-                             "is empty")
+        raise InventoryError(f"{where}: gpu_count is {gpu_count} but product (GPU model) is empty")
     hw = {
         "cpu_model": cpu,
         "gpu_vendor": vendor,
@@ -111,8 +109,9 @@ def _hardware(entry, where):
         hw[key] = _int(entry, key, where) if key in entry else None
     for key in _CAP_FIELDS:
         value = entry.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
-                                  or value < 0):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or value < 0
+        ):
             raise InventoryError(f"{where}: {key} must be a non-negative number")
         hw[key] = float(value) if value is not None else None
     return hw

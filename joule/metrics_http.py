@@ -10,16 +10,20 @@ from oslo_config import cfg
 
 # Which service a scraped process is (a dashboard joins the others on it).
 SERVICE = prometheus_client.Gauge(
-    "joule_service_up", "1 while this process serves its topic.", ["service", "topic"])
+    "joule_service_up", "1 while this process serves its topic.", ["service", "topic"]
+)
 
 metrics_group = cfg.OptGroup("metrics", title="Prometheus metrics")
 
 metrics_opts = [
-    cfg.PortOpt("port", default=0,
-                help="Port of the Prometheus metrics endpoint (GET /metrics); 0 does not "
-                "serve metrics."),
-    cfg.HostAddressOpt("host", default="127.0.0.1",
-                       help="Address the metrics endpoint listens on."),
+    cfg.PortOpt(
+        "port",
+        default=0,
+        help="Port of the Prometheus metrics endpoint (GET /metrics); 0 does not serve metrics.",
+    ),
+    cfg.HostAddressOpt(
+        "host", default="127.0.0.1", help="Address the metrics endpoint listens on."
+    ),
 ]
 
 

@@ -65,14 +65,18 @@ MAX_PAGES = 100000
 # options are keystoneauth options with deprecated names; the token has no
 # keystoneauth equivalent and maps explicitly (see token_of).
 _DEPRECATED = {
-    "placement_client": {"endpoint-override": "endpoint", "timeout": "timeout",
-                         "connect-retries": "connect_retries"},
+    "placement_client": {
+        "endpoint-override": "endpoint",
+        "timeout": "timeout",
+        "connect-retries": "connect_retries",
+    },
     "power": {"endpoint-override": "placement_endpoint", "timeout": "request_timeout"},
 }
 _LEGACY_TOKEN = {"placement_client": "token", "power": "placement_token"}
 
 
 # -- errors --------------------------------------------------------------------
+
 
 class PlacementError(Exception):
     """Placement did not do what was asked. ``status`` is None when no answer came."""
@@ -86,14 +90,17 @@ class PlacementError(Exception):
         super().__init__(self._message())
 
     def _message(self):
-        return (f"placement answered {self.status} to {self.method} {self.path}: "
-                f"{self.detail or '(no detail)'} [{self.code}]")
+        return (
+            f"placement answered {self.status} to {self.method} {self.path}: "
+            f"{self.detail or '(no detail)'} [{self.code}]"
+        )
 
     @property
     def route_missing(self):
         """The route does not exist on this placement (an older release)."""
         return self.status == 501 or (
-            self.status == 404 and self.code in (None, "placement.undefined_code"))
+            self.status == 404 and self.code in (None, "placement.undefined_code")
+        )
 
 
 class PlacementUnreachable(PlacementError):
@@ -105,8 +112,10 @@ class PlacementUnreachable(PlacementError):
         super().__init__(method, path)
 
     def _message(self):
-        return (f"placement at {self.endpoint} is unreachable "
-                f"({self.method} {self.path}): {self.reason}")
+        return (
+            f"placement at {self.endpoint} is unreachable "
+            f"({self.method} {self.path}): {self.reason}"
+        )
 
 
 class AuthenticationFailed(PlacementError):
@@ -180,22 +189,27 @@ def _deprecated_opts(legacy_groups):
 
 def _legacy_token_opt(legacy):
     return cfg.StrOpt(
-        _LEGACY_TOKEN[legacy], secret=True, deprecated_for_removal=True,
+        _LEGACY_TOKEN[legacy],
+        secret=True,
+        deprecated_for_removal=True,
         deprecated_reason="Use [placement] auth_type (password in production; noauth "
         "sends the development token).",
         help="Fixed X-Auth-Token sent to placement. When set and [placement] auth_type "
-        "is noauth, it is sent instead of noauth's token.")
+        "is noauth, it is sent instead of noauth's token.",
+    )
 
 
 def _session_and_adapter_opts(legacy_groups=()):
     """Fresh keystoneauth option objects with this client's defaults."""
     deprecated = _deprecated_opts(legacy_groups)
     session_opts = ks_loading.get_session_conf_options(deprecated_opts=deprecated)
-    adapter_opts = ks_loading.get_adapter_conf_options(include_deprecated=False,
-                                                       deprecated_opts=deprecated)
+    adapter_opts = ks_loading.get_adapter_conf_options(
+        include_deprecated=False, deprecated_opts=deprecated
+    )
     cfg.set_defaults(session_opts, timeout=DEFAULT_TIMEOUT)
-    cfg.set_defaults(adapter_opts, service_type=SERVICE_TYPE,
-                     valid_interfaces=["internal", "public"])
+    cfg.set_defaults(
+        adapter_opts, service_type=SERVICE_TYPE, valid_interfaces=["internal", "public"]
+    )
     return session_opts, adapter_opts
 
 
@@ -206,8 +220,9 @@ def register_opts(conf, legacy_group=None):
     conf.register_group(cfg.OptGroup(GROUP, title="Placement API client"))
     deprecated = _deprecated_opts(legacy_groups)
     ks_loading.register_session_conf_options(conf, GROUP, deprecated_opts=deprecated)
-    ks_loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False,
-                                             deprecated_opts=deprecated)
+    ks_loading.register_adapter_conf_options(
+        conf, GROUP, include_deprecated=False, deprecated_opts=deprecated
+    )
     ks_loading.register_auth_conf_options(conf, GROUP)
     conf.set_default("timeout", DEFAULT_TIMEOUT, group=GROUP)
     conf.set_default("service_type", SERVICE_TYPE, group=GROUP)
@@ -220,12 +235,15 @@ def register_opts(conf, legacy_group=None):
 def list_opts(legacy_group=None):
     """[(group, opts)] for oslo-config-generator: ``[placement]`` with the
     session, adapter, auth type and password plugin options."""
-    session_opts, adapter_opts = _session_and_adapter_opts(
-        (legacy_group,) if legacy_group else ())
+    session_opts, adapter_opts = _session_and_adapter_opts((legacy_group,) if legacy_group else ())
     auth_opts = ks_loading.get_auth_common_conf_options()
     cfg.set_defaults(auth_opts, auth_type="noauth")
-    opts = (session_opts + adapter_opts + auth_opts
-            + ks_loading.get_auth_plugin_conf_options("password"))
+    opts = (
+        session_opts
+        + adapter_opts
+        + auth_opts
+        + ks_loading.get_auth_plugin_conf_options("password")
+    )
     out = [(cfg.OptGroup(GROUP, title="Placement API client"), opts)]
     if legacy_group:
         out.append((cfg.OptGroup(legacy_group), [_legacy_token_opt(legacy_group)]))
@@ -240,8 +258,9 @@ def check_conf(conf):
     try:
         _load_auth(conf)
     except ks_exc.ClientException as exc:
-        raise ValueError(f"[{GROUP}] auth_type {conf[GROUP].auth_type!r}: "
-                         f"{_first_line(exc)}") from None
+        raise ValueError(
+            f"[{GROUP}] auth_type {conf[GROUP].auth_type!r}: {_first_line(exc)}"
+        ) from None
 
 
 def _load_auth(conf):
@@ -260,6 +279,7 @@ def token_of(conf, legacy_group):
 
 # -- the client ----------------------------------------------------------------
 
+
 def url_path(*segments):
     """``/seg1/seg2``, each segment quoted with nothing kept safe.
 
@@ -275,9 +295,15 @@ def _quote_segment(seg):
 
 
 class PlacementClient:
-    def __init__(self, adapter, connect_retries=DEFAULT_CONNECT_RETRIES,
-                 status_code_retries=DEFAULT_STATUS_CODE_RETRIES, base_delay=BASE_DELAY,
-                 retriable_status_codes=(503,), sleep=time.sleep):
+    def __init__(
+        self,
+        adapter,
+        connect_retries=DEFAULT_CONNECT_RETRIES,
+        status_code_retries=DEFAULT_STATUS_CODE_RETRIES,
+        base_delay=BASE_DELAY,
+        retriable_status_codes=(503,),
+        sleep=time.sleep,
+    ):
         self.adapter = adapter
         self.connect_retries = connect_retries
         self.status_code_retries = status_code_retries
@@ -302,37 +328,47 @@ class PlacementClient:
             # that is never looked up in a catalog.
             endpoint = endpoint or DEFAULT_ENDPOINT
             legacy_token = token_of(conf, legacy_group)
-            auth = (token_endpoint.Token(endpoint, legacy_token) if legacy_token
-                    else ks_noauth.NoAuth(endpoint=endpoint))
-        sess = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth,
-                                                         session=session)
+            auth = (
+                token_endpoint.Token(endpoint, legacy_token)
+                if legacy_token
+                else ks_noauth.NoAuth(endpoint=endpoint)
+            )
+        sess = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth, session=session)
         adapter = ks_loading.load_adapter_from_conf_options(
-            conf, GROUP, session=sess, auth=auth, endpoint_override=endpoint)
+            conf, GROUP, session=sess, auth=auth, endpoint_override=endpoint
+        )
         delay = g.status_code_retry_delay or g.connect_retry_delay or BASE_DELAY
-        return cls(adapter,
-                   connect_retries=(DEFAULT_CONNECT_RETRIES if g.connect_retries is None
-                                    else g.connect_retries),
-                   status_code_retries=(DEFAULT_STATUS_CODE_RETRIES
-                                        if g.status_code_retries is None
-                                        else g.status_code_retries),
-                   base_delay=delay,
-                   retriable_status_codes=g.retriable_status_codes or (503,))
+        return cls(
+            adapter,
+            connect_retries=(
+                DEFAULT_CONNECT_RETRIES if g.connect_retries is None else g.connect_retries
+            ),
+            status_code_retries=(
+                DEFAULT_STATUS_CODE_RETRIES
+                if g.status_code_retries is None
+                else g.status_code_retries
+            ),
+            base_delay=delay,
+            retriable_status_codes=g.retriable_status_codes or (503,),
+        )
 
     @classmethod
     def for_endpoint(cls, endpoint, token="admin", timeout=DEFAULT_TIMEOUT, **kwargs):
         """A client with a fixed token (tools, tests, the in-process demo)."""
         auth = token_endpoint.Token(endpoint.rstrip("/"), token)
         sess = ks_session.Session(auth=auth, timeout=timeout)
-        return cls(ks_adapter.Adapter(sess, auth=auth, endpoint_override=endpoint.rstrip("/")),
-                   **kwargs)
+        return cls(
+            ks_adapter.Adapter(sess, auth=auth, endpoint_override=endpoint.rstrip("/")), **kwargs
+        )
 
     @property
     def endpoint(self):
         """Where placement is, for messages (the catalog is read once)."""
         if self._endpoint is None:
             try:
-                self._endpoint = (self.adapter.endpoint_override
-                                  or self.adapter.get_endpoint() or "(unknown)").rstrip("/")
+                self._endpoint = (
+                    self.adapter.endpoint_override or self.adapter.get_endpoint() or "(unknown)"
+                ).rstrip("/")
             except ks_exc.ClientException:
                 return "(not in the service catalog)"
         return self._endpoint
@@ -349,31 +385,45 @@ class PlacementClient:
         if retry is None:
             retry = method == "GET"
         name = path.split("?", 1)[0]
-        headers = {"accept": "application/json",
-                   "openstack-api-version": f"placement {MICROVERSION}"}
+        headers = {
+            "accept": "application/json",
+            "openstack-api-version": f"placement {MICROVERSION}",
+        }
         connect_failures = status_retries = 0
         while True:
             try:
-                resp = self.adapter.request(path, method, json=json, params=params,
-                                            headers=headers, raise_exc=False,
-                                            connect_retries=0, status_code_retries=0)
+                resp = self.adapter.request(
+                    path,
+                    method,
+                    json=json,
+                    params=params,
+                    headers=headers,
+                    raise_exc=False,
+                    connect_retries=0,
+                    status_code_retries=0,
+                )
             except ks_exc.ConnectionError as exc:
                 if not retry or connect_failures >= self.connect_retries:
-                    raise PlacementUnreachable(method, name, self.endpoint,
-                                               _reason(exc)) from exc
+                    raise PlacementUnreachable(method, name, self.endpoint, _reason(exc)) from exc
                 self._sleep(self._backoff(connect_failures))
                 connect_failures += 1
                 continue
-            except (ks_exc.AuthorizationFailure, ks_exc.Unauthorized,
-                    ks_exc.MissingAuthPlugin, ks_exc.EndpointNotFound,
-                    ks_exc.DiscoveryFailure, ks_exc.HttpError) as exc:
+            except (
+                ks_exc.AuthorizationFailure,
+                ks_exc.Unauthorized,
+                ks_exc.MissingAuthPlugin,
+                ks_exc.EndpointNotFound,
+                ks_exc.DiscoveryFailure,
+                ks_exc.HttpError,
+            ) as exc:
                 # Raised while getting a token or looking placement up in the
                 # catalog, before placement was asked.
-                raise AuthenticationFailed(method, name, None, None,
-                                           _first_line(exc)) from exc
+                raise AuthenticationFailed(method, name, None, None, _first_line(exc)) from exc
             LOG.debug("%s %s -> %s", method, path, resp.status_code)
-            if (resp.status_code in self.retriable_status_codes
-                    and status_retries < self.status_code_retries):
+            if (
+                resp.status_code in self.retriable_status_codes
+                and status_retries < self.status_code_retries
+            ):
                 self._sleep(self._retry_after(resp, status_retries))
                 status_retries += 1
                 continue
@@ -382,7 +432,7 @@ class PlacementClient:
             return resp
 
     def _backoff(self, n):
-        return min(self.base_delay * (2 ** n), MAX_DELAY)
+        return min(self.base_delay * (2**n), MAX_DELAY)
 
     def _retry_after(self, resp, n):
         value = (resp.headers.get("Retry-After") or "").strip()
@@ -419,8 +469,13 @@ class PlacementClient:
         seen = set()
         while path:
             if path in seen or len(seen) >= MAX_PAGES:
-                raise PlacementError("GET", "/allocation_candidates", 200, None,
-                                     "paging did not terminate (a next link repeated)")
+                raise PlacementError(
+                    "GET",
+                    "/allocation_candidates",
+                    200,
+                    None,
+                    "paging did not terminate (a next link repeated)",
+                )
             seen.add(path)
             body = self._json("GET", path)
             yield body
@@ -436,8 +491,7 @@ class PlacementClient:
         parts = urllib.parse.urlsplit(href)
         prefix = urllib.parse.urlsplit(self.endpoint).path.rstrip("/")
         if parts.scheme or parts.netloc or parts.path not in (route, prefix + route):
-            raise PlacementError("GET", route, 200, None,
-                                 f"next link {href!r} leaves {route}")
+            raise PlacementError("GET", route, 200, None, f"next link {href!r} leaves {route}")
         return f"{route}?{parts.query}" if parts.query else route
 
     def ensure_trait(self, name):
@@ -446,9 +500,17 @@ class PlacementClient:
 
     # -- allocations -----------------------------------------------------------
 
-    def put_allocations(self, consumer, allocation_request, project_id, user_id,
-                        consumer_generation=None, workload_class=None,
-                        consumer_type="INSTANCE", server_group=None):
+    def put_allocations(
+        self,
+        consumer,
+        allocation_request,
+        project_id,
+        user_id,
+        consumer_generation=None,
+        workload_class=None,
+        consumer_type="INSTANCE",
+        server_group=None,
+    ):
         """PUT /allocations/{consumer}: claim (generation None) or replace.
 
         ``server_group``: the group the consumer joins; placement checks its
@@ -472,8 +534,11 @@ class PlacementClient:
     def report_build_outcome(self, host_uuid, succeeded):
         """POST /nodes/{uuid}/build_outcome: count a failed build on the host,
         or clear its count; returns the count now."""
-        return self._json("POST", url_path("nodes", host_uuid, "build_outcome"),
-                          json={"succeeded": bool(succeeded)})["failed_builds"]
+        return self._json(
+            "POST",
+            url_path("nodes", host_uuid, "build_outcome"),
+            json={"succeeded": bool(succeeded)},
+        )["failed_builds"]
 
     def get_server_group(self, group_uuid):
         """GET /server_groups/{uuid}: policy, rules, members and their hosts."""
@@ -491,15 +556,27 @@ class PlacementClient:
     # -- scheduling reports, build requests --------------------------------------
 
     def put_report(self, request_id, project_id, report):
-        self.request("PUT", url_path("scheduling_reports", request_id),
-                     json={"project_id": project_id, "report": report}, ok=(200, 201),
-                     retry=True)
+        self.request(
+            "PUT",
+            url_path("scheduling_reports", request_id),
+            json={"project_id": project_id, "report": report},
+            ok=(200, 201),
+            retry=True,
+        )
 
     def create_build_request(self, instance_uuid, request_id, workload_class, spec):
         """Record a pending build request; an existing one (a retry) is fine."""
-        resp = self.request("POST", url_path("build_requests"), json={
-            "instance_uuid": instance_uuid, "request_id": request_id,
-            "workload_class": workload_class, "spec": spec}, ok=(201, 409))
+        resp = self.request(
+            "POST",
+            url_path("build_requests"),
+            json={
+                "instance_uuid": instance_uuid,
+                "request_id": request_id,
+                "workload_class": workload_class,
+                "spec": spec,
+            },
+            ok=(201, 409),
+        )
         return resp.status_code == 201
 
     def finish_build_request(self, instance_uuid, status, host_uuid=None, reason=None):
@@ -527,8 +604,7 @@ class PlacementClient:
 
     def provider_inventories(self, uuid):
         """{resource class: inventory} of one provider."""
-        return self._json("GET", url_path("resource_providers", uuid,
-                                          "inventories"))["inventories"]
+        return self._json("GET", url_path("resource_providers", uuid, "inventories"))["inventories"]
 
     # A twin is about 260 bytes of JSON: 1,000 of them stay far below placement's
     # default 1 MiB body limit ([api] max_request_body_size), which a 5,000-node
@@ -544,18 +620,19 @@ class PlacementClient:
         """
         stored = []
         for start in range(0, len(twins), self.TWINS_PER_REQUEST):
-            chunk = twins[start:start + self.TWINS_PER_REQUEST]
-            stored.extend(self._json("POST", url_path("nodes", "twins"),
-                                     json={"twins": chunk})["twins"])
+            chunk = twins[start : start + self.TWINS_PER_REQUEST]
+            stored.extend(
+                self._json("POST", url_path("nodes", "twins"), json={"twins": chunk})["twins"]
+            )
         return stored
 
     def put_node(self, uuid, **record):
-        return self._json("PUT", url_path("nodes", uuid), json=record, ok=(200, 201),
-                          retry=True)
+        return self._json("PUT", url_path("nodes", uuid), json=record, ok=(200, 201), retry=True)
 
     def put_hardware(self, uuid, hardware):
-        return self._json("PUT", url_path("nodes", uuid, "hardware"), json=hardware,
-                          ok=(200, 201), retry=True)
+        return self._json(
+            "PUT", url_path("nodes", uuid, "hardware"), json=hardware, ok=(200, 201), retry=True
+        )
 
 
 def _first_line(exc):
@@ -568,13 +645,15 @@ def _reason(exc):
     if isinstance(exc, ks_exc.ConnectTimeout):
         return "no answer in time"
     text = str(exc)
-    for marker, short in (("Connection refused", "connection refused"),
-                          ("Name or service not known", "unknown host name"),
-                          ("nodename nor servname", "unknown host name"),
-                          ("Temporary failure in name resolution", "unknown host name"),
-                          ("Connection aborted", "connection dropped"),
-                          ("RemoteDisconnected", "connection dropped"),
-                          ("timed out", "no answer in time")):
+    for marker, short in (
+        ("Connection refused", "connection refused"),
+        ("Name or service not known", "unknown host name"),
+        ("nodename nor servname", "unknown host name"),
+        ("Temporary failure in name resolution", "unknown host name"),
+        ("Connection aborted", "connection dropped"),
+        ("RemoteDisconnected", "connection dropped"),
+        ("timed out", "no answer in time"),
+    ):
         if marker in text:
             return short
     return _first_line(exc)

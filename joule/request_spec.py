@@ -56,8 +56,10 @@ MAX_INSTANCES = 1000
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 REQUEST_ID_MAX = 64  # placement's build_requests/scheduling_reports column
 ID_MAX = 255
-UUID_PATTERN = (r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
-                r"[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
+UUID_PATTERN = (
+    r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?"
+    r"[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+)
 NAME_PATTERN = r"^[A-Z0-9_]+$"  # resource classes, traits, consumer types
 SUFFIX_PATTERN = r"^[a-zA-Z0-9_-]{1,64}$"  # upstream's request group suffix
 LABEL_PATTERN = r"^[A-Za-z0-9_./-]{1,255}$"  # node labels: matched locally, never in a URL
@@ -94,16 +96,22 @@ class InvalidRequestSpec(InvalidMessage):
 
 def _id(max_length, what):
     return validate.And(
-        validate.Length(min=1, max=max_length,
-                        error=f"must be a {what} of 1-{max_length} characters"),
-        validate.Regexp(ID_PATTERN, error=f"{{input!r}} is not a valid {what}: letters, "
-                        "digits, '_', '.' and '-' only, starting with a letter or digit"))
+        validate.Length(
+            min=1, max=max_length, error=f"must be a {what} of 1-{max_length} characters"
+        ),
+        validate.Regexp(
+            ID_PATTERN,
+            error=f"{{input!r}} is not a valid {what}: letters, "
+            "digits, '_', '.' and '-' only, starting with a letter or digit",
+        ),
+    )
 
 
 def _name(what):
     return validate.And(
         validate.Length(min=1, max=255, error=f"must be a {what} of 1-255 characters"),
-        validate.Regexp(NAME_PATTERN, error=f"{{input!r}} is not a {what} ({NAME_PATTERN})"))
+        validate.Regexp(NAME_PATTERN, error=f"{{input!r}} is not a {what} ({NAME_PATTERN})"),
+    )
 
 
 class Uuid(fields.String):
@@ -124,8 +132,11 @@ class AnyOf(fields.List):
     "in any of these aggregates"."""
 
     def __init__(self, **kwargs):
-        super().__init__(Uuid(), validate=validate.Length(
-            min=1, error="must name at least one aggregate"), **kwargs)
+        super().__init__(
+            Uuid(),
+            validate=validate.Length(min=1, error="must name at least one aggregate"),
+            **kwargs,
+        )
 
     def _deserialize(self, value, attr, data, **kwargs):
         if isinstance(value, str):
@@ -139,9 +150,13 @@ _NOT_AN_AMOUNT = {"invalid": "must be a positive integer", "strict": "must be a 
 def _positive_amounts():
     return fields.Dict(
         keys=fields.String(validate=_name("resource class name")),
-        values=fields.Integer(strict=True, error_messages=_NOT_AN_AMOUNT, validate=validate.Range(
-            min=1, error="must be a positive integer, got {input!r}")),
-        load_default=dict)
+        values=fields.Integer(
+            strict=True,
+            error_messages=_NOT_AN_AMOUNT,
+            validate=validate.Range(min=1, error="must be a positive integer, got {input!r}"),
+        ),
+        load_default=dict,
+    )
 
 
 def _traits():
@@ -201,8 +216,10 @@ class Message(_Strict):
             field = self.fields.get(name)
             since = field.metadata.get("since") if field is not None else None
             if since and _version_tuple(since) > said:
-                out[name] = [f"is new in {self.MESSAGE} {since}; the message says "
-                             f"{data['version']} (say {since} or later to use it)"]
+                out[name] = [
+                    f"is new in {self.MESSAGE} {since}; the message says "
+                    f"{data['version']} (say {since} or later to use it)"
+                ]
         return out
 
     def dump(self, obj, **kwargs):
@@ -217,20 +234,26 @@ class Message(_Strict):
             return None, False  # the schema says "must be a JSON object"
         version = data.get("version")
         if version is None:
-            return (f"is required: every {self.MESSAGE} says which version of the "
-                    f"contract it follows (this receiver speaks {self.VERSION})"), False
+            return (
+                f"is required: every {self.MESSAGE} says which version of the "
+                f"contract it follows (this receiver speaks {self.VERSION})"
+            ), False
         match = VERSION_PATTERN.match(version) if isinstance(version, str) else None
         if match is None:
-            return f"must be a string \"MAJOR.MINOR\", got {version!r}", False
+            return f'must be a string "MAJOR.MINOR", got {version!r}', False
         major = int(match.group(1))
         ours = int(self.VERSION.split(".")[0])
         if major > ours:
-            return (f"{self.MESSAGE} {version} is newer than this receiver understands "
-                    f"(it speaks {self.VERSION}, any {ours}.x); upgrade the receiver or "
-                    f"send a {ours}.x message"), True
+            return (
+                f"{self.MESSAGE} {version} is newer than this receiver understands "
+                f"(it speaks {self.VERSION}, any {ours}.x); upgrade the receiver or "
+                f"send a {ours}.x message"
+            ), True
         if major < ours:
-            return (f"{self.MESSAGE} {version} is no longer understood (this receiver "
-                    f"speaks {self.VERSION}); resend it as a {ours}.x message"), True
+            return (
+                f"{self.MESSAGE} {version} is no longer understood (this receiver "
+                f"speaks {self.VERSION}); resend it as a {ours}.x message"
+            ), True
         return None, False
 
 
@@ -253,8 +276,12 @@ class GroupSchema(_Strict):
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
-        return Group(dict(data["resources"]), tuple(data["required"]),
-                     tuple(data["forbidden"]), tuple(data["member_of"]))
+        return Group(
+            dict(data["resources"]),
+            tuple(data["required"]),
+            tuple(data["forbidden"]),
+            tuple(data["member_of"]),
+        )
 
     @marshmallow.pre_dump
     def _wire(self, group, **kwargs):
@@ -283,14 +310,22 @@ class SchedulerHintsSchema(_Strict):
     avoid; ``force_hosts`` / ``force_nodes``: host / node names the request is
     limited to (an admin's; every spec comes from a trusted service)."""
 
-    same_host = fields.List(Uuid(), load_default=list, validate=validate.Length(
-        max=MAX_INSTANCES, error="at most {max} instance uuids"))
-    different_host = fields.List(Uuid(), load_default=list, validate=validate.Length(
-        max=MAX_INSTANCES, error="at most {max} instance uuids"))
-    force_hosts = fields.List(fields.String(validate=validate.Length(min=1, max=ID_MAX)),
-                              load_default=list)
-    force_nodes = fields.List(fields.String(validate=validate.Length(min=1, max=ID_MAX)),
-                              load_default=list)
+    same_host = fields.List(
+        Uuid(),
+        load_default=list,
+        validate=validate.Length(max=MAX_INSTANCES, error="at most {max} instance uuids"),
+    )
+    different_host = fields.List(
+        Uuid(),
+        load_default=list,
+        validate=validate.Length(max=MAX_INSTANCES, error="at most {max} instance uuids"),
+    )
+    force_hosts = fields.List(
+        fields.String(validate=validate.Length(min=1, max=ID_MAX)), load_default=list
+    )
+    force_nodes = fields.List(
+        fields.String(validate=validate.Length(min=1, max=ID_MAX)), load_default=list
+    )
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
@@ -312,38 +347,66 @@ class RequestSpecSchema(Message):
     project_id = fields.String(required=True, validate=_id(ID_MAX, "project id"))
     user_id = fields.String(required=True, validate=_id(ID_MAX, "user id"))
     workload_class = fields.String(
-        load_default=vocabulary.DEFAULT_WORKLOAD_CLASS, validate=validate.OneOf(
-            WORKLOAD_CLASSES, error="must be one of {choices}, got {input!r}"))
-    num_instances = fields.Integer(strict=True, validate=validate.Range(
-        min=1, max=MAX_INSTANCES, error="must be an integer from {min} to {max}"))
-    instance_uuids = fields.List(Uuid(), validate=validate.Length(
-        min=1, max=MAX_INSTANCES, error="must list 1 to {max} instance uuids"))
+        load_default=vocabulary.DEFAULT_WORKLOAD_CLASS,
+        validate=validate.OneOf(WORKLOAD_CLASSES, error="must be one of {choices}, got {input!r}"),
+    )
+    num_instances = fields.Integer(
+        strict=True,
+        validate=validate.Range(
+            min=1, max=MAX_INSTANCES, error="must be an integer from {min} to {max}"
+        ),
+    )
+    instance_uuids = fields.List(
+        Uuid(),
+        validate=validate.Length(
+            min=1, max=MAX_INSTANCES, error="must list 1 to {max} instance uuids"
+        ),
+    )
     # The unnumbered request group, at the top level as upstream's query has it.
     resources = _positive_amounts()
     required = _traits()
     forbidden = _traits()
     member_of = fields.List(AnyOf(), load_default=list)
     groups = fields.Dict(
-        keys=fields.String(validate=validate.Regexp(
-            SUFFIX_PATTERN, error="group suffix {input!r} must be 1-64 of [a-zA-Z0-9_-]")),
-        values=fields.Nested(GroupSchema), load_default=dict)
-    group_policy = fields.String(load_default=None, allow_none=True, validate=validate.OneOf(
-        GROUP_POLICIES, error="must be one of {choices}, got {input!r}"))
+        keys=fields.String(
+            validate=validate.Regexp(
+                SUFFIX_PATTERN, error="group suffix {input!r} must be 1-64 of [a-zA-Z0-9_-]"
+            )
+        ),
+        values=fields.Nested(GroupSchema),
+        load_default=dict,
+    )
+    group_policy = fields.String(
+        load_default=None,
+        allow_none=True,
+        validate=validate.OneOf(GROUP_POLICIES, error="must be one of {choices}, got {input!r}"),
+    )
     cell = fields.String(load_default=None, allow_none=True, validate=_id(ID_MAX, "cell name"))
     node_selector = fields.Dict(
-        keys=fields.String(validate=validate.Regexp(
-            LABEL_PATTERN, error="label {input!r} must be 1-255 of [A-Za-z0-9_./-]")),
-        values=fields.String(validate=validate.Regexp(
-            LABEL_VALUE_PATTERN, error="label values are at most 255 characters, "
-            "no control characters")),
-        load_default=dict)
+        keys=fields.String(
+            validate=validate.Regexp(
+                LABEL_PATTERN, error="label {input!r} must be 1-255 of [A-Za-z0-9_./-]"
+            )
+        ),
+        values=fields.String(
+            validate=validate.Regexp(
+                LABEL_VALUE_PATTERN,
+                error="label values are at most 255 characters, no control characters",
+            )
+        ),
+        load_default=dict,
+    )
     consumer_type = fields.String(load_default="INSTANCE", validate=_name("consumer type"))
     server_group = Uuid(load_default=None, allow_none=True, metadata={"since": "1.1"})
-    scheduler_hints = fields.Nested(SchedulerHintsSchema, load_default=None, allow_none=True,
-                                    metadata={"since": "1.2"})
-    availability_zone = fields.String(load_default=None, allow_none=True,
-                                      validate=_id(ID_MAX, "availability zone"),
-                                      metadata={"since": "1.3"})
+    scheduler_hints = fields.Nested(
+        SchedulerHintsSchema, load_default=None, allow_none=True, metadata={"since": "1.2"}
+    )
+    availability_zone = fields.String(
+        load_default=None,
+        allow_none=True,
+        validate=_id(ID_MAX, "availability zone"),
+        metadata={"since": "1.3"},
+    )
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -354,10 +417,12 @@ class RequestSpecSchema(Message):
             problems.update(exc.normalized_messages())
         if not data.get("resources") and not data.get("groups"):
             problems.setdefault("resources", []).append(
-                "at least one resource class is required (here or in a numbered group)")
+                "at least one resource class is required (here or in a numbered group)"
+            )
         if len(data.get("groups") or {}) > 1 and data.get("group_policy") is None:
             problems.setdefault("group_policy", []).append(
-                "is required with more than one numbered group")
+                "is required with more than one numbered group"
+            )
         uuids = data.get("instance_uuids")
         num = data.get("num_instances")
         if uuids is not None:
@@ -365,7 +430,8 @@ class RequestSpecSchema(Message):
                 problems.setdefault("instance_uuids", []).append("must not repeat")
             if num is not None and num != len(uuids):
                 problems.setdefault("num_instances", []).append(
-                    f"is {num} but {len(uuids)} instance_uuids are given")
+                    f"is {num} but {len(uuids)} instance_uuids are given"
+                )
         if problems:
             raise marshmallow.ValidationError(problems)
 
@@ -377,23 +443,35 @@ class RequestSpecSchema(Message):
             uuids = instance_uuids_for(request_id, data.get("num_instances", 1))
         return RequestSpec(
             request_id=request_id or f"req-{uuid_lib.uuid4()}",
-            project_id=data["project_id"], user_id=data["user_id"],
-            workload_class=data["workload_class"], instance_uuids=tuple(uuids),
-            resources=dict(data["resources"]), required=tuple(data["required"]),
-            forbidden=tuple(data["forbidden"]), member_of=tuple(data["member_of"]),
-            groups=dict(data["groups"]), group_policy=data["group_policy"],
-            cell=data["cell"], node_selector=dict(data["node_selector"]),
-            consumer_type=data["consumer_type"], server_group=data["server_group"],
+            project_id=data["project_id"],
+            user_id=data["user_id"],
+            workload_class=data["workload_class"],
+            instance_uuids=tuple(uuids),
+            resources=dict(data["resources"]),
+            required=tuple(data["required"]),
+            forbidden=tuple(data["forbidden"]),
+            member_of=tuple(data["member_of"]),
+            groups=dict(data["groups"]),
+            group_policy=data["group_policy"],
+            cell=data["cell"],
+            node_selector=dict(data["node_selector"]),
+            consumer_type=data["consumer_type"],
+            server_group=data["server_group"],
             scheduler_hints=data["scheduler_hints"] or SchedulerHints(),
-            availability_zone=data["availability_zone"])
+            availability_zone=data["availability_zone"],
+        )
 
     @marshmallow.pre_dump
     def _wire(self, spec, **kwargs):
         out = {
-            "request_id": spec.request_id, "project_id": spec.project_id,
-            "user_id": spec.user_id, "workload_class": spec.workload_class,
-            "num_instances": spec.num_instances, "instance_uuids": list(spec.instance_uuids),
-            "consumer_type": spec.consumer_type, **_group_dict(spec.unnumbered),
+            "request_id": spec.request_id,
+            "project_id": spec.project_id,
+            "user_id": spec.user_id,
+            "workload_class": spec.workload_class,
+            "num_instances": spec.num_instances,
+            "instance_uuids": list(spec.instance_uuids),
+            "consumer_type": spec.consumer_type,
+            **_group_dict(spec.unnumbered),
         }
         if spec.groups:
             out["groups"] = spec.groups  # Nested dumps each Group
@@ -421,8 +499,11 @@ class AllocationRequestSchema(_Strict):
     a PUT /allocations/{consumer} body needs besides the consumer's ids."""
 
     allocations = fields.Dict(
-        keys=Uuid(), values=fields.Nested(_ProviderAllocationSchema),
-        required=True, validate=validate.Length(min=1, error="must name a provider"))
+        keys=Uuid(),
+        values=fields.Nested(_ProviderAllocationSchema),
+        required=True,
+        validate=validate.Length(min=1, error="must name a provider"),
+    )
     mappings = fields.Dict(keys=fields.String(), values=fields.List(Uuid()))
 
 
@@ -443,8 +524,10 @@ class SelectionSchema(_Strict):
     schedulable_class = fields.String(load_default=None, allow_none=True)
     family = fields.String(load_default=None, allow_none=True)
     allocation_request_version = fields.String(
-        load_default=None, allow_none=True, validate=validate.Regexp(
-            r"^1\.[0-9]{1,3}$", error="must be a placement microversion 1.N"))
+        load_default=None,
+        allow_none=True,
+        validate=validate.Regexp(r"^1\.[0-9]{1,3}$", error="must be a placement microversion 1.N"),
+    )
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
@@ -459,8 +542,13 @@ class SelectionsSchema(Message):
     VERSION = SELECTIONS_VERSION
 
     request_id = fields.String(required=True, validate=_id(REQUEST_ID_MAX, "request id"))
-    selections = fields.List(fields.List(fields.Nested(SelectionSchema), validate=(
-        validate.Length(min=1, error="each instance needs a selected host"))), required=True)
+    selections = fields.List(
+        fields.List(
+            fields.Nested(SelectionSchema),
+            validate=(validate.Length(min=1, error="each instance needs a selected host")),
+        ),
+        required=True,
+    )
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
@@ -532,8 +620,7 @@ class SchedulerHints:
     force_nodes: tuple = ()
 
     def __bool__(self):
-        return bool(self.same_host or self.different_host or self.force_hosts
-                    or self.force_nodes)
+        return bool(self.same_host or self.different_host or self.force_hosts or self.force_nodes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -578,8 +665,12 @@ class RequestSpec:
 
         def add_group(suffix, g):
             if g.resources:
-                params.append((f"resources{suffix}", ",".join(
-                    f"{rc}:{amount}" for rc, amount in sorted(g.resources.items()))))
+                params.append(
+                    (
+                        f"resources{suffix}",
+                        ",".join(f"{rc}:{amount}" for rc, amount in sorted(g.resources.items())),
+                    )
+                )
             traits = list(g.required) + ["!" + t for t in g.forbidden]
             if traits:
                 params.append((f"required{suffix}", ",".join(traits)))
@@ -684,12 +775,14 @@ def canonical_request_specs(items):
 def _shared_part(data):
     """What specs of one request share, as a key; None when the shortcut does
     not apply (no explicit request id or instance list)."""
-    if not isinstance(data, dict) or not isinstance(data.get("request_id"), str) or \
-            not isinstance(data.get("instance_uuids"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("request_id"), str)
+        or not isinstance(data.get("instance_uuids"), list)
+    ):
         return None
     try:
-        return json.dumps({k: v for k, v in data.items() if k != "instance_uuids"},
-                          sort_keys=True)
+        return json.dumps({k: v for k, v in data.items() if k != "instance_uuids"}, sort_keys=True)
     except (TypeError, ValueError):
         return None
 
@@ -732,9 +825,11 @@ def _load(schema, data, error_cls):
         problems = _flatten(exc.normalized_messages())
         if any(p.endswith(UNKNOWN_FIELD) for p in problems):
             # Say which versions met: a newer minor's field needs a newer receiver.
-            hint = (f" (this receiver speaks {schema.MESSAGE} {schema.VERSION}, the "
-                    f"message says {data.get('version')}; a field added in a later "
-                    f"minor version needs a receiver of that version)")
+            hint = (
+                f" (this receiver speaks {schema.MESSAGE} {schema.VERSION}, the "
+                f"message says {data.get('version')}; a field added in a later "
+                f"minor version needs a receiver of that version)"
+            )
             problems = [p + hint if p.endswith(UNKNOWN_FIELD) else p for p in problems]
         raise error_cls(schema.MESSAGE, problems, unsupported) from None
 

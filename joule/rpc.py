@@ -35,6 +35,7 @@ with warnings.catch_warnings():
     # monkey-patched), so the warning would only be noise on every start.
     warnings.simplefilter("ignore")
     import oslo_messaging
+
     try:
         # It warns once, on its first import: let that be this one.
         import eventlet  # noqa: F401
@@ -61,17 +62,28 @@ CONTROL_EXCHANGE = "joule"
 rpc_group = cfg.OptGroup("rpc", title="Message bus")
 
 rpc_opts = [
-    cfg.IntOpt("call_timeout", default=30, min=1,
-               help="Seconds a caller waits for the answer of an RPC call (the super "
-               "conductor's select_destinations) before it counts as unanswered."),
-    cfg.IntOpt("call_retries", default=3, min=0,
-               help="How often an unanswered call is sent again (with backoff) before "
-               "the caller gives up: a scheduler worker that died takes its request "
-               "with it, another one answers the retry."),
-    cfg.StrOpt("topic_prefix", default="",
-               help="Prefix of every topic this deployment uses (e.g. 'test42.'): "
-               "several deployments can share one virtual host without taking each "
-               "other's messages. Empty in production."),
+    cfg.IntOpt(
+        "call_timeout",
+        default=30,
+        min=1,
+        help="Seconds a caller waits for the answer of an RPC call (the super "
+        "conductor's select_destinations) before it counts as unanswered.",
+    ),
+    cfg.IntOpt(
+        "call_retries",
+        default=3,
+        min=0,
+        help="How often an unanswered call is sent again (with backoff) before "
+        "the caller gives up: a scheduler worker that died takes its request "
+        "with it, another one answers the retry.",
+    ),
+    cfg.StrOpt(
+        "topic_prefix",
+        default="",
+        help="Prefix of every topic this deployment uses (e.g. 'test42.'): "
+        "several deployments can share one virtual host without taking each "
+        "other's messages. Empty in production.",
+    ),
 ]
 
 # The option lists oslo.messaging registers on the global cfg.CONF at import.
@@ -156,11 +168,12 @@ def check_reachable(conf, timeout=5.0):
         url = oslo_messaging.TransportURL.parse(conf, conf.transport_url)
     except oslo_messaging.InvalidTransportURL as exc:
         raise BusUnreachable(f"invalid [DEFAULT] transport_url: {exc}") from exc
-    drivers = {ep.name for ep in importlib.metadata.entry_points(
-        group="oslo.messaging.drivers")}
+    drivers = {ep.name for ep in importlib.metadata.entry_points(group="oslo.messaging.drivers")}
     if url.transport not in drivers:
-        raise BusUnreachable(f"invalid [DEFAULT] transport_url: no driver "
-                             f"{url.transport!r} (known: {', '.join(sorted(drivers))})")
+        raise BusUnreachable(
+            f"invalid [DEFAULT] transport_url: no driver "
+            f"{url.transport!r} (known: {', '.join(sorted(drivers))})"
+        )
     if url.transport != "rabbit":
         return
     import kombu  # the rabbit driver's own client library
@@ -169,16 +182,21 @@ def check_reachable(conf, timeout=5.0):
         where = f"{host.hostname}:{host.port or 5672}" if host else "localhost:5672"
         vhost = url.virtual_host or "/"
         conn = kombu.Connection(
-            hostname=host.hostname if host else "localhost", port=(host.port if host else None)
-            or 5672, userid=(host.username if host else None) or "guest",
-            password=(host.password if host else None) or "guest", virtual_host=vhost,
-            connect_timeout=timeout)
+            hostname=host.hostname if host else "localhost",
+            port=(host.port if host else None) or 5672,
+            userid=(host.username if host else None) or "guest",
+            password=(host.password if host else None) or "guest",
+            virtual_host=vhost,
+            connect_timeout=timeout,
+        )
         try:
             conn.ensure_connection(max_retries=1, timeout=timeout)
             return
         except Exception as exc:  # noqa: BLE001 - any failure means "not reachable"
-            last = f"RabbitMQ at {where} (vhost {vhost}) is unreachable: " \
-                   f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            last = (
+                f"RabbitMQ at {where} (vhost {vhost}) is unreachable: "
+                f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            )
         finally:
             conn.release()
     raise BusUnreachable(last)
@@ -199,13 +217,14 @@ def make_server(conf, transport, topic_name, endpoints, server_name):
     ``[DEFAULT] executor_thread_pool_size`` threads."""
     target = oslo_messaging.Target(topic=topic_name, server=server_name)
     return oslo_messaging.get_rpc_server(
-        transport, target, endpoints, access_policy=oslo_messaging.DefaultRPCAccessPolicy)
+        transport, target, endpoints, access_policy=oslo_messaging.DefaultRPCAccessPolicy
+    )
 
 
 def _client(transport, topic_name, timeout=None):
     return oslo_messaging.get_rpc_client(
-        transport, oslo_messaging.Target(topic=topic_name, version=RPC_VERSION),
-        timeout=timeout)
+        transport, oslo_messaging.Target(topic=topic_name, version=RPC_VERSION), timeout=timeout
+    )
 
 
 class Unanswered(Exception):
@@ -222,8 +241,9 @@ class SchedulerAPI:
 
     def __init__(self, conf, transport):
         self.conf = conf
-        self._client = _client(transport, topic(conf, SCHEDULER_TOPIC),
-                               timeout=conf.rpc.call_timeout)
+        self._client = _client(
+            transport, topic(conf, SCHEDULER_TOPIC), timeout=conf.rpc.call_timeout
+        )
 
     def select_destinations(self, request_spec, on_retry=None):
         """Call ``select_destinations``; retry (bounded, backoff) when unanswered.
@@ -236,19 +256,23 @@ class SchedulerAPI:
         retries = self.conf.rpc.call_retries
         for attempt in range(retries + 1):
             try:
-                return self._client.call({}, "select_destinations",
-                                         request_spec=request_spec)
+                return self._client.call({}, "select_destinations", request_spec=request_spec)
             except oslo_messaging.MessagingTimeout:
                 if attempt == retries:
                     break
-                LOG.warning("%s: no scheduler answered within %s s; retrying (%d of %d)",
-                            request_spec.get("request_id"), self.conf.rpc.call_timeout,
-                            attempt + 1, retries)
+                LOG.warning(
+                    "%s: no scheduler answered within %s s; retrying (%d of %d)",
+                    request_spec.get("request_id"),
+                    self.conf.rpc.call_timeout,
+                    attempt + 1,
+                    retries,
+                )
                 time.sleep(backoff(attempt + 1))
                 if on_retry is not None:
                     on_retry()
-        raise Unanswered(f"no scheduler answered within {self.conf.rpc.call_timeout} s "
-                         f"({retries + 1} tries)")
+        raise Unanswered(
+            f"no scheduler answered within {self.conf.rpc.call_timeout} s ({retries + 1} tries)"
+        )
 
 
 class ConductorAPI:
@@ -263,19 +287,22 @@ class ConductorAPI:
 
     def build_instances(self, request_spec, reply_topic):
         """Cast a request spec to the super conductors."""
-        self._super.cast({}, "build_instances", request_spec=request_spec,
-                         reply_topic=reply_topic)
+        self._super.cast({}, "build_instances", request_spec=request_spec, reply_topic=reply_topic)
 
     def build_instance(self, cell, instance_uuid, request_spec, selections, reply_topic):
         """Cast one instance's selection list to the conductors of ``cell``."""
         with self._lock:
             client = self._cells.get(cell)
             if client is None:
-                client = self._cells[cell] = _client(self._transport, cell_topic(self.conf,
-                                                                                cell))
-        client.cast({}, "build_instance", instance_uuid=instance_uuid,
-                    request_spec=request_spec, selections=selections,
-                    reply_topic=reply_topic)
+                client = self._cells[cell] = _client(self._transport, cell_topic(self.conf, cell))
+        client.cast(
+            {},
+            "build_instance",
+            instance_uuid=instance_uuid,
+            request_spec=request_spec,
+            selections=selections,
+            reply_topic=reply_topic,
+        )
 
 
 class OutcomeAPI:
@@ -299,8 +326,7 @@ class OutcomeAPI:
 
     def request_refused(self, reply_topic, request_id, error):
         if reply_topic:
-            self._safe_cast(reply_topic, "request_refused", request_id=request_id,
-                            error=error)
+            self._safe_cast(reply_topic, "request_refused", request_id=request_id, error=error)
 
     def _safe_cast(self, reply_topic, method, **kwargs):
         # An outcome that cannot be sent is not lost: it is in placement's

@@ -9,8 +9,8 @@ rabbit_retry_interval, rabbit_retry_backoff, rabbit_interval_max).
 """
 
 import logging
-import signal
 import os
+import signal
 import socket
 import sys
 import threading
@@ -37,8 +37,9 @@ class Service:
         self.stopping = threading.Event()
 
     def add_server(self, topic_name, endpoints):
-        self.servers.append(rpc.make_server(self.conf, self.transport, topic_name, endpoints,
-                                            self.name))
+        self.servers.append(
+            rpc.make_server(self.conf, self.transport, topic_name, endpoints, self.name)
+        )
 
     def start(self):
         for server in self.servers:

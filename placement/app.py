@@ -121,8 +121,7 @@ def _before_request():
     try:
         g.version = microversion.extract(req.headers)
     except ValueError as exc:
-        raise errors.ApiError(
-            406, f"Invalid microversion: {exc}", explanation=_not_acceptable(req))
+        raise errors.ApiError(406, f"Invalid microversion: {exc}", explanation=_not_acceptable(req))
     except TypeError as exc:
         raise errors.ApiError(400, f"Invalid microversion: {exc}")
 
@@ -138,9 +137,11 @@ def _before_request():
     limit = deps.conf.api.max_request_body_size
     if (req.content_length or 0) > limit:
         raise errors.ApiError(
-            413, f"The request body is larger than {limit} bytes "
-            "([api] max_request_body_size).", code=errors.REQUEST_TOO_LARGE,
-            headers={"Connection": "close"})
+            413,
+            f"The request body is larger than {limit} bytes ([api] max_request_body_size).",
+            code=errors.REQUEST_TOO_LARGE,
+            headers={"Connection": "close"},
+        )
     if noauth and req.path != "/":
         _noauth2(environ)
     g.context = context_mod.from_environ(environ, enforcer=deps.enforcer)
@@ -169,11 +170,11 @@ def _before_request():
 
     # Upstream checks Accept in the handlers, after routing: an unknown path or a
     # wrong method answers 404/405 whatever the Accept header says.
-    if (req.method == "GET" and req.headers.get("Accept")
-            and req.routing_exception is None):
+    if req.method == "GET" and req.headers.get("Accept") and req.routing_exception is None:
         if req.accept_mimetypes.best_match(["application/json"]) is None:
             raise errors.ApiError(
-                406, "Only application/json is provided", explanation=_not_acceptable(req))
+                406, "Only application/json is provided", explanation=_not_acceptable(req)
+            )
 
     # Upstream routes only the methods it declares: HEAD is not one of them
     # (Flask would answer HEAD with the GET handler).
@@ -183,8 +184,10 @@ def _before_request():
 
 def _not_acceptable(req):
     """webob's 406 explanation, naming the Accept header upstream saw."""
-    return ("The resource could not be generated that was acceptable to your browser "
-            f"(content of type {_effective_accept(req)}.")
+    return (
+        "The resource could not be generated that was acceptable to your browser "
+        f"(content of type {_effective_accept(req)}."
+    )
 
 
 def _effective_accept(req):
@@ -277,17 +280,23 @@ def error_response(exc):
     status = f"{exc.status} {exc.title}"
     if media_type == "text/html":
         esc = markupsafe.escape
-        body = (f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n"
-                f"  <h1>{status}</h1>\n  {esc(exc.head())}<br /><br />\n{esc(exc.detail)}\n\n"
-                " </body>\n</html>")
+        body = (
+            f"<html>\n <head>\n  <title>{status}</title>\n </head>\n <body>\n"
+            f"  <h1>{status}</h1>\n  {esc(exc.head())}<br /><br />\n{esc(exc.detail)}\n\n"
+            " </body>\n</html>"
+        )
         resp = flask.Response(body, status=exc.status, content_type="text/html; charset=UTF-8")
     elif media_type == "text/plain":
-        resp = flask.Response(f"{status}\n\n{exc.body_detail()}", status=exc.status,
-                              content_type="text/plain; charset=UTF-8")
+        resp = flask.Response(
+            f"{status}\n\n{exc.body_detail()}",
+            status=exc.status,
+            content_type="text/plain; charset=UTF-8",
+        )
     else:
         # json.dumps, not jsonify: upstream's spacing and no trailing newline.
-        resp = flask.Response(json.dumps({"errors": [item]}), status=exc.status,
-                              content_type="application/json")
+        resp = flask.Response(
+            json.dumps({"errors": [item]}), status=exc.status, content_type="application/json"
+        )
     for name, value in exc.headers.items():
         resp.headers[name] = value
     return resp
@@ -341,10 +350,14 @@ def _http_error(exc):
         return error_response(errors.not_found(""))
     if isinstance(exc, werkzeug.exceptions.RequestEntityTooLarge):
         limit = flask.current_app.config["MAX_CONTENT_LENGTH"]
-        return error_response(errors.ApiError(
-            413, f"The request body is larger than {limit} bytes "
-            "([api] max_request_body_size).", code=errors.REQUEST_TOO_LARGE,
-            headers={"Connection": "close"}))
+        return error_response(
+            errors.ApiError(
+                413,
+                f"The request body is larger than {limit} bytes ([api] max_request_body_size).",
+                code=errors.REQUEST_TOO_LARGE,
+                headers={"Connection": "close"},
+            )
+        )
     return error_response(errors.ApiError(exc.code or 500, exc.description or ""))
 
 
@@ -363,15 +376,23 @@ def _database_error(exc):
     req = flask.request
     # The request id is on every line already (placement/request_log.py).
     LOG.warning("%s %s: database unavailable: %s", req.method, req.path, reason)
-    return error_response(errors.ApiError(
-        503, "The database is unavailable; retry later.", code=errors.DATABASE_UNAVAILABLE,
-        headers={"Retry-After": str(errors.DATABASE_RETRY_AFTER)}))
+    return error_response(
+        errors.ApiError(
+            503,
+            "The database is unavailable; retry later.",
+            code=errors.DATABASE_UNAVAILABLE,
+            headers={"Retry-After": str(errors.DATABASE_RETRY_AFTER)},
+        )
+    )
 
 
 def _client_disconnected(_exc):
     req = flask.request
-    LOG.warning("%s %s: client closed the connection before the write committed; rolled "
-                "back", req.method, req.path)
+    LOG.warning(
+        "%s %s: client closed the connection before the write committed; rolled back",
+        req.method,
+        req.path,
+    )
     # Nobody reads this; the access log shows nginx's "client closed request".
     return error_response(errors.ApiError(499, "Client closed the connection."))
 

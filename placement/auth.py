@@ -61,16 +61,25 @@ def _require_user(wsgi_app):
     def app(environ, start_response):
         if environ.get("HTTP_X_USER_ID") or environ.get("HTTP_X_USER"):
             return wsgi_app(environ, start_response)
-        body = json.dumps({"errors": [{
-            "status": 401,
-            "title": "Unauthorized",
-            "detail": _UNAUTHORIZED_DETAIL,
-            "request_id": "req-" + str(uuid.uuid4()),
-        }]}).encode()
-        start_response("401 Unauthorized", [
-            ("Content-Type", "application/json"),
-            ("Content-Length", str(len(body))),
-        ])
+        body = json.dumps(
+            {
+                "errors": [
+                    {
+                        "status": 401,
+                        "title": "Unauthorized",
+                        "detail": _UNAUTHORIZED_DETAIL,
+                        "request_id": "req-" + str(uuid.uuid4()),
+                    }
+                ]
+            }
+        ).encode()
+        start_response(
+            "401 Unauthorized",
+            [
+                ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body))),
+            ],
+        )
         return [body]
 
     return app

@@ -226,8 +226,12 @@ placement_opts = [
 
 
 def register_opts(conf):
-    for group, opts in ((api_group, api_opts), (database_group, database_opts),
-                        (placement_group, placement_opts), (metrics_group, metrics_opts)):
+    for group, opts in (
+        (api_group, api_opts),
+        (database_group, database_opts),
+        (placement_group, placement_opts),
+        (metrics_group, metrics_opts),
+    ):
         # A fresh OptGroup per ConfigOpts: register_group() copies the group
         # only shallowly, so a shared group object would carry one ConfigOpts'
         # set_override() into every other one (tests, two apps in a process).

@@ -36,10 +36,12 @@ class Budget:
         return self.max_connections - self.reserved
 
     def describe(self):
-        return (f"{self.workers} worker(s) x (pool_size {self.pool_size} + max_overflow "
-                f"{self.max_overflow}) = {self.needed} connections; PostgreSQL "
-                f"max_connections {self.max_connections} (superuser_reserved_connections "
-                f"{self.reserved}, {self.in_use} in use now)")
+        return (
+            f"{self.workers} worker(s) x (pool_size {self.pool_size} + max_overflow "
+            f"{self.max_overflow}) = {self.needed} connections; PostgreSQL "
+            f"max_connections {self.max_connections} (superuser_reserved_connections "
+            f"{self.reserved}, {self.in_use} in use now)"
+        )
 
 
 def pool_limits(engine):
@@ -69,13 +71,19 @@ def check(db, workers):
     if budget is None:
         return None
     if budget.max_overflow < 0:
-        LOG.warning("connection budget: max_overflow is unbounded; %d worker(s) may open "
-                    "any number of connections against PostgreSQL max_connections %d",
-                    budget.workers, budget.max_connections)
+        LOG.warning(
+            "connection budget: max_overflow is unbounded; %d worker(s) may open "
+            "any number of connections against PostgreSQL max_connections %d",
+            budget.workers,
+            budget.max_connections,
+        )
     elif budget.needed > budget.available:
-        LOG.warning("connection budget exceeded: %s. Under load requests will fail "
-                    "to connect: lower --workers or [placement_database] pool_size, "
-                    "or raise max_connections", budget.describe())
+        LOG.warning(
+            "connection budget exceeded: %s. Under load requests will fail "
+            "to connect: lower --workers or [placement_database] pool_size, "
+            "or raise max_connections",
+            budget.describe(),
+        )
     else:
         LOG.info("connection budget: %s", budget.describe())
     return budget

@@ -130,8 +130,7 @@ def _postgres_connect_args(url, limits):
     if given:  # the operator's own options= in the URL come first
         settings.insert(0, given if isinstance(given, str) else " ".join(given))
     # libpq takes whole seconds, at least 2 (it rounds 1 up to 2).
-    return {"connect_timeout": max(2, round(limits.connect_timeout)),
-            "options": " ".join(settings)}
+    return {"connect_timeout": max(2, round(limits.connect_timeout)), "options": " ".join(settings)}
 
 
 def _postgres_watch(engine, limits):
@@ -201,11 +200,11 @@ def make_engine(url, pool_size=10, limits=None):
     limits = limits or Limits()
     url = sa.engine.make_url(url)
     if url.get_backend_name() == "sqlite":
-        if url.database and url.database != ":memory:" and not url.database.startswith(
-                "file:"):
+        if url.database and url.database != ":memory:" and not url.database.startswith("file:"):
             _create_private_file(url.database)
-        engine = sa.create_engine(url, connect_args={
-            "check_same_thread": False, "timeout": limits.sqlite_busy_timeout})
+        engine = sa.create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": limits.sqlite_busy_timeout}
+        )
         _sqlite_setup(engine, limits)
     else:
         connect_args = {}
@@ -213,8 +212,13 @@ def make_engine(url, pool_size=10, limits=None):
             connect_args = _postgres_connect_args(url, limits)
             url = url.difference_update_query(["options", "connect_timeout"])
         engine = sa.create_engine(
-            url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
-            pool_timeout=limits.pool_timeout, connect_args=connect_args)
+            url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            pool_timeout=limits.pool_timeout,
+            connect_args=connect_args,
+        )
         if connect_args:
             _postgres_watch(engine, limits)
     return engine
@@ -231,8 +235,7 @@ class Database:
 
     @classmethod
     def from_conf(cls, conf, url):
-        return cls(url, pool_size=conf.placement_database.pool_size,
-                   limits=Limits.from_conf(conf))
+        return cls(url, pool_size=conf.placement_database.pool_size, limits=Limits.from_conf(conf))
 
     @property
     def is_postgres(self):
@@ -280,8 +283,13 @@ class Database:
 _UNAVAILABLE_SQLSTATE_CLASSES = ("08", "53", "57", "58")
 _UNAVAILABLE_SQLSTATES = {"55P03", "25P03"}
 # SQLite's messages for the same situations.
-_SQLITE_UNAVAILABLE = ("database is locked", "database table is locked", "unable to open",
-                       "disk i/o error", "database or disk is full")
+_SQLITE_UNAVAILABLE = (
+    "database is locked",
+    "database table is locked",
+    "unable to open",
+    "disk i/o error",
+    "database or disk is full",
+)
 
 
 def unavailable_reason(exc):

@@ -40,8 +40,7 @@ class Watchdog:
         with self._cond:
             self._deadlines[dbapi_conn] = (deadline, seconds, what)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="db-watchdog",
-                                                daemon=True)
+                self._thread = threading.Thread(target=self._run, name="db-watchdog", daemon=True)
                 self._thread.start()
             # Wake the thread only when this deadline is the nearest: most
             # statements arm a deadline later than one already pending.
@@ -68,8 +67,7 @@ class Watchdog:
                     if deadline <= now:
                         del self._deadlines[conn]
                         self._sever(conn, seconds, what)
-                self._wake_at = min((d for d, _s, _w in self._deadlines.values()),
-                                    default=None)
+                self._wake_at = min((d for d, _s, _w in self._deadlines.values()), default=None)
                 self._cond.wait(None if self._wake_at is None else self._wake_at - now)
 
     def _sever(self, dbapi_conn, seconds, what):
@@ -86,8 +84,7 @@ class Watchdog:
         finally:
             sock.close()
         self.severed += 1
-        LOG.warning("database did not answer %s within %.1f s: connection closed", what,
-                    seconds)
+        LOG.warning("database did not answer %s within %.1f s: connection closed", what, seconds)
 
 
 WATCHDOG = Watchdog()

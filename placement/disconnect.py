@@ -54,6 +54,7 @@ def commit_guard(environ):
     """A callable that raises ClientDisconnected when the request's client is gone."""
     disconnected = environ.get(DISCONNECTED_KEY)
     if disconnected is not None:
+
         def ask():
             if disconnected():
                 raise ClientDisconnected()

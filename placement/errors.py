@@ -56,8 +56,7 @@ _EXPLANATIONS = {
     404: "The resource could not be found.",
     409: "There was a conflict when trying to complete your request.",
     413: "The body of your request was too large for this server.",
-    500: "The server has either erred or is incapable of performing the requested "
-    "operation.",
+    500: "The server has either erred or is incapable of performing the requested operation.",
     503: "The server is currently unavailable. Please try again at a later time.",
 }
 

@@ -45,8 +45,10 @@ def _check_engine(url):
     if url.get_backend_name() == "sqlite":
         connect_args = {"timeout": CHECK_TIMEOUT}
     else:
-        connect_args = {"connect_timeout": CHECK_TIMEOUT,
-                        "options": f"-c statement_timeout={CHECK_TIMEOUT * 1000}"}
+        connect_args = {
+            "connect_timeout": CHECK_TIMEOUT,
+            "options": f"-c statement_timeout={CHECK_TIMEOUT * 1000}",
+        }
     # NullPool: one short-lived connection per check, none kept open.
     return sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args)
 
@@ -61,16 +63,20 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
     def healthcheck(self, server_port):
         try:
             with self._engine.connect() as conn:
-                version = conn.exec_driver_sql(
-                    "SELECT version_num FROM alembic_version").scalar()
+                version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
         except Exception as exc:  # any driver error means "cannot use it"
             detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
             return pluginbase.HealthcheckResult(
-                available=False, reason="database unavailable",
-                details=detail[0] if detail else exc.__class__.__name__)
+                available=False,
+                reason="database unavailable",
+                details=detail[0] if detail else exc.__class__.__name__,
+            )
         if version is None:
             return pluginbase.HealthcheckResult(
-                available=False, reason="database has no schema",
-                details="alembic_version is empty: run placement-manage db sync")
+                available=False,
+                reason="database has no schema",
+                details="alembic_version is empty: run placement-manage db sync",
+            )
         return pluginbase.HealthcheckResult(
-            available=True, reason="database available", details=f"schema revision {version}")
+            available=True, reason="database available", details=f"schema revision {version}"
+        )

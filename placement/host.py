@@ -49,6 +49,9 @@ def check_loopback(environ):
         return
     shown = value if len(value) <= 100 else value[:100] + "..."
     raise errors.ApiError(
-        400, f"Host {shown!r} is not a loopback name. With auth_strategy = noauth2 this "
+        400,
+        f"Host {shown!r} is not a loopback name. With auth_strategy = noauth2 this "
         "service answers only requests addressed to localhost, 127.0.0.0/8 or ::1; use "
-        "auth_strategy = keystone to serve other names.", code=errors.HOST_NOT_ALLOWED)
+        "auth_strategy = keystone to serve other names.",
+        code=errors.HOST_NOT_ALLOWED,
+    )

@@ -37,8 +37,13 @@ METHODS = frozenset(("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
 UNMATCHED = "unmatched"
 # Headers a reverse proxy adds: such a request came from beyond the proxy,
 # whatever REMOTE_ADDR says.
-PROXY_HEADERS = ("HTTP_FORWARDED", "HTTP_X_FORWARDED_FOR", "HTTP_X_FORWARDED_HOST",
-                 "HTTP_X_FORWARDED_PROTO", "HTTP_X_REAL_IP")
+PROXY_HEADERS = (
+    "HTTP_FORWARDED",
+    "HTTP_X_FORWARDED_FOR",
+    "HTTP_X_FORWARDED_HOST",
+    "HTTP_X_FORWARDED_PROTO",
+    "HTTP_X_REAL_IP",
+)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 
 _lock = threading.Lock()
@@ -83,22 +88,37 @@ class _Metrics:
         self.registry = None if multiproc else prom.CollectorRegistry()
         reg = {"registry": self.registry}
         self.requests = prom.Counter(
-            "placement_api_requests", "HTTP requests answered, by route template, "
-            "method and status.", ["route", "method", "status"], **reg)
+            "placement_api_requests",
+            "HTTP requests answered, by route template, method and status.",
+            ["route", "method", "status"],
+            **reg,
+        )
         self.latency = prom.Histogram(
-            "placement_api_request_duration_seconds", "Time from the request's arrival "
+            "placement_api_request_duration_seconds",
+            "Time from the request's arrival "
             "to the last byte of its response, by route template and method.",
-            ["route", "method"], buckets=LATENCY_BUCKETS, **reg)
+            ["route", "method"],
+            buckets=LATENCY_BUCKETS,
+            **reg,
+        )
         gauge = {"multiprocess_mode": "livesum", **reg}
         self.pool_size = prom.Gauge(
-            "placement_db_pool_size", "Connections the database pool keeps "
-            "([placement_database] pool_size), summed over worker processes.", **gauge)
+            "placement_db_pool_size",
+            "Connections the database pool keeps "
+            "([placement_database] pool_size), summed over worker processes.",
+            **gauge,
+        )
         self.pool_checked_out = prom.Gauge(
-            "placement_db_pool_checked_out", "Database connections in use by requests, "
-            "summed over worker processes.", **gauge)
+            "placement_db_pool_checked_out",
+            "Database connections in use by requests, summed over worker processes.",
+            **gauge,
+        )
         self.pool_overflow = prom.Gauge(
-            "placement_db_pool_overflow", "Database connections open beyond pool_size "
-            "(up to max_overflow), summed over worker processes.", **gauge)
+            "placement_db_pool_overflow",
+            "Database connections open beyond pool_size "
+            "(up to max_overflow), summed over worker processes.",
+            **gauge,
+        )
 
 
 def get():
@@ -161,8 +181,11 @@ class MetricsMiddleware:
     def __init__(self, application, url_map, conf, engine=None):
         self.application = application
         self.adapter = url_map.bind("placement")
-        self.sources = [ipaddress.ip_network(r.strip(), strict=False)
-                        for r in conf.metrics.allowed_source_ranges if r.strip()]
+        self.sources = [
+            ipaddress.ip_network(r.strip(), strict=False)
+            for r in conf.metrics.allowed_source_ranges
+            if r.strip()
+        ]
         self.engine = engine
         if engine is not None:
             instrument_engine(engine)
@@ -179,8 +202,11 @@ class MetricsMiddleware:
         def _done():
             self._observe(environ, status.get("code", "500"), time.perf_counter() - started)
 
-        if (environ.get("PATH_INFO") == METRICS_PATH and environ.get("REQUEST_METHOD") == "GET"
-                and self._may_scrape(environ)):
+        if (
+            environ.get("PATH_INFO") == METRICS_PATH
+            and environ.get("REQUEST_METHOD") == "GET"
+            and self._may_scrape(environ)
+        ):
             try:
                 body = self._scrape(_start_response)
             finally:
@@ -206,8 +232,9 @@ class MetricsMiddleware:
         if self.engine is not None:
             record_pool(self.engine.pool)
         body, content_type = exposition()
-        start_response("200 OK", [("Content-Type", content_type),
-                                  ("Content-Length", str(len(body)))])
+        start_response(
+            "200 OK", [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+        )
         return [body]
 
     def _observe(self, environ, code, seconds):

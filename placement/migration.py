@@ -13,7 +13,6 @@ import alembic.command
 import alembic.config
 import alembic.migration
 import alembic.script
-
 import sqlalchemy as sa
 
 import migrations
@@ -81,15 +80,18 @@ def check_current(db, behind_ok=False):
         return
     if have is None:
         raise SchemaNotCurrent(
-            f"the database has no placement schema; run '{SYNC_COMMAND}' to create it")
+            f"the database has no placement schema; run '{SYNC_COMMAND}' to create it"
+        )
     if have not in revisions():
         raise SchemaNotCurrent(
             f"the database schema is at revision {have}, which this placement release "
             f"does not know (newer code migrated it?); upgrade placement or use the "
-            f"database of this release")
+            f"database of this release"
+        )
     raise SchemaNotCurrent(
         f"the database schema is at revision {have}, this release needs {want}; "
-        f"run '{SYNC_COMMAND}' to upgrade it")
+        f"run '{SYNC_COMMAND}' to upgrade it"
+    )
 
 
 def revision(db, message):

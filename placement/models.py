@@ -166,8 +166,7 @@ consumers = Table(
     Column("user_id", Integer, ForeignKey("users.id"), nullable=False),
     Column("generation", Integer, nullable=False, default=0),
     Column("consumer_type_id", Integer, ForeignKey("consumer_types.id"), nullable=True),
-    Column("workload_class", String(16), nullable=False,
-           default=vocabulary.DEFAULT_WORKLOAD_CLASS),
+    Column("workload_class", String(16), nullable=False, default=vocabulary.DEFAULT_WORKLOAD_CLASS),
     *_timestamps(),
     Index("ix_consumers_project_id_user_id", "project_id", "user_id"),
 )
@@ -186,8 +185,11 @@ allocations = Table(
     Column("resource_class_id", Integer, ForeignKey("resource_classes.id"), nullable=False),
     Column("used", BigInteger, nullable=False),
     *_timestamps(),
-    Index("ix_allocations_resource_provider_id_resource_class_id",
-          "resource_provider_id", "resource_class_id"),
+    Index(
+        "ix_allocations_resource_provider_id_resource_class_id",
+        "resource_provider_id",
+        "resource_class_id",
+    ),
     Index("ix_allocations_consumer_id", "consumer_id"),
 )
 
@@ -263,8 +265,7 @@ build_requests = Table(
     Column("id", Integer, primary_key=True),
     Column("instance_uuid", String(36), nullable=False, unique=True),
     Column("request_id", String(64), nullable=False),
-    Column("workload_class", String(16), nullable=False,
-           default=vocabulary.DEFAULT_WORKLOAD_CLASS),
+    Column("workload_class", String(16), nullable=False, default=vocabulary.DEFAULT_WORKLOAD_CLASS),
     Column("status", String(16), nullable=False),  # pending | placed | failed
     Column("spec", Text, nullable=False),  # JSON request spec
     Column("host_uuid", String(36), nullable=True),
@@ -323,8 +324,7 @@ server_group_members = Table(
     "server_group_members",
     metadata,
     Column("id", Integer, primary_key=True),
-    Column("group_id", Integer, ForeignKey("server_groups.id", ondelete="CASCADE"),
-           nullable=False),
+    Column("group_id", Integer, ForeignKey("server_groups.id", ondelete="CASCADE"), nullable=False),
     Column("instance_uuid", String(36), nullable=False, unique=True),
     Column("created_at", DateTime, nullable=False),
     Index("ix_server_group_members_group_id", "group_id"),

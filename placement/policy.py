@@ -45,8 +45,9 @@ class Enforcer:
     def __init__(self, conf, rules=None):
         register_opts(conf)
         if not conf.oslo_policy.enforce_scope:
-            LOG.warning("[oslo_policy] enforce_scope = False is ignored: scope types "
-                        "are always enforced")
+            LOG.warning(
+                "[oslo_policy] enforce_scope = False is ignored: scope types are always enforced"
+            )
         self._enforcer = oslo_policy.Enforcer(conf)
         # Every base rule changed its default; one warning per rule per start
         # would bury real messages (upstream suppresses them too).
@@ -71,8 +72,9 @@ class Enforcer:
 
     def set_rules(self, rules, overwrite=True):
         """Replace rules in memory (tests): ``{"rule name": "check string"}``."""
-        self._enforcer.set_rules(oslo_policy.Rules.from_dict(rules), overwrite=overwrite,
-                                 use_conf=False)
+        self._enforcer.set_rules(
+            oslo_policy.Rules.from_dict(rules), overwrite=overwrite, use_conf=False
+        )
 
     @property
     def oslo(self):

@@ -45,8 +45,7 @@ def parse_resources(value):
             amount = int(raw_amount)
         except ValueError:
             raise errors.bad_request(
-                f"Requested resource {name} expected positive integer amount. "
-                f"Got: {raw_amount}."
+                f"Requested resource {name} expected positive integer amount. Got: {raw_amount}."
             ) from None
         if amount < 1:
             raise errors.bad_request(
@@ -95,8 +94,7 @@ def _parse_one_required(value, allow_forbidden, allow_any_of):
     # rather than break clients; "!!X" forbids X).
     forbidden = {name.lstrip("!") for name in names if name.startswith("!")}
     if not all(names) or not all(forbidden):
-        form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else \
-            "HW_CPU_X86_VMX,CUSTOM_MAGIC"
+        form = "HW_CPU_X86_VMX,!CUSTOM_MAGIC" if allow_forbidden else "HW_CPU_X86_VMX,CUSTOM_MAGIC"
         raise errors.bad_request(
             "Invalid query string parameters: Expected 'required' parameter value of "
             f"the form: {form}. Got an empty trait in: {value}"

@@ -125,6 +125,12 @@ def _log_access(environ, rid, state, seconds):
         path = f"{path}?{query}"
     ACCESS_LOG.info(
         '%s "%s %s" status: %s len: %s microversion: %s time: %.1fms request_id: %s',
-        environ.get("REMOTE_ADDR", "-"), environ.get("REQUEST_METHOD", "-"), path,
-        state["status"] or "-", state["bytes"], state["microversion"] or "-",
-        seconds * 1000.0, rid)
+        environ.get("REMOTE_ADDR", "-"),
+        environ.get("REQUEST_METHOD", "-"),
+        path,
+        state["status"] or "-",
+        state["bytes"],
+        state["microversion"] or "-",
+        seconds * 1000.0,
+        rid,
+    )

@@ -47,8 +47,9 @@ MAX_HEAD_BYTES = 64 * 1024
 class Limits:
     """The deadlines and the body limit, from ``[api]`` of the configuration."""
 
-    def __init__(self, header_timeout=10.0, body_timeout=30.0, keepalive_timeout=30.0,
-                 max_body=1024 * 1024):
+    def __init__(
+        self, header_timeout=10.0, body_timeout=30.0, keepalive_timeout=30.0, max_body=1024 * 1024
+    ):
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.keepalive_timeout = keepalive_timeout
@@ -57,8 +58,12 @@ class Limits:
     @classmethod
     def from_conf(cls, conf):
         api = conf.api
-        return cls(api.client_header_timeout, api.client_body_timeout,
-                   api.keepalive_timeout, api.max_request_body_size)
+        return cls(
+            api.client_header_timeout,
+            api.client_body_timeout,
+            api.keepalive_timeout,
+            api.max_request_body_size,
+        )
 
 
 class _Closed(Exception):
@@ -73,7 +78,8 @@ class HttpServer:
         self.limits = limits
         self.multiprocess = multiprocess
         self.executor = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="placement-wsgi")
+            max_workers=threads, thread_name_prefix="placement-wsgi"
+        )
         self._idle = {}  # connection task -> True while it waits for a request
         self._stopping = False
 
@@ -101,8 +107,9 @@ class HttpServer:
             try:
                 request = await self._read_head(conn, reader, loop)
             except h11.RemoteProtocolError as exc:
-                await self._send_error(conn, writer, exc.error_status_hint or 400,
-                                       f"Malformed HTTP request: {exc}")
+                await self._send_error(
+                    conn, writer, exc.error_status_hint or 400, f"Malformed HTTP request: {exc}"
+                )
                 return
             if request is None:
                 return
@@ -113,13 +120,13 @@ class HttpServer:
             # The loop keeps reading the socket: a FIN marks the reader at EOF.
             environ[disconnect.DISCONNECTED_KEY] = lambda: reader.at_eof() or writer.is_closing()
             status, headers, payload = await loop.run_in_executor(
-                self.executor, self._call_app, environ)
+                self.executor, self._call_app, environ
+            )
             if too_large:
                 headers = [(k, v) for k, v in headers if k.lower() != "connection"]
                 headers.append(("Connection", "close"))
             await self._respond(conn, writer, request, status, headers, payload)
-            if (too_large or conn.our_state is not h11.DONE
-                    or conn.their_state is not h11.DONE):
+            if too_large or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
 
@@ -130,8 +137,9 @@ class HttpServer:
         the header deadline, however slowly the bytes come.
         """
         started = bool(conn.trailing_data[0])
-        deadline = loop.time() + (self.limits.header_timeout if started
-                                  else self.limits.keepalive_timeout)
+        deadline = loop.time() + (
+            self.limits.header_timeout if started else self.limits.keepalive_timeout
+        )
         while True:
             event = conn.next_event()
             if isinstance(event, h11.Request):
@@ -172,8 +180,12 @@ class HttpServer:
                     data = await _read(reader, deadline - loop.time())
                 except TimeoutError:
                     await self._send_error(
-                        conn, writer, 408, "The request body did not arrive within "
-                        f"{self.limits.body_timeout:g} s ([api] client_body_timeout).")
+                        conn,
+                        writer,
+                        408,
+                        "The request body did not arrive within "
+                        f"{self.limits.body_timeout:g} s ([api] client_body_timeout).",
+                    )
                     raise _Closed() from None
                 conn.receive_data(data)
             else:  # ConnectionClosed mid-body
@@ -249,8 +261,11 @@ class HttpServer:
             status, headers = response
         except Exception:  # noqa: BLE001 - the app's own handlers let nothing out
             LOG.exception("WSGI app failed")
-            return _error(500, "The server has either erred or is incapable of performing "
-                          "the requested operation.")
+            return _error(
+                500,
+                "The server has either erred or is incapable of performing "
+                "the requested operation.",
+            )
         return status, headers, b"".join(chunks)
 
     async def _respond(self, conn, writer, request, status, headers, payload):
@@ -260,9 +275,15 @@ class HttpServer:
         names = {name.lower() for name, _value in headers}
         if not bodyless and "content-length" not in names:
             headers = [*headers, ("Content-Length", str(len(payload)))]
-        out = [conn.send(h11.Response(
-            status_code=code, reason=reason.encode("latin-1"),
-            headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers]))]
+        out = [
+            conn.send(
+                h11.Response(
+                    status_code=code,
+                    reason=reason.encode("latin-1"),
+                    headers=[(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers],
+                )
+            )
+        ]
         if payload and not bodyless:
             out.append(conn.send(h11.Data(data=payload)))
         out.append(conn.send(h11.EndOfMessage()))
@@ -279,9 +300,15 @@ class HttpServer:
         status, headers, payload = _error(code, detail)
         headers.append(("Connection", "close"))
         try:
-            writer.write(conn.send(h11.Response(
-                status_code=code, reason=status.partition(" ")[2].encode(),
-                headers=[(k.encode(), v.encode()) for k, v in headers])))
+            writer.write(
+                conn.send(
+                    h11.Response(
+                        status_code=code,
+                        reason=status.partition(" ")[2].encode(),
+                        headers=[(k.encode(), v.encode()) for k, v in headers],
+                    )
+                )
+            )
             writer.write(conn.send(h11.Data(data=payload)))
             writer.write(conn.send(h11.EndOfMessage()))
             await asyncio.wait_for(writer.drain(), 1.0)
@@ -323,11 +350,23 @@ def _error(code, detail):
     import http
 
     title = http.HTTPStatus(code).phrase
-    body = json.dumps({"errors": [{
-        "status": code, "title": title, "detail": detail,
-        "request_id": "req-" + str(uuid.uuid4())}]}).encode()
-    return (f"{code} {title}", [("Content-Type", "application/json"),
-                                ("Content-Length", str(len(body)))], body)
+    body = json.dumps(
+        {
+            "errors": [
+                {
+                    "status": code,
+                    "title": title,
+                    "detail": detail,
+                    "request_id": "req-" + str(uuid.uuid4()),
+                }
+            ]
+        }
+    ).encode()
+    return (
+        f"{code} {title}",
+        [("Content-Type", "application/json"), ("Content-Length", str(len(body)))],
+        body,
+    )
 
 
 class PlacementWorker(gunicorn.workers.base.Worker):
@@ -343,10 +382,11 @@ class PlacementWorker(gunicorn.workers.base.Worker):
     async def _run(self):
         limits = getattr(self.app, "placement_limits", None) or Limits()
         threads = getattr(self.app, "placement_threads", 8)
-        server = HttpServer(self.wsgi, limits, threads,
-                            multiprocess=self.cfg.workers > 1)
-        listeners = [await asyncio.start_server(server.serve, sock=lst.sock, limit=READ_SIZE)
-                     for lst in self.sockets]
+        server = HttpServer(self.wsgi, limits, threads, multiprocess=self.cfg.workers > 1)
+        listeners = [
+            await asyncio.start_server(server.serve, sock=lst.sock, limit=READ_SIZE)
+            for lst in self.sockets
+        ]
         try:
             while self.alive:
                 self.notify()  # gunicorn's master restarts a worker that stops ticking

@@ -112,25 +112,28 @@ def extract_json(schema, body=None):
             )
         raw = req.get_data(as_text=False)
         try:
-            body = json.loads(raw.decode("utf-8"), parse_constant=_no_constant,
-                              parse_float=_finite_float)
+            body = json.loads(
+                raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float
+            )
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"Malformed JSON: {exc}")
         except RecursionError:
             raise errors.bad_request(
-                f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels") from None
+                f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels"
+            ) from None
         # Nesting is bounded before validation, whose recursion (and the
         # formatting of its error) would otherwise fail from ~400 levels on.
         # Most bodies cannot nest that deep: they hold fewer brackets.
         if raw.count(b"[") + raw.count(b"{") > MAX_JSON_DEPTH and _too_deep(body):
-            raise errors.bad_request(
-                f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels")
+            raise errors.bad_request(f"Malformed JSON: nested deeper than {MAX_JSON_DEPTH} levels")
         # PostgreSQL text cannot hold NUL, and a lone UTF-16 surrogate ("\ud800")
         # cannot be encoded for any database: refuse both before SQL sees them.
         # Strict JSON can only carry either as an escape, so most bodies skip the walk.
         if (b"\\u0000" in raw or _SURROGATE_ESCAPE.search(raw)) and _has_bad_char(body):
-            raise errors.bad_request("JSON does not validate: strings must not contain NUL "
-                                     "characters or unpaired UTF-16 surrogates")
+            raise errors.bad_request(
+                "JSON does not validate: strings must not contain NUL "
+                "characters or unpaired UTF-16 surrogates"
+            )
     try:
         _validate(body, schema)
     except jsonschema.ValidationError as exc:
@@ -224,8 +227,7 @@ def json_response(body, status=200, last_modified=None, headers=None, text=None)
     ``text``: the body already encoded as JSON (``body`` is then ignored).
     """
     resp = flask.Response(
-        json.dumps(body) if text is None else text, status=status,
-        content_type="application/json"
+        json.dumps(body) if text is None else text, status=status, content_type="application/json"
     )
     if want(1, 15) and last_modified is not None:
         when = None if last_modified == "now" else last_modified

@@ -45,8 +45,9 @@ from powerpolicy import controller as power_controller
 from scheduler import cmd as scheduler_cmd
 from scheduler import conf as sconf_mod
 
-DEFAULT_INVENTORY = os.path.join(os.path.dirname(powerpolicy.__file__), "data",
-                                 "cluster-nodes-41.yaml")
+DEFAULT_INVENTORY = os.path.join(
+    os.path.dirname(powerpolicy.__file__), "data", "cluster-nodes-41.yaml"
+)
 CELLS = 2
 PLACED = "placed"
 FAILED = "failed"
@@ -63,24 +64,48 @@ class _Parser(argparse.ArgumentParser):
 def _parser():
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=200, help="requests to schedule (200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the request mix and the "
-                   "injected failures (0)")
-    p.add_argument("--failure-rate", type=float, default=0.05,
-                   help="probability that a build fails on its host (0.05)")
-    p.add_argument("--performance-share", type=float, default=0.3,
-                   help="share of performance requests in the stream (0.3)")
-    p.add_argument("--inventory", default=DEFAULT_INVENTORY,
-                   help="cluster inventory in the YAML format of powerpolicy/data/*.yaml "
-                   "(joule/inventory.py; default: the shipped 41-node inventory)")
-    p.add_argument("--database", default=None,
-                   help="SQLAlchemy URL of the placement database (default: a temporary "
-                   "SQLite file, removed at exit)")
-    p.add_argument("--static-hp-frac", type=float, default=0.5,
-                   help="power controller: share of every family kept in performance (0.5)")
-    p.add_argument("--max-attempts", type=int, default=3,
-                   help="hosts per instance: selected plus alternates (3)")
-    p.add_argument("--json", action="store_true",
-                   help="print the summary as one JSON object on the last line")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the request mix and the injected failures (0)"
+    )
+    p.add_argument(
+        "--failure-rate",
+        type=float,
+        default=0.05,
+        help="probability that a build fails on its host (0.05)",
+    )
+    p.add_argument(
+        "--performance-share",
+        type=float,
+        default=0.3,
+        help="share of performance requests in the stream (0.3)",
+    )
+    p.add_argument(
+        "--inventory",
+        default=DEFAULT_INVENTORY,
+        help="cluster inventory in the YAML format of powerpolicy/data/*.yaml "
+        "(joule/inventory.py; default: the shipped 41-node inventory)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        help="SQLAlchemy URL of the placement database (default: a temporary "
+        "SQLite file, removed at exit)",
+    )
+    p.add_argument(
+        "--static-hp-frac",
+        type=float,
+        default=0.5,
+        help="power controller: share of every family kept in performance (0.5)",
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        help="hosts per instance: selected plus alternates (3)",
+    )
+    p.add_argument(
+        "--json", action="store_true", help="print the summary as one JSON object on the last line"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 
@@ -104,8 +129,7 @@ def load_inventory(client, nodes):
     out = []
     for index, node in enumerate(nodes):
         hw = node.hardware
-        resp = client.request("POST", url_path("resource_providers"),
-                              json={"name": node.name})
+        resp = client.request("POST", url_path("resource_providers"), json={"name": node.name})
         uuid = resp.json()["uuid"]
         inventories = {
             "VCPU": {"total": hw.get("cpu_cores") or 1},
@@ -113,12 +137,16 @@ def load_inventory(client, nodes):
         }
         if hw.get("gpu_count"):
             inventories["PGPU"] = {"total": hw["gpu_count"]}
-        client.request("PUT", url_path("resource_providers", uuid, "inventories"),
-                       json={"resource_provider_generation": 0, "inventories": inventories})
+        client.request(
+            "PUT",
+            url_path("resource_providers", uuid, "inventories"),
+            json={"resource_provider_generation": 0, "inventories": inventories},
+        )
         # Cells alternate so that alternates (same cell only) are a real constraint.
         cell = f"cell{index % CELLS + 1}"
-        client.put_node(uuid, cell=cell, labels={"joulie.io/managed": "true",
-                                                 "family": node.family})
+        client.put_node(
+            uuid, cell=cell, labels={"joulie.io/managed": "true", "family": node.family}
+        )
         client.put_hardware(uuid, hw)
         out.append((uuid, node))
     return out
@@ -134,16 +162,23 @@ def make_request(rng, performance_share):
     else:
         resources = {"VCPU": rng.choice((2, 4, 8)), "MEMORY_MB": rng.choice((4096, 8192, 16384))}
         wc = vocabulary.STANDARD
-    return {"version": spec_mod.REQUEST_SPEC_VERSION, "resources": resources,
-            "workload_class": wc, "project_id": "demo", "user_id": "demo"}
+    return {
+        "version": spec_mod.REQUEST_SPEC_VERSION,
+        "resources": resources,
+        "workload_class": wc,
+        "project_id": "demo",
+        "user_id": "demo",
+    }
 
 
 def _progress(done, total, counts, enabled):
     """A bar redrawn in place on a terminal; on a pipe, one line per tenth."""
     if not enabled or not total:
         return
-    line = (f"[{'#' * (30 * done // total)}{'.' * (30 - 30 * done // total)}] "
-            f"{done}/{total} placed {counts['placed']} failed {counts['failed']}")
+    line = (
+        f"[{'#' * (30 * done // total)}{'.' * (30 - 30 * done // total)}] "
+        f"{done}/{total} placed {counts['placed']} failed {counts['failed']}"
+    )
     if sys.stderr.isatty():
         sys.stderr.write("\r" + line + ("\n" if done == total else ""))
     elif done == total or done % max(1, total // 10) == 0:
@@ -159,45 +194,67 @@ def run(args, log=print):
     if url is None:
         tmpdir = tempfile.mkdtemp(prefix="placement-demo-")
         url = f"sqlite:///{os.path.join(tmpdir, 'placement.sqlite')}"
-        log(f"placement: embedded SQLite at {url[10:]} (temporary, removed at exit, so "
-            "every run starts clean; --database URL keeps one)", file=sys.stderr)
+        log(
+            f"placement: embedded SQLite at {url[10:]} (temporary, removed at exit, so "
+            "every run starts clean; --database URL keeps one)",
+            file=sys.stderr,
+        )
     server = None
     try:
-        pconf = pconf_mod.make_conf(overrides={("placement_database", "connection"): url,
-                                               ("api", "auth_strategy"): "noauth2"})
+        pconf = pconf_mod.make_conf(
+            overrides={
+                ("placement_database", "connection"): url,
+                ("api", "auth_strategy"): "noauth2",
+            }
+        )
         app = app_mod.create_app(pconf, sync=True)
         server = _Server(app)
-        sconf = sconf_mod.make_conf(overrides={
-            ("placement", "endpoint_override"): server.url,
-            ("scheduler", "max_attempts"): args.max_attempts})
+        sconf = sconf_mod.make_conf(
+            overrides={
+                ("placement", "endpoint_override"): server.url,
+                ("scheduler", "max_attempts"): args.max_attempts,
+            }
+        )
         client = placement_client.PlacementClient.from_conf(sconf, sconf_mod.LEGACY_CLIENT_GROUP)
         hosts = load_inventory(client, nodes)
-        log(f"loaded {len(hosts)} nodes from {args.inventory} into placement at {server.url}",
-            file=sys.stderr)
+        log(
+            f"loaded {len(hosts)} nodes from {args.inventory} into placement at {server.url}",
+            file=sys.stderr,
+        )
 
         pc = power_conf.make_conf(overrides={"static_hp_frac": args.static_hp_frac})
         # The power controller reads and writes the same placement: one client.
         tick = power_controller.Controller(pc, client).tick()
-        log(f"power controller: policy {tick.policy}, {tick.hp_count} of {len(hosts)} nodes "
-            "in performance", file=sys.stderr)
+        log(
+            f"power controller: policy {tick.policy}, {tick.hp_count} of {len(hosts)} nodes "
+            "in performance",
+            file=sys.stderr,
+        )
 
         # The services of a deployment (scheduler, super conductor, one
         # conductor per cell) over oslo.messaging's in-memory transport: the
         # code path of the real processes on RabbitMQ, in this process.
-        conf = cconf_mod.make_conf(overrides={
-            ("placement", "endpoint_override"): server.url,
-            ("scheduler", "max_attempts"): args.max_attempts,
-            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-            ("conductor", "simulated_failure_rate"): args.failure_rate,
-            ("conductor", "simulated_seed"): args.seed})
+        conf = cconf_mod.make_conf(
+            overrides={
+                ("placement", "endpoint_override"): server.url,
+                ("scheduler", "max_attempts"): args.max_attempts,
+                (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+                ("conductor", "simulated_failure_rate"): args.failure_rate,
+                ("conductor", "simulated_seed"): args.seed,
+            }
+        )
         transport = rpc.transport_of(conf)
         driver = conductor_cmd.make_driver(conf)
         services = [scheduler_cmd.build_service(conf, transport, "scheduler")]
-        services.append(conductor_cmd.build_service(conf, transport, None, "conductor",
-                                                    driver=driver))
-        services += [conductor_cmd.build_service(conf, transport, f"cell{n + 1}",
-                                                 f"conductor.cell{n + 1}", driver=driver)
-                     for n in range(CELLS)]
+        services.append(
+            conductor_cmd.build_service(conf, transport, None, "conductor", driver=driver)
+        )
+        services += [
+            conductor_cmd.build_service(
+                conf, transport, f"cell{n + 1}", f"conductor.cell{n + 1}", driver=driver
+            )
+            for n in range(CELLS)
+        ]
         for svc in services:
             svc.start()
         try:
@@ -241,8 +298,9 @@ def _summary(args, client, hosts, results, counts, races_lost, elapsed):
     family_of = {uuid: node.family for uuid, node in hosts}
     families = {}
     for uuid, fam in family_of.items():
-        entry = families.setdefault(fam, {"nodes": 0, "performance_nodes": 0,
-                                          "performance_placed": 0, "standard_placed": 0})
+        entry = families.setdefault(
+            fam, {"nodes": 0, "performance_nodes": 0, "performance_placed": 0, "standard_placed": 0}
+        )
         entry["nodes"] += 1
         twin = nodes[uuid].get("twin") or {}
         if twin.get("schedulable_class") == vocabulary.PERFORMANCE:
@@ -264,8 +322,7 @@ def _summary(args, client, hosts, results, counts, races_lost, elapsed):
         "rescheduled": counts["rescheduled"],
         "races_lost": races_lost,
         "performance_on_eco": perf_on_eco,
-        "performance_requests": sum(r["workload_class"] == vocabulary.PERFORMANCE
-                                    for r in results),
+        "performance_requests": sum(r["workload_class"] == vocabulary.PERFORMANCE for r in results),
         "seconds": round(elapsed, 3),
         "requests_per_second": round(args.requests / elapsed, 1) if elapsed else None,
         "seed": args.seed,
@@ -287,8 +344,10 @@ def format_table(summary):
         f"{'family':<40}{'nodes':>6}{'perf':>6}{'perf placed':>13}{'std placed':>12}",
     ]
     for fam, e in summary["families"].items():
-        lines.append(f"{fam[:39]:<40}{e['nodes']:>6}{e['performance_nodes']:>6}"
-                     f"{e['performance_placed']:>13}{e['standard_placed']:>12}")
+        lines.append(
+            f"{fam[:39]:<40}{e['nodes']:>6}{e['performance_nodes']:>6}"
+            f"{e['performance_placed']:>13}{e['standard_placed']:>12}"
+        )
     return "\n".join(lines)
 
 
@@ -297,14 +356,17 @@ def main(argv=None):
         # The demo's own options here; --version and oslo.log's (--debug,
         # --log-file ...) through the shared start-up.
         args, rest = _parser().parse_known_args(argv)
-        config.load(PROG, "placement-demo", lambda conf: None, argv=rest,
-                    default_config_files=[])
+        config.load(PROG, "placement-demo", lambda conf: None, argv=rest, default_config_files=[])
     except config.ConfigError as exc:
         return config.fail(PROG, exc)
-    if args.requests < 0 or not 0.0 <= args.failure_rate <= 1.0 or \
-            not 0.0 <= args.performance_share <= 1.0:
-        return config.fail(PROG, "--requests must be >= 0 and --failure-rate / "
-                           "--performance-share within [0, 1]")
+    if (
+        args.requests < 0
+        or not 0.0 <= args.failure_rate <= 1.0
+        or not 0.0 <= args.performance_share <= 1.0
+    ):
+        return config.fail(
+            PROG, "--requests must be >= 0 and --failure-rate / --performance-share within [0, 1]"
+        )
     # The demo's output is the table: only warnings and errors are logged
     # unless --debug, and werkzeug's line per request never.
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
@@ -313,8 +375,9 @@ def main(argv=None):
     try:
         summary = run(args)
     except Exception as exc:  # one clear line, not a traceback, for a first run
-        if isinstance(exc, (inventory_mod.InventoryError, placement_client.PlacementError,
-                            OSError)):
+        if isinstance(
+            exc, (inventory_mod.InventoryError, placement_client.PlacementError, OSError)
+        ):
             return config.fail(PROG, exc)
         raise
     print(format_table(summary))

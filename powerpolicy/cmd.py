@@ -21,13 +21,11 @@ import signal
 import sys
 import threading
 
-
 from joule import config
+from joule import inventory as inventory_mod
 from joule import placement_client
-
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
-from joule import inventory as inventory_mod
 from powerpolicy import metrics as metrics_mod
 from powerpolicy import policies
 from powerpolicy import preview as preview_mod
@@ -50,24 +48,38 @@ def _parser():
         prog=PROG,
         description="Keep only as many nodes in the performance power profile as demand "
         "needs, split fairly across hardware families. Other arguments (--config-file, "
-        "--config-dir) go to oslo.config.")
+        "--config-dir) go to oslo.config.",
+    )
     mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--once", action="store_true",
-                      help="run one reconcile tick against placement and exit")
-    mode.add_argument("--dry-run", action="store_true",
-                      help="read placement (current profiles, running and pending work) and "
-                      "print what the next tick would do: nodes that would move to "
-                      "performance, eco or draining, and the watts the caps hold per family; "
-                      "nothing is written. With --inventory, plan an inventory file instead, "
-                      "without placement")
-    parser.add_argument("--inventory", metavar="FILE",
-                        help="dry run: cluster inventory YAML (the format of "
-                        "cluster-nodes-5k.yaml) to plan instead of placement's nodes")
-    parser.add_argument("--json", action="store_true",
-                        help="print the plan (or the tick) as one JSON object")
-    parser.add_argument("--demand", type=int, default=None, metavar="P",
-                        help="dry run of --inventory: performance demand P for queue_aware_v1 "
-                        "(default 0; against placement the demand is what placement holds)")
+    mode.add_argument(
+        "--once", action="store_true", help="run one reconcile tick against placement and exit"
+    )
+    mode.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read placement (current profiles, running and pending work) and "
+        "print what the next tick would do: nodes that would move to "
+        "performance, eco or draining, and the watts the caps hold per family; "
+        "nothing is written. With --inventory, plan an inventory file instead, "
+        "without placement",
+    )
+    parser.add_argument(
+        "--inventory",
+        metavar="FILE",
+        help="dry run: cluster inventory YAML (the format of "
+        "cluster-nodes-5k.yaml) to plan instead of placement's nodes",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print the plan (or the tick) as one JSON object"
+    )
+    parser.add_argument(
+        "--demand",
+        type=int,
+        default=None,
+        metavar="P",
+        help="dry run of --inventory: performance demand P for queue_aware_v1 "
+        "(default 0; against placement the demand is what placement holds)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at debug level")
     return parser
 
@@ -97,12 +109,17 @@ def _print_plan(out, as_json):
 
 def _tick_json(result):
     return {
-        "policy": result.policy, "hp_count": result.hp_count,
+        "policy": result.policy,
+        "hp_count": result.hp_count,
         "demand": {"running": result.running, "pending": result.pending},
-        "families": result.families, "written": result.written,
-        "draining": result.draining, "repaired_traits": sorted(result.repaired),
-        "transitions": [{"node": d.name, "from": d.from_state, "to": d.to_state,
-                         "result": d.result} for d in result.transitions],
+        "families": result.families,
+        "written": result.written,
+        "draining": result.draining,
+        "repaired_traits": sorted(result.repaired),
+        "transitions": [
+            {"node": d.name, "from": d.from_state, "to": d.to_state, "result": d.result}
+            for d in result.transitions
+        ],
         "seconds": round(result.seconds, 3),
     }
 
@@ -121,9 +138,14 @@ def main(argv=None):
         args, rest = _parser().parse_known_args(argv)
         if args.verbose:
             rest.append("--debug")
-        conf = config.load(PROG, "power-controller", conf_mod.register_opts, argv=rest,
-                           checks=[_check_selector, placement_client.check_conf],
-                           default_config_files=[])
+        conf = config.load(
+            PROG,
+            "power-controller",
+            conf_mod.register_opts,
+            argv=rest,
+            checks=[_check_selector, placement_client.check_conf],
+            default_config_files=[],
+        )
     except config.ConfigError as exc:
         return config.fail(PROG, exc)
     policy = conf.power.policy
@@ -131,24 +153,28 @@ def main(argv=None):
     if args.inventory and not args.dry_run:
         return config.fail(PROG, "--inventory needs --dry-run")
     if args.demand is not None and not args.inventory:
-        return config.fail(PROG, "--demand needs --dry-run --inventory FILE (against "
-                           "placement the demand is the running and pending work it holds)")
+        return config.fail(
+            PROG,
+            "--demand needs --dry-run --inventory FILE (against "
+            "placement the demand is the running and pending work it holds)",
+        )
     if args.dry_run and args.inventory:
         try:
             nodes = inventory_mod.load(args.inventory)
         except inventory_mod.InventoryError as exc:
             print(f"power-controller: {exc}", file=sys.stderr)
             return 2
-        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)),
-                    args.json)
+        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)), args.json)
         return 0
     client = placement_client.PlacementClient.from_conf(conf, conf_mod.power_group.name)
     if args.dry_run:
         controller = controller_mod.Controller(conf, client)
         try:
             result, _ = controller.plan()  # the tick without its write
-        except (placement_client.PlacementUnreachable,
-                placement_client.AuthenticationFailed) as exc:
+        except (
+            placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed,
+        ) as exc:
             return config.fail(PROG, f"dry run failed: {exc}", config.EXIT_UNAVAILABLE)
         except placement_client.PlacementError as exc:
             return config.fail(PROG, f"dry run failed: {exc}", 1)
@@ -173,22 +199,29 @@ def main(argv=None):
         # The service starts only against a placement that answers and takes
         # its credentials; later outages are retried every tick.
         client.check()
-    except (placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed) as exc:
+    except (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed) as exc:
         return config.fail(PROG, exc, config.EXIT_UNAVAILABLE)
     if conf.power.metrics_port:
         try:
             metrics.serve(conf.power.metrics_port, addr=conf.power.metrics_host)
         except OSError as exc:
-            return config.fail(PROG, f"cannot serve metrics on {conf.power.metrics_host}:"
-                               f"{conf.power.metrics_port}: {exc.strerror or exc}")
-        LOG.info("metrics on http://%s:%d/metrics", conf.power.metrics_host,
-                 conf.power.metrics_port)
+            return config.fail(
+                PROG,
+                f"cannot serve metrics on {conf.power.metrics_host}:"
+                f"{conf.power.metrics_port}: {exc.strerror or exc}",
+            )
+        LOG.info(
+            "metrics on http://%s:%d/metrics", conf.power.metrics_host, conf.power.metrics_port
+        )
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    LOG.info("power controller running policy %s every %ss against %s", policy,
-             conf.power.reconcile_interval, controller.client.endpoint)
+    LOG.info(
+        "power controller running policy %s every %ss against %s",
+        policy,
+        conf.power.reconcile_interval,
+        controller.client.endpoint,
+    )
     controller.run_forever(stop)
     return 0
 

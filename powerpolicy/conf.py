@@ -19,14 +19,19 @@ power_opts = [
         "policy",
         default=policies.STATIC_PARTITION,
         choices=[
-            (policies.STATIC_PARTITION,
-             "A fixed fraction (static_hp_frac) of every hardware family in performance."),
-            (policies.QUEUE_AWARE_V1,
-             "Performance slots follow the demand of running and pending performance "
-             "consumers."),
-            (policies.RULE_SWAP_V1,
-             "Debug only: the first two nodes by name take turns in eco every "
-             "reconcile_interval."),
+            (
+                policies.STATIC_PARTITION,
+                "A fixed fraction (static_hp_frac) of every hardware family in performance.",
+            ),
+            (
+                policies.QUEUE_AWARE_V1,
+                "Performance slots follow the demand of running and pending performance consumers.",
+            ),
+            (
+                policies.RULE_SWAP_V1,
+                "Debug only: the first two nodes by name take turns in eco every "
+                "reconcile_interval.",
+            ),
         ],
         help="Which policy decides how many nodes stay in the performance profile.",
     ),
@@ -41,67 +46,99 @@ power_opts = [
         "unschedulable nodes are never managed.",
     ),
     cfg.FloatOpt(
-        "static_hp_frac", default=0.5, min=0.0, max=1.0,
+        "static_hp_frac",
+        default=0.5,
+        min=0.0,
+        max=1.0,
         help="static_partition: fraction of the eligible nodes kept in performance "
         "(round half away from zero; at least one node per hardware family).",
     ),
     cfg.FloatOpt(
-        "queue_hp_base_frac", default=0.6, min=0.0, max=1.0,
+        "queue_hp_base_frac",
+        default=0.6,
+        min=0.0,
+        max=1.0,
         help="queue_aware_v1: fraction of the eligible nodes kept in performance whatever "
         "the demand.",
     ),
     cfg.IntOpt(
-        "queue_hp_min", default=1, min=0,
+        "queue_hp_min",
+        default=1,
+        min=0,
         help="queue_aware_v1: lower bound of the performance slot count (the one node per "
         "family floor still applies above it).",
     ),
     cfg.IntOpt(
-        "queue_hp_max", default=1000000, min=0,
+        "queue_hp_max",
+        default=1000000,
+        min=0,
         help="queue_aware_v1: upper bound of the performance slot count; 0 means the number "
         "of eligible nodes. The one node per family floor wins over it.",
     ),
     cfg.IntOpt(
-        "queue_perf_per_hp_node", default=10, min=1,
+        "queue_perf_per_hp_node",
+        default=10,
+        min=1,
         help="queue_aware_v1: how many performance consumers (running or pending) one "
         "performance node absorbs; demand P needs ceil(P / this) nodes.",
     ),
     cfg.IntOpt(
-        "reconcile_interval", default=60, min=1,
+        "reconcile_interval",
+        default=60,
+        min=1,
         help="Seconds between two reconcile ticks of the service (also rule_swap_v1's "
         "phase length).",
     ),
     cfg.FloatOpt(
-        "cpu_performance_cap_pct_of_max", default=100.0, min=1.0, max=100.0,
+        "cpu_performance_cap_pct_of_max",
+        default=100.0,
+        min=1.0,
+        max=100.0,
         help="CPU cap of a performance CPU node, in percent of its maximum cap.",
     ),
     cfg.FloatOpt(
-        "cpu_eco_cap_pct_of_max", default=60.0, min=1.0, max=100.0,
+        "cpu_eco_cap_pct_of_max",
+        default=60.0,
+        min=1.0,
+        max=100.0,
         help="CPU cap of an eco CPU node, in percent of its maximum cap (never below its "
         "minimum cap).",
     ),
     cfg.FloatOpt(
-        "gpu_performance_cap_pct_of_max", default=100.0, min=1.0, max=100.0,
+        "gpu_performance_cap_pct_of_max",
+        default=100.0,
+        min=1.0,
+        max=100.0,
         help="Per-GPU cap of a performance GPU node, in percent of the GPU's maximum cap.",
     ),
     cfg.FloatOpt(
-        "gpu_eco_cap_pct_of_max", default=60.0, min=1.0, max=100.0,
+        "gpu_eco_cap_pct_of_max",
+        default=60.0,
+        min=1.0,
+        max=100.0,
         help="Per-GPU cap of an eco GPU node, in percent of the GPU's maximum cap (never "
         "below its minimum cap).",
     ),
     cfg.FloatOpt(
-        "performance_cap_watts", default=5000.0, min=0.0,
+        "performance_cap_watts",
+        default=5000.0,
+        min=0.0,
         help="CPU cap of a performance CPU node whose cap range is unknown.",
     ),
     cfg.FloatOpt(
-        "eco_cap_watts", default=120.0, min=0.0,
+        "eco_cap_watts",
+        default=120.0,
+        min=0.0,
         help="CPU cap of an eco CPU node whose cap range is unknown.",
     ),
     cfg.HostAddressOpt(
-        "metrics_host", default="127.0.0.1",
+        "metrics_host",
+        default="127.0.0.1",
         help="Address the Prometheus /metrics endpoint of the service listens on.",
     ),
     cfg.PortOpt(
-        "metrics_port", default=9108,
+        "metrics_port",
+        default=9108,
         help="Port of the Prometheus /metrics endpoint of the service; 0 disables it.",
     ),
 ]
@@ -130,7 +167,10 @@ def make_conf(args=None, default_config_files=None, overrides=None):
     ``overrides`` maps an option name of [power] (or a ``(group, name)``
     pair) to a value; it wins over files and the environment.
     """
-    overrides = {(key if isinstance(key, tuple) else (power_group.name, key)): value
-                 for key, value in (overrides or {}).items()}
-    return config.make_conf(register_opts, args, default_config_files, overrides,
-                            "power-controller")
+    overrides = {
+        (key if isinstance(key, tuple) else (power_group.name, key)): value
+        for key, value in (overrides or {}).items()
+    }
+    return config.make_conf(
+        register_opts, args, default_config_files, overrides, "power-controller"
+    )

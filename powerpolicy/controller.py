@@ -40,13 +40,25 @@ LOG = logging.getLogger(__name__)
 # Label fallbacks of the hardware view, first match wins: Joulie's bootstrap
 # labels (joulie.io/hw.*), then its older keys, node-feature-discovery's and
 # the GPU device plugins'.
-CPU_MODEL_LABELS = ("joulie.io/hw.cpu-model", "joulie.io/cpu.model",
-                    "feature.node.kubernetes.io/cpu-model.name")
+CPU_MODEL_LABELS = (
+    "joulie.io/hw.cpu-model",
+    "joulie.io/cpu.model",
+    "feature.node.kubernetes.io/cpu-model.name",
+)
 CPU_SOCKETS_LABELS = ("joulie.io/hw.cpu-sockets", "feature.node.kubernetes.io/cpu-sockets")
-GPU_PRODUCT_LABELS = ("joulie.io/hw.gpu-model", "joulie.io/gpu.product",
-                      "nvidia.com/gpu.product", "amd.com/gpu.product", "amd.com/gpu.family")
-GPU_COUNT_LABELS = ("joulie.io/hw.gpu-count", "joulie.io/gpu.count", "nvidia.com/gpu.count",
-                    "amd.com/gpu.count")
+GPU_PRODUCT_LABELS = (
+    "joulie.io/hw.gpu-model",
+    "joulie.io/gpu.product",
+    "nvidia.com/gpu.product",
+    "amd.com/gpu.product",
+    "amd.com/gpu.family",
+)
+GPU_COUNT_LABELS = (
+    "joulie.io/hw.gpu-count",
+    "joulie.io/gpu.count",
+    "nvidia.com/gpu.count",
+    "amd.com/gpu.count",
+)
 GPU_RESOURCE_CLASS = "PGPU"
 
 
@@ -75,10 +87,16 @@ class HardwareView:
 
     @classmethod
     def from_record(cls, hw):
-        return cls(hw.get("cpu_model"), hw.get("gpu_model"), hw.get("gpu_count") or 0,
-                   hw.get("cpu_min_cap_watts"), hw.get("cpu_max_cap_watts"),
-                   hw.get("gpu_min_cap_watts"), hw.get("gpu_max_cap_watts"),
-                   cpu_sockets=hw.get("cpu_sockets"))
+        return cls(
+            hw.get("cpu_model"),
+            hw.get("gpu_model"),
+            hw.get("gpu_count") or 0,
+            hw.get("cpu_min_cap_watts"),
+            hw.get("cpu_max_cap_watts"),
+            hw.get("gpu_min_cap_watts"),
+            hw.get("gpu_max_cap_watts"),
+            cpu_sockets=hw.get("cpu_sockets"),
+        )
 
 
 def _first_label(labels, keys):
@@ -125,8 +143,11 @@ def hardware_view(node, inventories=None):
         if sockets is None:
             sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
         return dataclasses.replace(
-            view, cpu_model=view.cpu_model or _first_label(labels, CPU_MODEL_LABELS),
-            cpu_sockets=sockets, problems=tuple(problems))
+            view,
+            cpu_model=view.cpu_model or _first_label(labels, CPU_MODEL_LABELS),
+            cpu_sockets=sockets,
+            problems=tuple(problems),
+        )
     gpu_model = _first_label(labels, GPU_PRODUCT_LABELS)
     cpu_model = _first_label(labels, CPU_MODEL_LABELS)
     gpu_count = _count_label(labels, GPU_COUNT_LABELS, "GPU count", problems)
@@ -140,8 +161,14 @@ def hardware_view(node, inventories=None):
     if gpu_count and not gpu_model:
         gpu_model = "unknown-gpu"
     sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
-    return HardwareView(cpu_model=cpu_model, gpu_model=gpu_model, gpu_count=gpu_count,
-                        source=source, cpu_sockets=sockets, problems=tuple(problems))
+    return HardwareView(
+        cpu_model=cpu_model,
+        gpu_model=gpu_model,
+        gpu_count=gpu_count,
+        source=source,
+        cpu_sockets=sockets,
+        problems=tuple(problems),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -198,15 +225,17 @@ class Controller:
         if self.conf.power.policy != policies.QUEUE_AWARE_V1:
             return 0
         try:
-            return self.client.count_build_requests(status="pending",
-                                                    workload_class=vocabulary.PERFORMANCE)
+            return self.client.count_build_requests(
+                status="pending", workload_class=vocabulary.PERFORMANCE
+            )
         except placement_client.PlacementError as exc:
             if not exc.route_missing:
                 raise
             # Without the build request queue, demand is the running work only;
             # it undercounts, it never throttles anything that runs.
-            LOG.warning("pending build requests unavailable, demand counts running work "
-                        "only: %s", exc)
+            LOG.warning(
+                "pending build requests unavailable, demand counts running work only: %s", exc
+            )
             return 0
 
     def _warn_hardware(self, views):
@@ -220,7 +249,8 @@ class Controller:
                 problems.append(
                     "no known hardware (no hardware record with a CPU or GPU model, no "
                     f"joulie.io/hw.cpu-model or GPU labels, no {GPU_RESOURCE_CLASS} "
-                    f"inventory); it is planned in the {vocabulary.UNKNOWN_FAMILY!r} family")
+                    f"inventory); it is planned in the {vocabulary.UNKNOWN_FAMILY!r} family"
+                )
             now.update((name, problem) for problem in problems)
         for name, problem in sorted(now - self._warned):
             LOG.warning("node %s: %s", name, problem)
@@ -231,32 +261,39 @@ class Controller:
         # controller cannot see a trait changed behind its back, and must not
         # rewrite every twin on every tick to find out.
         if not self._traits_warned:
-            LOG.warning("placement's GET /nodes does not report profile_traits; profile "
-                        "traits changed behind the controller's back are not repaired")
+            LOG.warning(
+                "placement's GET /nodes does not report profile_traits; profile "
+                "traits changed behind the controller's back are not repaired"
+            )
             self._traits_warned = True
 
     def plan(self):
         """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
         opts = self.conf.power
         nodes = self.client.list_nodes()
-        eligible = [n for n in nodes
-                    if not n["reserved"] and not n["unschedulable"]
-                    and self.selector.matches(n.get("labels") or {})]
+        eligible = [
+            n
+            for n in nodes
+            if not n["reserved"]
+            and not n["unschedulable"]
+            and self.selector.matches(n.get("labels") or {})
+        ]
         views = {n["name"]: hardware_view(n, self.client.provider_inventories) for n in eligible}
         self._warn_hardware(views)
         candidates = [
-            selection.Candidate(n["name"], views[n["name"]].family,
-                                (n.get("twin") or {}).get("profile"))
+            selection.Candidate(
+                n["name"], views[n["name"]].family, (n.get("twin") or {}).get("profile")
+            )
             for n in eligible
         ]
         # The guard always needs running consumers, whatever the policy.
         usages = self.client.workload_usages()
-        running_by_name = {n["name"]: int(usages.get(n["uuid"], {}).get("performance", 0))
-                           for n in eligible}
+        running_by_name = {
+            n["name"]: int(usages.get(n["uuid"], {}).get("performance", 0)) for n in eligible
+        }
         running = sum(int(u.get("performance", 0)) for u in usages.values())
         pending = self._pending()
-        plan = policies.plan_from_conf(opts, candidates, demand=running + pending,
-                                       now=self.clock())
+        plan = policies.plan_from_conf(opts, candidates, demand=running + pending, now=self.clock())
         current = {n["name"]: n["twin"]["schedulable_class"] for n in eligible if n.get("twin")}
         decisions = guard.apply(plan, running_by_name, current)
 
@@ -274,13 +311,24 @@ class Controller:
             if decision.schedulable_class == vocabulary.PERFORMANCE:
                 entry["performance"] += 1
             cpu_cap, gpu_cap = caps.caps_for(views[decision.name], decision.caps_profile, opts)
-            desired = {"profile": decision.profile,
-                       "schedulable_class": decision.schedulable_class,
-                       "cpu_cap_watts": cpu_cap, "gpu_cap_watts": gpu_cap,
-                       "managed_by": managed_by}
+            desired = {
+                "profile": decision.profile,
+                "schedulable_class": decision.schedulable_class,
+                "cpu_cap_watts": cpu_cap,
+                "gpu_cap_watts": gpu_cap,
+                "managed_by": managed_by,
+            }
             twin = node.get("twin")
-            node_plans.append(NodePlan(decision.name, views[decision.name], twin, desired,
-                                       decision, running_by_name[decision.name]))
+            node_plans.append(
+                NodePlan(
+                    decision.name,
+                    views[decision.name],
+                    twin,
+                    desired,
+                    decision,
+                    running_by_name[decision.name],
+                )
+            )
             traits = node.get("profile_traits")
             if twin is None or any(twin.get(k) != v for k, v in desired.items()):
                 pass  # the twin changes; placement sets the trait with it
@@ -291,14 +339,26 @@ class Controller:
                 continue  # twin and trait agree: nothing to write
             else:
                 repaired.append(decision.name)
-            writes.append({"uuid": node["uuid"],
-                           "generation": twin["generation"] if twin else None, **desired})
+            writes.append(
+                {
+                    "uuid": node["uuid"],
+                    "generation": twin["generation"] if twin else None,
+                    **desired,
+                }
+            )
         result = TickResult(
-            policy=plan.policy, hp_count=plan.hp_count,
-            requested_hp_count=plan.requested_hp_count, running=running, pending=pending,
-            families=dict(sorted(fams.items())), decisions=decisions, written=len(writes),
+            policy=plan.policy,
+            hp_count=plan.hp_count,
+            requested_hp_count=plan.requested_hp_count,
+            running=running,
+            pending=pending,
+            families=dict(sorted(fams.items())),
+            decisions=decisions,
+            written=len(writes),
             draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions),
-            repaired=repaired, nodes=node_plans)
+            repaired=repaired,
+            nodes=node_plans,
+        )
         return result, writes
 
     def tick(self):
@@ -313,14 +373,26 @@ class Controller:
             raise
         result.seconds = time.perf_counter() - start
         if result.repaired:
-            LOG.warning("put back the profile trait of %d node(s) whose trait disagreed with "
-                        "their twin: %s", len(result.repaired), _names(result.repaired))
+            LOG.warning(
+                "put back the profile trait of %d node(s) whose trait disagreed with "
+                "their twin: %s",
+                len(result.repaired),
+                _names(result.repaired),
+            )
         if self.metrics is not None:
             self.metrics.record_tick(result)
-        LOG.info("reconcile: policy=%s hp_count=%d demand=%d+%d wrote=%d (traits repaired "
-                 "%d) draining=%d in %.3fs", result.policy, result.hp_count, result.running,
-                 result.pending, result.written, len(result.repaired), result.draining,
-                 result.seconds)
+        LOG.info(
+            "reconcile: policy=%s hp_count=%d demand=%d+%d wrote=%d (traits repaired "
+            "%d) draining=%d in %.3fs",
+            result.policy,
+            result.hp_count,
+            result.running,
+            result.pending,
+            result.written,
+            len(result.repaired),
+            result.draining,
+            result.seconds,
+        )
         return result
 
     def run_forever(self, stop_event):

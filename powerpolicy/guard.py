@@ -15,7 +15,6 @@ import dataclasses
 
 from joule import vocabulary
 
-
 APPLIED = "applied"
 DEFERRED = "deferred"
 UNKNOWN = "unknown"  # from_state of a node that has no twin yet

@@ -17,53 +17,75 @@ class Metrics:
         r = self.registry
         self.family_nodes = prom.Gauge(
             "joulie_policy_family_nodes",
-            "Eligible nodes per hardware family.", ["family"], registry=r)
+            "Eligible nodes per hardware family.",
+            ["family"],
+            registry=r,
+        )
         self.family_performance_nodes = prom.Gauge(
             "joulie_policy_family_performance_nodes",
             "Nodes per hardware family whose schedulable class is performance (after the "
-            "downgrade guard; draining nodes are not counted).", ["family"], registry=r)
+            "downgrade guard; draining nodes are not counted).",
+            ["family"],
+            registry=r,
+        )
         self.hp_count = prom.Gauge(
             "joulie_policy_hp_count",
             "Performance slots of the current plan (after the family floor and node cap).",
-            registry=r)
+            registry=r,
+        )
         self.requested_hp_count = prom.Gauge(
             "joulie_policy_requested_hp_count",
             "Performance slots the policy asked for, before the family floor and node cap.",
-            registry=r)
+            registry=r,
+        )
         self.demand = prom.Gauge(
             "joulie_policy_performance_demand",
-            "Demand P: running plus pending performance consumers.", ["source"], registry=r)
+            "Demand P: running plus pending performance consumers.",
+            ["source"],
+            registry=r,
+        )
         self.draining_nodes = prom.Gauge(
             "joulie_policy_draining_nodes",
             "Nodes planned eco that keep performance caps while performance work finishes.",
-            registry=r)
+            registry=r,
+        )
         self.transitions = prom.Counter(
             "joulie_policy_state_transitions",
             "Schedulable-class transitions written by the controller; result is applied or "
             "deferred (a downgrade held back as draining).",
-            ["from_state", "to_state", "result"], registry=r)
+            ["from_state", "to_state", "result"],
+            registry=r,
+        )
         self.reconciles = prom.Counter(
-            "joulie_policy_reconciles", "Reconcile ticks by outcome.", ["outcome"], registry=r)
+            "joulie_policy_reconciles", "Reconcile ticks by outcome.", ["outcome"], registry=r
+        )
         self.tick_seconds = prom.Gauge(
-            "joulie_policy_reconcile_duration_seconds", "Duration of the last reconcile tick.",
-            registry=r)
+            "joulie_policy_reconcile_duration_seconds",
+            "Duration of the last reconcile tick.",
+            registry=r,
+        )
         self.written_nodes = prom.Counter(
             "joulie_policy_written_nodes",
             "Twins written (nodes whose twin changed or whose profile trait was repaired).",
-            registry=r)
+            registry=r,
+        )
         self.last_success = prom.Gauge(
             "joulie_policy_last_reconcile_success_timestamp_seconds",
             "Unix time at which the last successful reconcile tick ended (0: none yet); "
             "with joulie_policy_reconcile_interval_seconds it tells a stalled controller.",
-            registry=r)
+            registry=r,
+        )
         self.reconcile_interval = prom.Gauge(
             "joulie_policy_reconcile_interval_seconds",
             "The configured seconds between two reconcile ticks (reconcile_interval).",
-            registry=r)
+            registry=r,
+        )
         self.repaired_traits = prom.Counter(
             "joulie_policy_repaired_traits",
             "Nodes whose CUSTOM_POWER_PROFILE_* trait disagreed with their twin (changed "
-            "behind the controller's back) and was put back.", registry=r)
+            "behind the controller's back) and was put back.",
+            registry=r,
+        )
 
     def record_tick(self, result):
         """Publish the outcome of a successful tick (a controller.TickResult)."""
@@ -78,8 +100,7 @@ class Metrics:
         self.demand.labels("pending").set(result.pending)
         self.draining_nodes.set(result.draining)
         for decision in result.transitions:
-            self.transitions.labels(decision.from_state, decision.to_state,
-                                    decision.result).inc()
+            self.transitions.labels(decision.from_state, decision.to_state, decision.result).inc()
         self.written_nodes.inc(result.written)
         self.repaired_traits.inc(len(result.repaired))
         self.tick_seconds.set(result.seconds)

@@ -110,14 +110,25 @@ def rule_swap_v1(nodes, interval_seconds, now=None):
     return _plan(RULE_SWAP_V1, nodes, len(performance), performance)
 
 
-def build_plan(policy, nodes, *, static_hp_frac=0.5, demand=0, queue_hp_base_frac=0.6,
-               queue_hp_min=1, queue_hp_max=1000000, queue_perf_per_hp_node=10,
-               reconcile_interval=60, now=None):
+def build_plan(
+    policy,
+    nodes,
+    *,
+    static_hp_frac=0.5,
+    demand=0,
+    queue_hp_base_frac=0.6,
+    queue_hp_min=1,
+    queue_hp_max=1000000,
+    queue_perf_per_hp_node=10,
+    reconcile_interval=60,
+    now=None,
+):
     if policy == STATIC_PARTITION:
         return static_partition(nodes, static_hp_frac)
     if policy == QUEUE_AWARE_V1:
-        return queue_aware_v1(nodes, demand, queue_hp_base_frac, queue_hp_min, queue_hp_max,
-                              queue_perf_per_hp_node)
+        return queue_aware_v1(
+            nodes, demand, queue_hp_base_frac, queue_hp_min, queue_hp_max, queue_perf_per_hp_node
+        )
     if policy == RULE_SWAP_V1:
         return rule_swap_v1(nodes, reconcile_interval, now)
     raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
@@ -126,7 +137,8 @@ def build_plan(policy, nodes, *, static_hp_frac=0.5, demand=0, queue_hp_base_fra
 def plan_from_conf(power_conf, nodes, demand=0, now=None):
     """build_plan with the [power] options of an oslo.config group."""
     return build_plan(
-        power_conf.policy, nodes,
+        power_conf.policy,
+        nodes,
         static_hp_frac=power_conf.static_hp_frac,
         demand=demand,
         queue_hp_base_frac=power_conf.queue_hp_base_frac,

@@ -42,20 +42,30 @@ def build(result):
         if decision.changed:
             moves[decision.to_state].append({"node": node.name, "from": decision.from_state})
         if decision.schedulable_class == vocabulary.DRAINING:
-            draining.append({"node": node.name,
-                             "performance_consumers": node.running_performance})
-        entry = families.setdefault(node.hardware.family, {
-            "nodes": 0, vocabulary.PERFORMANCE: 0, vocabulary.DRAINING: 0, vocabulary.ECO: 0,
-            "cap_watts_now": 0.0, "cap_watts_planned": 0.0, "uncapped_now": 0})
+            draining.append({"node": node.name, "performance_consumers": node.running_performance})
+        entry = families.setdefault(
+            node.hardware.family,
+            {
+                "nodes": 0,
+                vocabulary.PERFORMANCE: 0,
+                vocabulary.DRAINING: 0,
+                vocabulary.ECO: 0,
+                "cap_watts_now": 0.0,
+                "cap_watts_planned": 0.0,
+                "uncapped_now": 0,
+            },
+        )
         entry["nodes"] += 1
         entry[decision.schedulable_class] += 1
         if node.twin is None:
             entry["uncapped_now"] += 1
         else:
-            entry["cap_watts_now"] += cap_watts(node.hardware, node.twin.get("cpu_cap_watts"),
-                                                node.twin.get("gpu_cap_watts"))
-        entry["cap_watts_planned"] += cap_watts(node.hardware, node.desired["cpu_cap_watts"],
-                                                node.desired["gpu_cap_watts"])
+            entry["cap_watts_now"] += cap_watts(
+                node.hardware, node.twin.get("cpu_cap_watts"), node.twin.get("gpu_cap_watts")
+            )
+        entry["cap_watts_planned"] += cap_watts(
+            node.hardware, node.desired["cpu_cap_watts"], node.desired["gpu_cap_watts"]
+        )
     for entry in families.values():
         for key in ("cap_watts_now", "cap_watts_planned"):
             entry[key] = round(entry[key], 1)
@@ -89,26 +99,32 @@ def format_text(preview):
         f"dry run, nothing written: policy {preview['policy']}, {preview['hp_count']} "
         f"performance nodes of {preview['nodes']} (requested {preview['requested_hp_count']}), "
         f"demand {preview['demand']['running']} running + {preview['demand']['pending']} "
-        "pending performance consumers"]
+        "pending performance consumers"
+    ]
     for to_state, moved in preview["moves"].items():
         names = [f"{m['node']} (from {m['from']})" for m in moved]
         lines.append(f"would move to {to_state} ({len(moved)}): {_names(names) or '-'}")
-    held = [f"{d['node']} ({d['performance_consumers']} running)"
-            for d in preview["draining"]]
-    lines.append(f"would drain, held by performance work ({len(held)}): "
-                 f"{_names(held) or '-'}")
-    lines.append(f"profile traits to put back ({len(preview['repair_traits'])}): "
-                 f"{_names(preview['repair_traits']) or '-'}")
+    held = [f"{d['node']} ({d['performance_consumers']} running)" for d in preview["draining"]]
+    lines.append(f"would drain, held by performance work ({len(held)}): {_names(held) or '-'}")
+    lines.append(
+        f"profile traits to put back ({len(preview['repair_traits'])}): "
+        f"{_names(preview['repair_traits']) or '-'}"
+    )
     width = max([len(f) for f in preview["families"]] + [len("total")])
-    header = (f"{'family':<{width}}  {'nodes':>6}  {'performance':>11}  {'draining':>8}  "
-              f"{'eco':>6}  {'cap W now':>12}  {'cap W planned':>13}")
+    header = (
+        f"{'family':<{width}}  {'nodes':>6}  {'performance':>11}  {'draining':>8}  "
+        f"{'eco':>6}  {'cap W now':>12}  {'cap W planned':>13}"
+    )
     lines.append(header)
     for family, entry in preview["families"].items():
         lines.append(
             f"{family:<{width}}  {entry['nodes']:>6}  {entry['performance']:>11}  "
             f"{entry['draining']:>8}  {entry['eco']:>6}  {entry['cap_watts_now']:>12,.1f}  "
-            f"{entry['cap_watts_planned']:>13,.1f}")
+            f"{entry['cap_watts_planned']:>13,.1f}"
+        )
     total = preview["cap_watts"]
-    lines.append(f"{'total':<{width}}  {preview['nodes']:>6}  {'':>11}  {'':>8}  {'':>6}  "
-                 f"{total['now']:>12,.1f}  {total['planned']:>13,.1f}")
+    lines.append(
+        f"{'total':<{width}}  {preview['nodes']:>6}  {'':>11}  {'':>8}  {'':>6}  "
+        f"{total['now']:>12,.1f}  {total['planned']:>13,.1f}"
+    )
     return lines

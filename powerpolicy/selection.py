@@ -135,4 +135,3 @@ def performance_set(nodes, hp_count):
     for family, count in slots.items():
         chosen.update(c.name for c in members[family][:count])
     return frozenset(chosen)
-

@@ -79,7 +79,7 @@ def _tokens(text):
         if char.isspace():
             i += 1
         elif char in _SPECIAL:
-            pair = text[i:i + 2]
+            pair = text[i : i + 2]
             if pair in ("==", "!="):
                 out.append((pair, pair, i))
                 i += 2
@@ -138,9 +138,12 @@ class _Parser:
             return ""
         self.take()
         if not _VALUE_RE.fullmatch(token[1]):
-            raise self.error(f"invalid label value {token[1]!r} (at most 63 characters: "
-                             "letters, digits, '-', '_', '.', starting and ending with a "
-                             "letter or digit)", token)
+            raise self.error(
+                f"invalid label value {token[1]!r} (at most 63 characters: "
+                "letters, digits, '-', '_', '.', starting and ending with a "
+                "letter or digit)",
+                token,
+            )
         return token[1]
 
     def value_set(self, op):
@@ -154,8 +157,10 @@ class _Parser:
             if token[0] == ")":
                 break
             if token[0] != ",":
-                raise self.error(f"expected ',' or ')' in the values of {op!r}, found "
-                                 f"{token[1] or 'the end'!r}", token)
+                raise self.error(
+                    f"expected ',' or ')' in the values of {op!r}, found {token[1] or 'the end'!r}",
+                    token,
+                )
         if values == [""]:
             raise self.error(f"{op!r} needs at least one value", token)
         return frozenset(values)
@@ -173,14 +178,17 @@ class _Parser:
         if kind in ("=", "==", "!="):
             if self.peek()[0] == "(":
                 raise self.error(f"{kind!r} takes one value; use 'in (...)' for a set")
-            return Requirement(key, NOT_EQUALS if kind == "!=" else EQUALS,
-                               frozenset([self.value()]))
+            return Requirement(
+                key, NOT_EQUALS if kind == "!=" else EQUALS, frozenset([self.value()])
+            )
         if kind == "word" and token[1] in (IN, NOT_IN):
             return Requirement(key, token[1], self.value_set(token[1]))
         if kind in ("<", ">"):
             raise self.error(f"the numeric comparison {kind!r} is not supported", token)
-        raise self.error(f"expected an operator (=, ==, !=, in, notin) or ',' after "
-                         f"{key!r}, found {token[1]!r}", token)
+        raise self.error(
+            f"expected an operator (=, ==, !=, in, notin) or ',' after {key!r}, found {token[1]!r}",
+            token,
+        )
 
 
 def _check_key(key, error):
@@ -190,8 +198,10 @@ def _check_key(key, error):
     if prefix and (len(prefix) > 253 or not _PREFIX_RE.fullmatch(prefix)):
         raise error(f"invalid label key prefix {prefix!r} (a lowercase DNS subdomain)")
     if not _NAME_RE.fullmatch(name):
-        raise error(f"invalid label key {key!r} (name: at most 63 characters: letters, "
-                    "digits, '-', '_', '.', starting and ending with a letter or digit)")
+        raise error(
+            f"invalid label key {key!r} (name: at most 63 characters: letters, "
+            "digits, '-', '_', '.', starting and ending with a letter or digit)"
+        )
 
 
 class Selector:

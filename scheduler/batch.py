@@ -33,8 +33,12 @@ from scheduler import worker as worker_mod
 LOG = logging.getLogger("scheduler-worker")
 
 cli_opts = [
-    cfg.StrOpt("requests", default="-", positional=False,
-               help="File of request specs, one JSON object per line; - for stdin."),
+    cfg.StrOpt(
+        "requests",
+        default="-",
+        positional=False,
+        help="File of request specs, one JSON object per line; - for stdin.",
+    ),
     cfg.StrOpt("output", default="-", help="Where outcomes go, one JSON line each; - for stdout."),
 ]
 
@@ -42,7 +46,8 @@ cli_opts = [
 def run(conf, lines, out, client=None):
     """Schedule every spec of ``lines``; write outcomes to ``out``; return stats."""
     client = client or placement_client.PlacementClient.from_conf(
-        conf, conf_mod.LEGACY_CLIENT_GROUP)
+        conf, conf_mod.LEGACY_CLIENT_GROUP
+    )
     sched = worker_mod.Scheduler(conf, client)
     counts = {"requests": 0, "placed": 0, "failed": 0, "invalid": 0}
     for number, line in enumerate(lines, 1):
@@ -73,8 +78,7 @@ def run(conf, lines, out, client=None):
             outcome.update(status="failed", error=str(exc))
         else:
             counts["placed"] += 1
-            outcome.update(status="placed",
-                           **spec_mod.dump_selections(spec.request_id, selections))
+            outcome.update(status="placed", **spec_mod.dump_selections(spec.request_id, selections))
         out.write(json.dumps(outcome) + "\n")
     out.flush()
     counts["races_lost"] = sched.stats["races_lost"]
@@ -94,8 +98,11 @@ def main(argv=None):
             counts = run(conf, src, out, client=client)
     except OSError as exc:
         return config.fail(prog, exc)
-    except (worker_mod.PlacementUnavailable, placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed) as exc:
+    except (
+        worker_mod.PlacementUnavailable,
+        placement_client.PlacementUnreachable,
+        placement_client.AuthenticationFailed,
+    ) as exc:
         return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
     print(json.dumps(counts), file=sys.stderr)
     return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1

@@ -61,8 +61,10 @@ def root_forbidden(spec, filters):
 
 def explain_excluded(spec, filters):
     """What placement left out for the filters, in the words of a NoValidHost."""
-    return [f"{flt.name} had placement leave out hosts with {', '.join(traits)} "
-            f"({flt.reason})" for flt, traits in excluded_by_filters(spec, filters)]
+    return [
+        f"{flt.name} had placement leave out hosts with {', '.join(traits)} ({flt.reason})"
+        for flt, traits in excluded_by_filters(spec, filters)
+    ]
 
 
 def query(spec, filters):
@@ -78,4 +80,4 @@ def start_point(rng=None):
     """A page_start value: a uniform fraction of the root-id range, as text
     placement accepts (``0.`` and START_DIGITS digits, always below 1)."""
     value = (rng or _START_RNG).random()
-    return f"0.{int(value * 10 ** START_DIGITS):0{START_DIGITS}d}"
+    return f"0.{int(value * 10**START_DIGITS):0{START_DIGITS}d}"

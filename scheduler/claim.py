@@ -12,11 +12,19 @@ placement checks the group's policy in the same write, so a claim that would
 break it is a 409 like a lost race (the scheduler takes its next host).
 """
 
+
 def claim(client, consumer, allocation_request, spec):
     """Claim for ``consumer``; raise placement_client.Conflict on a lost race."""
-    client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,
-                           consumer_generation=None, workload_class=spec.workload_class,
-                           consumer_type=spec.consumer_type, server_group=spec.server_group)
+    client.put_allocations(
+        consumer,
+        allocation_request,
+        spec.project_id,
+        spec.user_id,
+        consumer_generation=None,
+        workload_class=spec.workload_class,
+        consumer_type=spec.consumer_type,
+        server_group=spec.server_group,
+    )
 
 
 def unclaim(client, consumer):
@@ -32,8 +40,13 @@ def move(client, consumer, allocation_request, spec):
     :raise placement_client.Conflict: the alternate's capacity is gone or the consumer changed.
     """
     _current, generation = client.get_allocations(consumer)
-    client.put_allocations(consumer, allocation_request, spec.project_id, spec.user_id,
-                           consumer_generation=generation,
-                           workload_class=spec.workload_class,
-                           consumer_type=spec.consumer_type, server_group=spec.server_group)
-
+    client.put_allocations(
+        consumer,
+        allocation_request,
+        spec.project_id,
+        spec.user_id,
+        consumer_generation=generation,
+        workload_class=spec.workload_class,
+        consumer_type=spec.consumer_type,
+        server_group=spec.server_group,
+    )

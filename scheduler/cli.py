@@ -22,6 +22,7 @@ def load_conf(argv, prog, project, register_opts, cli_opts):
     Raises ``joule.config.ConfigError`` (one line) when anything is wrong;
     the caller prints it and exits ``config.EXIT_CONFIG``.
     """
+
     def check_filters(conf):
         try:
             filters_mod.from_conf(conf.filter_scheduler)
@@ -29,9 +30,15 @@ def load_conf(argv, prog, project, register_opts, cli_opts):
         except (filters_mod.UnknownFilter, weighers_mod.UnknownWeigher) as exc:
             raise config.ConfigError(f"bad configuration: {exc}") from None
 
-    conf = config.load(prog, project, register_opts, argv=argv, cli_opts=cli_opts,
-                       checks=[check_filters, placement_client.check_conf],
-                       default_config_files=[])
+    conf = config.load(
+        prog,
+        project,
+        register_opts,
+        argv=argv,
+        cli_opts=cli_opts,
+        checks=[check_filters, placement_client.check_conf],
+        default_config_files=[],
+    )
     if not conf.debug:
         # stderr ends with the run's summary line: say only what went wrong
         # (warnings and errors) unless --debug asks for everything.

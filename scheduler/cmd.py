@@ -12,27 +12,24 @@ cannot be reached at start-up is one line on stderr and exit status 2.
 import logging
 import sys
 
-
 from joule import config
 from joule import metrics_http
 from joule import placement_client
 from joule import rpc
 from joule import service as service_mod
 from scheduler import cli
-from scheduler import conf as sconf
 from scheduler import conf as conf_mod
+from scheduler import conf as sconf
 from scheduler import service as sched_service
 
 LOG = logging.getLogger("scheduler-worker")
 
-cli_opts = [
-]
+cli_opts = []
 
 
 def build_service(conf, transport, name):
     svc = service_mod.Service(conf, transport, name)
-    endpoint = sched_service.SchedulerEndpoint(
-        conf, lambda: sconf.placement_client_of(conf))
+    endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
     svc.endpoint = endpoint
     return svc
@@ -49,12 +46,16 @@ def main(argv=None):
         rpc.check_reachable(conf)
         transport = rpc.transport_of(conf)
         metrics_http.serve(conf)
-    except (rpc.BusUnreachable, placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed) as exc:
+    except (
+        rpc.BusUnreachable,
+        placement_client.PlacementUnreachable,
+        placement_client.AuthenticationFailed,
+    ) as exc:
         return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
     except OSError as exc:
-        return config.fail(prog, f"cannot serve metrics on port {conf.metrics.port}: "
-                           f"{exc.strerror}")
+        return config.fail(
+            prog, f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
+        )
     topic = rpc.topic(conf, rpc.SCHEDULER_TOPIC)
     svc = build_service(conf, transport, service_mod.process_name(topic))
     metrics_http.SERVICE.labels(prog, topic).set(1)

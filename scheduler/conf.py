@@ -38,7 +38,8 @@ filter_opts = [
         default=list(ALL_FILTERS),
         help="Filters run, in this order, on every candidate host that placement "
         "returned. Cheap, highly selective filters first. Ours: "
-        + ", ".join(ALL_FILTERS) + ". A filter of another package is named by its "
+        + ", ".join(ALL_FILTERS)
+        + ". A filter of another package is named by its "
         "entry point in '" + filters.NAMESPACE + "'. A name that is not installed or "
         "not in available_filters fails at start-up.",
     ),
@@ -46,9 +47,11 @@ filter_opts = [
         "weight_classes",
         default=[weighers.ALL_INSTALLED],
         help="Weighers used to rank hosts: names of entry points of the '"
-        + weighers.NAMESPACE + "' namespace (nova's option; nova takes class paths). "
+        + weighers.NAMESPACE
+        + "' namespace (nova's option; nova takes class paths). "
         "'all' (the default) uses every installed weigher. Ours: "
-        + ", ".join(weighers.OURS) + ". A name that is not installed fails at start-up.",
+        + ", ".join(weighers.OURS)
+        + ". A name that is not installed fails at start-up.",
     ),
     cfg.FloatOpt(
         "ram_weight_multiplier",
@@ -206,9 +209,12 @@ def register_opts(conf):
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return ([(filter_group, filter_opts), (scheduler_group, scheduler_opts)]
-            + placement_client.list_opts(LEGACY_CLIENT_GROUP) + rpc.list_opts()
-            + metrics_http.list_opts())
+    return (
+        [(filter_group, filter_opts), (scheduler_group, scheduler_opts)]
+        + placement_client.list_opts(LEGACY_CLIENT_GROUP)
+        + rpc.list_opts()
+        + metrics_http.list_opts()
+    )
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="scheduler"):

@@ -127,7 +127,8 @@ class HostStateBuilder:
                 if rp not in providers:
                     providers[rp] = {
                         rc: [v.get("capacity", 0), v.get("used", 0)]
-                        for rc, v in (summaries[rp].get("resources") or {}).items()}
+                        for rc, v in (summaries[rp].get("resources") or {}).items()
+                    }
         return new
 
 
@@ -145,8 +146,12 @@ def _root_of(areq, roots, nodes):
             candidates.append(root)
     if len(candidates) == 1:
         return candidates[0]
-    with_node = [r for r in candidates if (nodes.get(r) or {}).get("name") is not None
-                 or (nodes.get(r) or {}).get("cell") is not None]
+    with_node = [
+        r
+        for r in candidates
+        if (nodes.get(r) or {}).get("name") is not None
+        or (nodes.get(r) or {}).get("cell") is not None
+    ]
     if with_node:
         return with_node[0]
     for rp, entry in areq["allocations"].items():

@@ -3,17 +3,22 @@
 import prometheus_client as prom
 
 REQUESTS = prom.Counter(
-    "joule_scheduler_requests", "select_destinations calls answered, by result "
-    "(placed, no_valid_host, invalid, error).", ["result"])
-DECISIONS = prom.Counter(
-    "joule_scheduler_instances_placed", "Instances given a claimed host.")
+    "joule_scheduler_requests",
+    "select_destinations calls answered, by result (placed, no_valid_host, invalid, error).",
+    ["result"],
+)
+DECISIONS = prom.Counter("joule_scheduler_instances_placed", "Instances given a claimed host.")
 NO_VALID_HOST = prom.Counter(
-    "joule_scheduler_no_valid_host_by_filter", "Hosts removed by each filter in "
-    "requests that ended in NoValidHost.", ["filter"])
+    "joule_scheduler_no_valid_host_by_filter",
+    "Hosts removed by each filter in requests that ended in NoValidHost.",
+    ["filter"],
+)
 RACES_LOST = prom.Counter(
-    "joule_scheduler_races_lost", "Claims lost to a concurrent writer (the host was "
-    "dropped or retried).")
+    "joule_scheduler_races_lost",
+    "Claims lost to a concurrent writer (the host was dropped or retried).",
+)
 LATENCY = prom.Histogram(
-    "joule_scheduler_select_destinations_seconds", "Time to answer one "
-    "select_destinations call.",
-    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+    "joule_scheduler_select_destinations_seconds",
+    "Time to answer one select_destinations call.",
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)

@@ -41,8 +41,13 @@ class Report:
 
     def top(self, weighed, count):
         self.data["top_hosts"] = [
-            {"uuid": h.uuid, "name": h.name, "cell": h.cell, "weight": round(w, 6),
-             "weights": {k: round(v, 6) for k, v in parts.items()}}
+            {
+                "uuid": h.uuid,
+                "name": h.name,
+                "cell": h.cell,
+                "weight": round(w, 6),
+                "weights": {k: round(v, 6) for k, v in parts.items()},
+            }
             for w, parts, h in weighed[:count]
         ]
 
@@ -54,9 +59,15 @@ class Report:
         self.data["group_refusals"] = self.data.get("group_refusals", 0) + 1
 
     def claimed(self, instance_uuid, host, alternates):
-        self.data["claims"].append({"instance_uuid": instance_uuid, "host": host.uuid,
-                                    "host_name": host.name, "cell": host.cell,
-                                    "alternates": [a.uuid for a, _ in alternates]})
+        self.data["claims"].append(
+            {
+                "instance_uuid": instance_uuid,
+                "host": host.uuid,
+                "host_name": host.name,
+                "cell": host.cell,
+                "alternates": [a.uuid for a, _ in alternates],
+            }
+        )
 
     def finish(self, result, error=None):
         self.data["result"] = result

@@ -27,7 +27,8 @@ class GroupView:
         self.policy = body["policy"]
         self.limit = (body.get("rules") or {}).get("max_server_per_host") or 1
         self.per_host = collections.Counter(
-            {host: len(members) for host, members in (body.get("hosts") or {}).items()})
+            {host: len(members) for host, members in (body.get("hosts") or {}).items()}
+        )
 
     @classmethod
     def load(cls, client, group_uuid):

@@ -21,9 +21,8 @@ import logging
 import threading
 import time
 
-from joule.rpc import oslo_messaging  # imported there, quietly
-
 from joule import request_spec as spec_mod
+from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import metrics
 from scheduler import worker as worker_mod
 
@@ -43,8 +42,7 @@ class SchedulerEndpoint:
     def _scheduler(self):
         sched = getattr(self._local, "scheduler", None)
         if sched is None:
-            sched = self._local.scheduler = worker_mod.Scheduler(
-                self.conf, self._client_factory())
+            sched = self._local.scheduler = worker_mod.Scheduler(self.conf, self._client_factory())
             with self._lock:
                 self._all.append(sched)
         return sched
@@ -81,5 +79,7 @@ class SchedulerEndpoint:
         finally:
             metrics.RACES_LOST.inc(sched.stats["races_lost"] - lost_before)
         metrics.DECISIONS.inc(len(selections))
-        return {"status": "placed",
-                "selections": spec_mod.dump_selections(spec.request_id, selections)}
+        return {
+            "status": "placed",
+            "selections": spec_mod.dump_selections(spec.request_id, selections),
+        }

@@ -95,7 +95,8 @@ class Scheduler:
             result = self._schedule(spec, report)
         except SchedulerError as exc:
             exc.report = report.finish(
-                "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc))
+                "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc)
+            )
             self.stats["failed"] += 1
             if not isinstance(exc, PlacementUnavailable):
                 self._write_report(spec, exc.report)
@@ -112,10 +113,14 @@ class Scheduler:
         try:
             return server_groups.GroupView.load(self.client, spec.server_group)
         except placement_client.NotFound:
-            raise SchedulerError(f"request {spec.request_id} names server group "
-                                 f"{spec.server_group}, which placement does not know")
-        except (placement_client.PlacementUnreachable,
-                placement_client.AuthenticationFailed) as exc:
+            raise SchedulerError(
+                f"request {spec.request_id} names server group "
+                f"{spec.server_group}, which placement does not know"
+            )
+        except (
+            placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed,
+        ) as exc:
             raise PlacementUnavailable(str(exc)) from exc
         except placement_client.PlacementError as exc:
             raise SchedulerError(f"server group {spec.server_group}: {exc}")
@@ -132,8 +137,10 @@ class Scheduler:
             for instance in instances:
                 try:
                     allocations, _gen = self.client.get_allocations(instance)
-                except (placement_client.PlacementUnreachable,
-                        placement_client.AuthenticationFailed) as exc:
+                except (
+                    placement_client.PlacementUnreachable,
+                    placement_client.AuthenticationFailed,
+                ) as exc:
                     raise PlacementUnavailable(str(exc)) from exc
                 except placement_client.PlacementError as exc:
                     raise SchedulerError(f"{name} hint: allocations of {instance}: {exc}")
@@ -143,14 +150,12 @@ class Scheduler:
 
     def _schedule(self, spec, report):
         # Filters and weighers see the spec plus what was looked up for it.
-        state = request_state.RequestState(spec, self._load_group(spec),
-                                           self._hint_providers(spec))
+        state = request_state.RequestState(spec, self._load_group(spec), self._hint_providers(spec))
         walk = _Walk(self, state, report)
         walk.fill()
         hosts = walk.passed
         if not hosts:
-            raise NoValidHost(_explain(spec, walk.seen, walk.records, walk.query,
-                                       walk.excluded))
+            raise NoValidHost(_explain(spec, walk.seen, walk.records, walk.query, walk.excluded))
 
         rng = self._rng or random.Random(spec.request_id)
         subset = self.conf.filter_scheduler.host_subset_size
@@ -166,18 +171,21 @@ class Scheduler:
                 if first:
                     report.top(ranked, self.conf.filter_scheduler.report_top_hosts)
                     first = False
-                host, areq = self._claim_one(state, instance, ranked, lost, rng, subset,
-                                             report)
+                host, areq = self._claim_one(state, instance, ranked, lost, rng, subset, report)
                 while host is None and not walk.done:
                     # A capped walk stopped early and every host it kept is
                     # gone: read on rather than fail a request that may fit.
                     if walk.fill(more=True):
                         ranked = self._rank(hosts, state, lost)
-                        host, areq = self._claim_one(state, instance, ranked, lost, rng,
-                                                     subset, report)
+                        host, areq = self._claim_one(
+                            state, instance, ranked, lost, rng, subset, report
+                        )
                 if host is None:
-                    raise NoValidHost(self._partial(state, len(claimed), walk.seen,
-                                                    walk.records, report, hosts, lost))
+                    raise NoValidHost(
+                        self._partial(
+                            state, len(claimed), walk.seen, walk.records, report, hosts, lost
+                        )
+                    )
                 claimed.append(instance)
                 if state.group is not None:
                     state.group.add(host.uuid)
@@ -197,14 +205,15 @@ class Scheduler:
         for instance, host, areq, ranked_hosts in picks:
             alts = alternates_mod.pick(ranked_hosts, host, selected_hosts | lost, max_attempts)
             report.claimed(instance, host, alts)
-            result.append([_selection(instance, host, areq, True)]
-                          + [_selection(instance, h, a, False) for h, a in alts])
+            result.append(
+                [_selection(instance, host, areq, True)]
+                + [_selection(instance, h, a, False) for h, a in alts]
+            )
         return result
 
     def _rank(self, hosts, spec, lost):
         group = getattr(spec, "group", None)
-        live = [h for h in hosts if h.uuid not in lost
-                and (group is None or group.allows(h.uuid))]
+        live = [h for h in hosts if h.uuid not in lost and (group is None or group.allows(h.uuid))]
         weighed = weighers_mod.weigh_hosts(live, spec, self.weighers)
         # Stable sort: equal weights keep placement's order until shuffled.
         weighed.sort(key=lambda item: item[0], reverse=True)
@@ -238,18 +247,21 @@ class Scheduler:
                 if exc.consumer_conflict:
                     raise ConsumerInUse(
                         f"instance {instance} already holds allocations (consumer "
-                        f"generation conflict); release them before scheduling it again")
+                        f"generation conflict); release them before scheduling it again"
+                    )
                 if exc.code == server_groups.POLICY_VIOLATION and spec.group is not None:
                     # Another worker placed a member of the group first:
                     # re-read the group and drop every host it now rules out.
                     report.group_refused(host)
                     lost.add(host.uuid)
                     spec.group = self._load_group(spec)
-                    available = [item for item in available if item[2].uuid not in lost
-                                 and spec.group.allows(item[2].uuid)]
+                    available = [
+                        item
+                        for item in available
+                        if item[2].uuid not in lost and spec.group.allows(item[2].uuid)
+                    ]
                     continue
-                if exc.code == CONCURRENT_UPDATE and retries.get(host.uuid, 0) < \
-                        GENERATION_RETRIES:
+                if exc.code == CONCURRENT_UPDATE and retries.get(host.uuid, 0) < GENERATION_RETRIES:
                     # Placement ran out of its own retries against concurrent
                     # writers of this provider; capacity may well be left. Retry
                     # the same host after a jittered pause, as nova's report
@@ -263,8 +275,10 @@ class Scheduler:
                 self.stats["races_lost"] += 1
                 lost.add(host.uuid)
                 available = [item for item in available if item[2].uuid != host.uuid]
-            except (placement_client.PlacementUnreachable,
-                    placement_client.AuthenticationFailed) as exc:
+            except (
+                placement_client.PlacementUnreachable,
+                placement_client.AuthenticationFailed,
+            ) as exc:
                 # The claim may or may not have been written; _unwind releases
                 # this instance as well as the earlier ones.
                 raise _Unreachable(str(exc), instance) from exc
@@ -274,18 +288,23 @@ class Scheduler:
 
     def _partial(self, spec, placed, seen, records, report, hosts=(), lost=()):
         races = report.data["races_lost"]
-        base = _explain(spec, seen, records,
-                        excluded=candidate_query.explain_excluded(spec, self.filters))
-        text = (f"{base}; could place {placed} of {spec.num_instances} instance(s): "
-                f"the remaining hosts lack capacity or were taken by concurrent claims "
-                f"({races} race(s) lost)")
+        base = _explain(
+            spec, seen, records, excluded=candidate_query.explain_excluded(spec, self.filters)
+        )
+        text = (
+            f"{base}; could place {placed} of {spec.num_instances} instance(s): "
+            f"the remaining hosts lack capacity or were taken by concurrent claims "
+            f"({races} race(s) lost)"
+        )
         group = getattr(spec, "group", None)
         if group is not None:
             ruled_out = sum(1 for h in hosts if h.uuid not in lost and not group.allows(h.uuid))
             refused = report.data.get("group_refusals", 0)
             if ruled_out or refused:
-                text += (f"; {group.describe()} ruled out {ruled_out} more host(s) "
-                         f"for the remaining instances and refused {refused} claim(s)")
+                text += (
+                    f"; {group.describe()} ruled out {ruled_out} more host(s) "
+                    f"for the remaining instances and refused {refused} claim(s)"
+                )
         return text
 
     def _unwind(self, claimed, spec):
@@ -308,8 +327,10 @@ class Scheduler:
         for name in sorted(set(names) - self._traits_ready):
             try:
                 self.client.ensure_trait(name)
-            except (placement_client.PlacementUnreachable,
-                    placement_client.AuthenticationFailed) as exc:
+            except (
+                placement_client.PlacementUnreachable,
+                placement_client.AuthenticationFailed,
+            ) as exc:
                 raise PlacementUnavailable(str(exc)) from exc
             except placement_client.PlacementError as exc:
                 raise SchedulerError(f"could not create trait {name}: {exc}")
@@ -356,11 +377,15 @@ class _Walk:
         if self.excluded:
             report.data["placement_excluded"] = self.excluded
         sched._ensure_traits(self.forbidden)
-        node_data = bool(candidate_query.node_fields(spec, sched.filters, sched.weighers,
-                                                     sched.conf.scheduler.max_attempts))
+        node_data = bool(
+            candidate_query.node_fields(
+                spec, sched.filters, sched.weighers, sched.conf.scheduler.max_attempts
+            )
+        )
         start = candidate_query.start_point(sched._rng) if group.random_walk_start else None
-        self._open = lambda: sched.client.candidate_pages(self.query, page_size,
-                                                          node_data=node_data, start=start)
+        self._open = lambda: sched.client.candidate_pages(
+            self.query, page_size, node_data=node_data, start=start
+        )
         self.pages = self._open()
         self._reopened = False
         self.builder = hosts_mod.HostStateBuilder()
@@ -377,8 +402,12 @@ class _Walk:
             self._target = self.seen + (self.cap or 0)
         new = []
         while not self.done:
-            if self.cap and self.seen >= self._target and len(self.passed) >= self.floor \
-                    and (new or not more):
+            if (
+                self.cap
+                and self.seen >= self._target
+                and len(self.passed) >= self.floor
+                and (new or not more)
+            ):
                 break
             body = self._next_page()
             if body is None:
@@ -400,26 +429,43 @@ class _Walk:
         spec = self.spec
         try:
             return next(self.pages, None)
-        except (placement_client.PlacementUnreachable,
-                placement_client.AuthenticationFailed) as exc:
+        except (
+            placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed,
+        ) as exc:
             raise PlacementUnavailable(str(exc)) from exc
         except placement_client.PlacementError as exc:
-            if exc.status == 400 and self.seen == 0 and not self._reopened and \
-                    "No such trait" in (exc.detail or "") and self.forbidden:
+            if (
+                exc.status == 400
+                and self.seen == 0
+                and not self._reopened
+                and "No such trait" in (exc.detail or "")
+                and self.forbidden
+            ):
                 # A forbidden trait was deleted since we created it: again, once.
                 self._reopened = True
                 self.sched._ensure_traits(self.forbidden, again=True)
                 self.pages = self._open()
                 return self._next_page()
             if exc.status == 400:
-                raise SchedulerError(f"placement rejected the request {spec.request_id}: "
-                                     f"{exc.detail}")
+                raise SchedulerError(
+                    f"placement rejected the request {spec.request_id}: {exc.detail}"
+                )
             raise SchedulerError(str(exc))
 
 
 def _selection(instance, host, areq, claimed):
-    return spec_mod.Selection(instance, host.uuid, host.name, host.cell, areq, claimed,
-                              host.schedulable_class, host.family, placement_client.MICROVERSION)
+    return spec_mod.Selection(
+        instance,
+        host.uuid,
+        host.name,
+        host.cell,
+        areq,
+        claimed,
+        host.schedulable_class,
+        host.family,
+        placement_client.MICROVERSION,
+    )
 
 
 class _Unreachable(PlacementUnavailable):
@@ -431,15 +477,16 @@ class _Unreachable(PlacementUnavailable):
 def _explain(spec, seen, records, query=None, excluded=()):
     """One sentence an operator can act on: who removed how many hosts, and why
     (``excluded``: what placement left out for a filter, see candidate_query)."""
-    head = (f"No valid host for request {spec.request_id} ({spec.workload_class}, "
-            f"{spec.num_instances} instance(s))")
+    head = (
+        f"No valid host for request {spec.request_id} ({spec.workload_class}, "
+        f"{spec.num_instances} instance(s))"
+    )
     if excluded:
         head += "; " + "; ".join(excluded)
     if seen == 0:
         query = "&".join(f"{k}={v}" for k, v in (query or spec.candidate_query()))
         return f"{head}: placement returned no candidates for {query}"
-    parts = [f"{r['name']} removed {r['removed']} ({r['reason']})"
-             for r in records if r["removed"]]
+    parts = [f"{r['name']} removed {r['removed']} ({r['reason']})" for r in records if r["removed"]]
     left = records[-1]["after"] if records else seen
     detail = "; ".join(parts) if parts else "no filter removed any"
     return f"{head}: placement returned {seen} candidate host(s); {detail}; {left} left"

@@ -28,12 +28,16 @@ MAX_BODY = 64 * 1024 * 1024
 def serve(database_path):
     """(client, url, database) of placement on the SQLite file at ``database_path``."""
     url = f"sqlite:///{database_path}"
-    pconf = pconf_mod.make_conf(overrides={("placement_database", "connection"): url,
-                                           ("api", "auth_strategy"): "noauth2",
-                                           # The controller's first tick writes every
-                                           # twin in one POST /nodes/twins: about
-                                           # 1.3 MB at 5,000 nodes, over the 1 MiB default.
-                                           ("api", "max_request_body_size"): MAX_BODY})
+    pconf = pconf_mod.make_conf(
+        overrides={
+            ("placement_database", "connection"): url,
+            ("api", "auth_strategy"): "noauth2",
+            # The controller's first tick writes every
+            # twin in one POST /nodes/twins: about
+            # 1.3 MB at 5,000 nodes, over the 1 MiB default.
+            ("api", "max_request_body_size"): MAX_BODY,
+        }
+    )
     db = db_mod.Database(url)
 
     @sqlalchemy.event.listens_for(db.engine, "connect")
@@ -60,8 +64,9 @@ def template(nodes, directory):
     (the inventories have none), so the controller caps them by percentage of
     their TDP. ``hosts`` is [(provider uuid, node)] in file order.
     """
-    nodes = [inventory_mod.InventoryNode(n.name, power_mod.with_cpu_cap_range(n.hardware))
-             for n in nodes]
+    nodes = [
+        inventory_mod.InventoryNode(n.name, power_mod.with_cpu_cap_range(n.hardware)) for n in nodes
+    ]
     path = os.path.join(directory, "template.sqlite")
     with serve(path) as (client, _url, db):
         cluster_inventory.load(db, nodes, cells=CELLS)

@@ -74,8 +74,19 @@ class Settings:
 
 
 class _Node:
-    __slots__ = ("name", "uuid", "family", "kind", "model", "free", "klass", "cpu_cap",
-                 "gpu_cap", "instances", "watts")
+    __slots__ = (
+        "name",
+        "uuid",
+        "family",
+        "kind",
+        "model",
+        "free",
+        "klass",
+        "cpu_cap",
+        "gpu_cap",
+        "instances",
+        "watts",
+    )
 
     def __init__(self, name, node_uuid, family, hardware):
         self.name = name
@@ -83,9 +94,11 @@ class _Node:
         self.family = family
         self.kind = workload_mod.GPU if hardware.get("gpu_count") else workload_mod.CPU
         self.model = power_mod.NodeModel.of(hardware)
-        self.free = {"VCPU": hardware.get("cpu_cores") or 1,
-                     "MEMORY_MB": (hardware.get("memory_gib") or 1) * 1024,
-                     "PGPU": hardware.get("gpu_count") or 0}
+        self.free = {
+            "VCPU": hardware.get("cpu_cores") or 1,
+            "MEMORY_MB": (hardware.get("memory_gib") or 1) * 1024,
+            "PGPU": hardware.get("gpu_count") or 0,
+        }
         self.klass = None  # schedulable class from the twin; None before the first tick
         self.cpu_cap = None
         self.gpu_cap = None
@@ -94,8 +107,11 @@ class _Node:
 
     def fits(self, job):
         # CPU work may run on a GPU node's host CPUs too, as placement allows.
-        return (self.free["VCPU"] >= job.vcpus
-                and self.free["MEMORY_MB"] >= job.memory_mb and self.free["PGPU"] >= job.gpus)
+        return (
+            self.free["VCPU"] >= job.vcpus
+            and self.free["MEMORY_MB"] >= job.memory_mb
+            and self.free["PGPU"] >= job.gpus
+        )
 
 
 @dataclasses.dataclass
@@ -148,15 +164,19 @@ class Simulation:
         self.families = {}
         for n in self.nodes.values():
             self.families[n.family] = self.families.get(n.family, 0) + 1
-        overrides = {"cpu_eco_cap_pct_of_max": settings.cpu_eco_cap_pct,
-                     "gpu_eco_cap_pct_of_max": settings.gpu_eco_cap_pct,
-                     "reconcile_interval": max(1, int(settings.tick_minutes * 60)),
-                     **spec.conf_overrides()}
+        overrides = {
+            "cpu_eco_cap_pct_of_max": settings.cpu_eco_cap_pct,
+            "gpu_eco_cap_pct_of_max": settings.gpu_eco_cap_pct,
+            "reconcile_interval": max(1, int(settings.tick_minutes * 60)),
+            **spec.conf_overrides(),
+        }
         self.now = 0.0
-        self.controller = power_controller.Controller(power_conf.make_conf(
-            overrides=overrides), client, clock=lambda: self.now)
-        self.deployment = services.Deployment(client, settings.seed, settings.max_attempts,
-                                              settings.max_placement_results)
+        self.controller = power_controller.Controller(
+            power_conf.make_conf(overrides=overrides), client, clock=lambda: self.now
+        )
+        self.deployment = services.Deployment(
+            client, settings.seed, settings.max_attempts, settings.max_placement_results
+        )
         self.record_pending = spec.policy == policies.QUEUE_AWARE_V1
         self.events = []
         self._seq = 0
@@ -244,23 +264,29 @@ class Simulation:
         self.queue.append(job)
         if self.record_pending:
             for inst in self._instance_uuids(job):
-                self.client.create_build_request(inst, f"req-{job.id}", job.workload_class,
-                                                 self._spec(job, [inst]))
+                self.client.create_build_request(
+                    inst, f"req-{job.id}", job.workload_class, self._spec(job, [inst])
+                )
 
     def _instance_uuids(self, job, attempt=None):
         """The job's instances at scheduling ``attempt`` (each attempt is a new
         request: the conductor records its instances), or its queued records."""
         tag = "queued" if attempt is None else attempt
-        return [str(uuid.uuid5(NAMESPACE, f"{job.id}/{tag}/{i}"))
-                for i in range(job.instances)]
+        return [str(uuid.uuid5(NAMESPACE, f"{job.id}/{tag}/{i}")) for i in range(job.instances)]
 
     def _spec(self, job, instances):
         resources = {"VCPU": job.vcpus, "MEMORY_MB": job.memory_mb}
         if job.gpus:
             resources["PGPU"] = job.gpus
-        return {"version": spec_mod.REQUEST_SPEC_VERSION, "request_id": f"req-{job.id}",
-                "project_id": "sim", "user_id": "sim", "workload_class": job.workload_class,
-                "resources": resources, "instance_uuids": list(instances)}
+        return {
+            "version": spec_mod.REQUEST_SPEC_VERSION,
+            "request_id": f"req-{job.id}",
+            "project_id": "sim",
+            "user_id": "sim",
+            "workload_class": job.workload_class,
+            "resources": resources,
+            "instance_uuids": list(instances),
+        }
 
     def _mirror_allows(self, job):
         """Whether, by the simulator's exact mirror, ``job.instances`` nodes can take it."""
@@ -280,8 +306,14 @@ class Simulation:
             return
         waiting = []
         for job in self.queue:
-            shape = (job.kind, job.is_performance, job.instances, job.vcpus, job.memory_mb,
-                     job.gpus)
+            shape = (
+                job.kind,
+                job.is_performance,
+                job.instances,
+                job.vcpus,
+                job.memory_mb,
+                job.gpus,
+            )
             if self._refused.get(shape) == self.epoch:
                 waiting.append(job)
                 continue
@@ -303,8 +335,7 @@ class Simulation:
         spec["request_id"] = f"req-{job.id}-{attempt}"
         results = self.deployment.build(spec)
         self.wall["schedule"] += time.perf_counter() - start
-        if len(results) != job.instances or any(r["status"] != services.PLACED
-                                                for r in results):
+        if len(results) != job.instances or any(r["status"] != services.PLACED for r in results):
             # NoValidHost: the scheduler released every claim of the request
             # and the conductor failed its build requests.
             self.nvh += 1
@@ -323,8 +354,9 @@ class Simulation:
         self.waits[job.workload_class].append(self.now - job.arrival)
         if self.record_pending:
             for queued, inst in zip(self._instance_uuids(job), instances, strict=True):
-                self.client.finish_build_request(queued, services.PLACED,
-                                                 host_uuid=by_instance[inst])
+                self.client.finish_build_request(
+                    queued, services.PLACED, host_uuid=by_instance[inst]
+                )
         self._recompute(nodes)
         return True
 
@@ -368,13 +400,15 @@ class Simulation:
             self._recompute(changed)
 
     def _sample(self, t, interval):
-        self.samples.append({
-            "t": round(t, 3),
-            "watts": round(self._interval_j / interval, 1),
-            "running": len(self.running),
-            "queued": len(self.queue),
-            "performance_nodes": dict(sorted(self.family_perf.items())),
-        })
+        self.samples.append(
+            {
+                "t": round(t, 3),
+                "watts": round(self._interval_j / interval, 1),
+                "running": len(self.running),
+                "queued": len(self.queue),
+                "performance_nodes": dict(sorted(self.family_perf.items())),
+            }
+        )
         self._interval_j = 0.0
 
     # -- the power model -----------------------------------------------------
@@ -393,8 +427,10 @@ class Simulation:
         start = time.perf_counter()
         touched = {}
         for node in nodes:
-            loads = [power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation,
-                                    r.job.sensitivity) for r in node.instances]
+            loads = [
+                power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation, r.job.sensitivity)
+                for r in node.instances
+            ]
             watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
             self.total_watts += watts - node.watts
             node.watts = watts
@@ -419,17 +455,30 @@ class Simulation:
         submitted = sum(1 for j in self.jobs if j.arrival < self.s.hours * 3600.0)
         it_kwh = self.energy_j / 3.6e6
         return Outcome(
-            label=self.spec.label, policy=self.spec.policy, options=dict(self.spec.options),
-            it_kwh=it_kwh, facility_kwh=it_kwh * self.s.pue, submitted=submitted,
-            completed=self.completed, started=self.started, slowdowns=self.slowdowns,
-            waits=self.waits, performance_on_eco=len(self.perf_on_eco),
-            performance_on_eco_seconds=self.perf_on_eco_seconds, samples=self.samples,
-            families=dict(sorted(self.families.items())), wall=self.wall,
-            scheduler_calls=self.calls, no_valid_host=self.nvh)
+            label=self.spec.label,
+            policy=self.spec.policy,
+            options=dict(self.spec.options),
+            it_kwh=it_kwh,
+            facility_kwh=it_kwh * self.s.pue,
+            submitted=submitted,
+            completed=self.completed,
+            started=self.started,
+            slowdowns=self.slowdowns,
+            waits=self.waits,
+            performance_on_eco=len(self.perf_on_eco),
+            performance_on_eco_seconds=self.perf_on_eco_seconds,
+            samples=self.samples,
+            families=dict(sorted(self.families.items())),
+            wall=self.wall,
+            scheduler_calls=self.calls,
+            no_valid_host=self.nvh,
+        )
 
 
 def _speed_on(node, run):
-    loads = [power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation, r.job.sensitivity)
-             for r in node.instances]
+    loads = [
+        power_mod.Load(r.job.vcpus, r.job.gpus, r.job.utilisation, r.job.sensitivity)
+        for r in node.instances
+    ]
     _watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
     return speeds[node.instances.index(run)]

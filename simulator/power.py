@@ -59,8 +59,11 @@ def with_cpu_cap_range(hardware):
         return hardware
     sockets = hardware.get("cpu_sockets") or 1
     tdp = cpu_tdp(hardware.get("cpu_model"), (hardware.get("cpu_cores") or 1) // sockets)
-    return {**hardware, "cpu_max_cap_watts": tdp,
-            "cpu_min_cap_watts": round(tdp * CPU_MIN_CAP_SHARE, 3)}
+    return {
+        **hardware,
+        "cpu_max_cap_watts": tdp,
+        "cpu_min_cap_watts": round(tdp * CPU_MIN_CAP_SHARE, 3),
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,8 +80,9 @@ class NodeModel:
     def of(cls, hardware):
         sockets = hardware.get("cpu_sockets") or 1
         cores = hardware.get("cpu_cores") or 1
-        tdp = hardware.get("cpu_max_cap_watts") or cpu_tdp(hardware.get("cpu_model"),
-                                                           cores // sockets)
+        tdp = hardware.get("cpu_max_cap_watts") or cpu_tdp(
+            hardware.get("cpu_model"), cores // sockets
+        )
         gpus = hardware.get("gpu_count") or 0
         gpu_max = float(hardware.get("gpu_max_cap_watts") or (300.0 if gpus else 0.0))
         return cls(cores, sockets, float(tdp), gpus, gpu_max)
@@ -133,12 +137,14 @@ def node_state(model, loads, cpu_cap=None, gpu_cap=None):
     watts = PLATFORM_WATTS + model.cpu_idle
     speeds = [1.0] * len(loads)
     # CPU: every load draws its share of the cores; a package cap binds all.
-    cpu_wanted = sum(min(1.0, ld.vcpus / model.cores) * ld.utilisation for ld in loads) \
-        * model.cpu_dynamic
+    cpu_wanted = (
+        sum(min(1.0, ld.vcpus / model.cores) * ld.utilisation for ld in loads) * model.cpu_dynamic
+    )
     cpu_allowed = cpu_wanted
     if cpu_cap is not None and model.gpu_count == 0:
-        cpu_allowed = max(0.0, model.sockets * (min(cpu_cap, model.cpu_tdp)
-                                                - model.cpu_tdp * CPU_IDLE_SHARE))
+        cpu_allowed = max(
+            0.0, model.sockets * (min(cpu_cap, model.cpu_tdp) - model.cpu_tdp * CPU_IDLE_SHARE)
+        )
     watts += min(cpu_wanted, cpu_allowed)
     if cpu_wanted > cpu_allowed:
         for i, ld in enumerate(loads):

@@ -29,10 +29,13 @@ def policy_summary(outcome, baseline_kwh, pue):
     for wc in vocabulary.WORKLOAD_CLASSES:
         values = outcome.slowdowns[wc]
         waits = outcome.waits[wc]
-        slowdown[wc] = {"completed": len(values), "p50": _r(percentile(values, 50)),
-                        "p95": _r(percentile(values, 95)),
-                        "max": _r(max(values) if values else None),
-                        "wait_p95_minutes": _r((percentile(waits, 95) or 0.0) / 60.0, 1)}
+        slowdown[wc] = {
+            "completed": len(values),
+            "p50": _r(percentile(values, 50)),
+            "p95": _r(percentile(values, 95)),
+            "max": _r(max(values) if values else None),
+            "wait_p95_minutes": _r((percentile(waits, 95) or 0.0) / 60.0, 1),
+        }
     saved = None
     if baseline_kwh:
         saved = round(100.0 * (baseline_kwh - outcome.it_kwh) / baseline_kwh, 2)
@@ -47,15 +50,17 @@ def policy_summary(outcome, baseline_kwh, pue):
         "jobs_submitted": outcome.submitted,
         "jobs_started": outcome.started,
         "jobs_completed": outcome.completed,
-        "kwh_per_completed_job": (round(outcome.it_kwh / outcome.completed, 2)
-                                  if outcome.completed else None),
+        "kwh_per_completed_job": (
+            round(outcome.it_kwh / outcome.completed, 2) if outcome.completed else None
+        ),
         "slowdown": slowdown,
         "performance_on_eco": outcome.performance_on_eco,
         "performance_on_eco_seconds": round(outcome.performance_on_eco_seconds, 1),
         "performance_nodes_over_time": {
             "hours": [round(s["t"] / 3600.0, 3) for s in outcome.samples],
-            "families": {f: [s["performance_nodes"].get(f, 0) for s in outcome.samples]
-                         for f in families},
+            "families": {
+                f: [s["performance_nodes"].get(f, 0) for s in outcome.samples] for f in families
+            },
         },
         "power_kw_over_time": [round(s["watts"] / 1000.0, 2) for s in outcome.samples],
         "family_nodes": outcome.families,
@@ -66,8 +71,7 @@ def policy_summary(outcome, baseline_kwh, pue):
 
 def summary(outcomes, meta, pue):
     baseline = next((o.it_kwh for o in outcomes if o.label == NONE_LABEL), None)
-    return {**meta, "pue": pue,
-            "policies": [policy_summary(o, baseline, pue) for o in outcomes]}
+    return {**meta, "pue": pue, "policies": [policy_summary(o, baseline, pue) for o in outcomes]}
 
 
 def format_timings(outcomes, load_seconds, total_seconds):
@@ -75,8 +79,10 @@ def format_timings(outcomes, load_seconds, total_seconds):
     lines = [f"wall time: {total_seconds:.1f} s (loading the inventory {load_seconds:.1f} s)"]
     for o in outcomes:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in o.wall.items())
-        lines.append(f"  {o.label}: {parts}; {o.scheduler_calls} scheduler calls, "
-                     f"{o.no_valid_host} no valid host")
+        lines.append(
+            f"  {o.label}: {parts}; {o.scheduler_calls} scheduler calls, "
+            f"{o.no_valid_host} no valid host"
+        )
     return "\n".join(lines)
 
 
@@ -85,11 +91,16 @@ def _fmt(value, spec):
 
 
 def format_table(data):
-    head = (f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
-            f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}")
-    lines = [f"{data['nodes']} nodes ({data['inventory']}), {data['hours']:g} h, seed "
-             f"{data['seed']}, {data['jobs']} jobs; slowdown = run time / uncapped run time",
-             head, "-" * len(head)]
+    head = (
+        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
+        f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}"
+    )
+    lines = [
+        f"{data['nodes']} nodes ({data['inventory']}), {data['hours']:g} h, seed "
+        f"{data['seed']}, {data['jobs']} jobs; slowdown = run time / uncapped run time",
+        head,
+        "-" * len(head),
+    ]
     for p in data["policies"]:
         perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
         lines.append(
@@ -98,7 +109,8 @@ def format_table(data):
             f"{_fmt(p['kwh_per_completed_job'], '.1f'):>9}"
             f"{_fmt(perf['p50'], '.2f') + '/' + _fmt(perf['p95'], '.2f'):>15}"
             f"{_fmt(std['p50'], '.2f') + '/' + _fmt(std['p95'], '.2f'):>15}"
-            f"{p['performance_on_eco']:>13}")
+            f"{p['performance_on_eco']:>13}"
+        )
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")
     return "\n".join(lines)
@@ -114,8 +126,10 @@ TRADEOFF_PNG = "tradeoff.png"
 
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg")  # files only: no display needed
     from matplotlib import pyplot
+
     return pyplot
 
 
@@ -138,8 +152,14 @@ def plot_power(data, path):
 def plot_families(data, path):
     plt = _pyplot()
     policies = data["policies"]
-    fig, axes = plt.subplots(len(policies), 1, figsize=(9, 2.4 * len(policies) + 0.6),
-                             dpi=100, sharex=True, squeeze=False)
+    fig, axes = plt.subplots(
+        len(policies),
+        1,
+        figsize=(9, 2.4 * len(policies) + 0.6),
+        dpi=100,
+        sharex=True,
+        squeeze=False,
+    )
     for ax, p in zip(axes[:, 0], policies, strict=True):
         series = p["performance_nodes_over_time"]
         for family, counts in series["families"].items():
@@ -160,10 +180,14 @@ def plot_slowdowns(outcomes, path):
     for ax, wc in zip(axes[0], vocabulary.WORKLOAD_CLASSES, strict=True):
         values = [o.slowdowns[wc] or [1.0] for o in outcomes]
         ax.boxplot(values, whis=(5, 95), showfliers=False)
-        ax.set_xticks(range(1, len(outcomes) + 1), [o.label for o in outcomes],
-                      rotation=30, ha="right", fontsize=7)
-        ax.set_title(f"{wc} jobs: slowdown vs uncapped (box 25-75 %, whiskers 5-95 %)",
-                     fontsize=8)
+        ax.set_xticks(
+            range(1, len(outcomes) + 1),
+            [o.label for o in outcomes],
+            rotation=30,
+            ha="right",
+            fontsize=7,
+        )
+        ax.set_title(f"{wc} jobs: slowdown vs uncapped (box 25-75 %, whiskers 5-95 %)", fontsize=8)
         ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
@@ -173,19 +197,27 @@ def plot_slowdowns(outcomes, path):
 def plot_tradeoff(data, path):
     """Energy saved against standard p95 slowdown, one point per static fraction."""
     plt = _pyplot()
-    points = [(p["options"].get("static_hp_frac"), p["energy_saved_pct"],
-               p["slowdown"][vocabulary.STANDARD]["p95"]) for p in data["policies"]
-              if p["policy"] == "static_partition" and p["label"] != NONE_LABEL
-              and p["energy_saved_pct"] is not None and
-              p["slowdown"][vocabulary.STANDARD]["p95"] is not None]
+    points = [
+        (
+            p["options"].get("static_hp_frac"),
+            p["energy_saved_pct"],
+            p["slowdown"][vocabulary.STANDARD]["p95"],
+        )
+        for p in data["policies"]
+        if p["policy"] == "static_partition"
+        and p["label"] != NONE_LABEL
+        and p["energy_saved_pct"] is not None
+        and p["slowdown"][vocabulary.STANDARD]["p95"] is not None
+    ]
     if not points:
         return False
     points.sort()
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
     ax.plot([p[2] for p in points], [p[1] for p in points], marker="o")
     for frac, saved, slow in points:
-        ax.annotate(f"{frac:g}", (slow, saved), textcoords="offset points", xytext=(5, 4),
-                    fontsize=8)
+        ax.annotate(
+            f"{frac:g}", (slow, saved), textcoords="offset points", xytext=(5, 4), fontsize=8
+        )
     ax.set_xlabel("standard jobs: p95 slowdown vs uncapped")
     ax.set_ylabel("IT energy saved vs no management (%)")
     ax.set_title("static_partition: energy against slowdown (labels: STATIC_HP_FRAC)")
@@ -202,9 +234,11 @@ def write_plots(data, outcomes, directory):
     plot_power(data, os.path.join(directory, POWER_PNG))
     plot_families(data, os.path.join(directory, FAMILIES_PNG))
     plot_slowdowns(outcomes, os.path.join(directory, SLOWDOWN_PNG))
-    images = [(POWER_PNG, "IT power over time per policy"),
-              (FAMILIES_PNG, "Performance nodes per family over time"),
-              (SLOWDOWN_PNG, "Slowdown distributions per class")]
+    images = [
+        (POWER_PNG, "IT power over time per policy"),
+        (FAMILIES_PNG, "Performance nodes per family over time"),
+        (SLOWDOWN_PNG, "Slowdown distributions per class"),
+    ]
     if plot_tradeoff(data, os.path.join(directory, TRADEOFF_PNG)):
         images.append((TRADEOFF_PNG, "static_partition: energy saved against slowdown"))
     path = os.path.join(directory, "index.html")
@@ -218,26 +252,42 @@ def _html(data, images):
     rows = []
     for p in data["policies"]:
         perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
-        cells = [p["label"], f"{p['it_kwh']:.1f}", _fmt(p["energy_saved_pct"], ".1f"),
-                 str(p["jobs_submitted"]), str(p["jobs_completed"]),
-                 _fmt(p["kwh_per_completed_job"], ".1f"),
-                 f"{_fmt(perf['p50'], '.2f')} / {_fmt(perf['p95'], '.2f')}",
-                 f"{_fmt(std['p50'], '.2f')} / {_fmt(std['p95'], '.2f')}",
-                 str(p["performance_on_eco"])]
+        cells = [
+            p["label"],
+            f"{p['it_kwh']:.1f}",
+            _fmt(p["energy_saved_pct"], ".1f"),
+            str(p["jobs_submitted"]),
+            str(p["jobs_completed"]),
+            _fmt(p["kwh_per_completed_job"], ".1f"),
+            f"{_fmt(perf['p50'], '.2f')} / {_fmt(perf['p95'], '.2f')}",
+            f"{_fmt(std['p50'], '.2f')} / {_fmt(std['p95'], '.2f')}",
+            str(p["performance_on_eco"]),
+        ]
         rows.append("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in cells) + "</tr>")
-    head = ["policy", "IT kWh", "saved %", "jobs", "completed", "kWh/job",
-            "perf slowdown p50 / p95", "std slowdown p50 / p95", "perf on eco"]
+    head = [
+        "policy",
+        "IT kWh",
+        "saved %",
+        "jobs",
+        "completed",
+        "kWh/job",
+        "perf slowdown p50 / p95",
+        "std slowdown p50 / p95",
+        "perf on eco",
+    ]
     figures = "\n".join(
         f'<h2>{esc(title)}</h2>\n<p><a href="{esc(name)}"><img src="{esc(name)}" '
-        f'alt="{esc(title)}" style="max-width:100%"></a></p>' for name, title in images)
+        f'alt="{esc(title)}" style="max-width:100%"></a></p>'
+        for name, title in images
+    )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>placement-sim report</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
 td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}</style></head>
-<body><h1>placement-sim: {esc(str(data['nodes']))} nodes ({esc(data['inventory'])}),
-{data['hours']:g} h, seed {data['seed']}, {data['jobs']} jobs</h1>
-<table><tr>{''.join(f'<th>{esc(h)}</th>' for h in head)}</tr>
-{''.join(rows)}</table>
+<body><h1>placement-sim: {esc(str(data["nodes"]))} nodes ({esc(data["inventory"])}),
+{data["hours"]:g} h, seed {data["seed"]}, {data["jobs"]} jobs</h1>
+<table><tr>{"".join(f"<th>{esc(h)}</th>" for h in head)}</tr>
+{"".join(rows)}</table>
 {figures}
 </body></html>
 """

@@ -61,55 +61,123 @@ def _policies(text):
     bad = [n for n in names if n not in POLICY_CHOICES]
     if not names or bad:
         raise argparse.ArgumentTypeError(
-            f"unknown policy {', '.join(bad) or text!r}; choose from {', '.join(POLICY_CHOICES)}")
+            f"unknown policy {', '.join(bad) or text!r}; choose from {', '.join(POLICY_CHOICES)}"
+        )
     return names
 
 
 def _parser():
     p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--inventory", default="41",
-                   help="41 or 5k (the inventories shipped in powerpolicy/data/) or a file "
-                   "in their YAML format (41)")
+    p.add_argument(
+        "--inventory",
+        default="41",
+        help="41 or 5k (the inventories shipped in powerpolicy/data/) or a file "
+        "in their YAML format (41)",
+    )
     p.add_argument("--hours", type=float, default=24.0, help="simulated hours (24)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the workload and the "
-                   "scheduler's random picks (1)")
-    p.add_argument("--trace", help="replay this JSON-lines trace instead of generating "
-                   "(format: simulator/workload.py)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        help="seed of the workload and the scheduler's random picks (1)",
+    )
+    p.add_argument(
+        "--trace",
+        help="replay this JSON-lines trace instead of generating (format: simulator/workload.py)",
+    )
     p.add_argument("--write-trace", metavar="FILE", help="write the workload as a trace")
-    p.add_argument("--policies", type=_policies, default=list(POLICY_CHOICES),
-                   help="comma-separated, from: none (every node performance), "
-                   "static_partition, queue_aware_v1 (all three)")
-    p.add_argument("--static-hp-frac", type=_fractions, default=[0.2],
-                   help="static_partition's STATIC_HP_FRAC, one run per value: 0.1,0.2 (0.2)")
-    p.add_argument("--queue-hp-base-frac", type=float, default=0.05,
-                   help="queue_aware_v1 base fraction (0.05, Joulie's exp02)")
-    p.add_argument("--queue-hp-min", type=int, default=None,
-                   help="queue_aware_v1 minimum performance nodes (1%% of the nodes, 50 of "
-                   "5,000 as in exp02)")
-    p.add_argument("--queue-hp-max", type=int, default=None,
-                   help="queue_aware_v1 maximum performance nodes (80%% of the nodes, 4,000 "
-                   "of 5,000 as in exp02)")
-    p.add_argument("--queue-perf-per-hp-node", type=int, default=3,
-                   help="queue_aware_v1 performance consumers per performance node (3)")
-    p.add_argument("--cpu-eco-cap-pct", type=float, default=60.0,
-                   help="eco CPU cap, %% of the package maximum (60)")
-    p.add_argument("--gpu-eco-cap-pct", type=float, default=60.0,
-                   help="eco GPU cap, %% of the maximum cap (60)")
-    p.add_argument("--pue", type=float, default=1.0,
-                   help="facility factor: facility energy = IT energy x PUE (1.0)")
-    p.add_argument("--load", type=float, default=workload_mod.Mix.load,
-                   help="generated work: mean share of GPUs and CPU-node cores busy (0.6)")
-    p.add_argument("--performance-share", type=float, default=workload_mod.Mix.performance_share,
-                   help="generated work: share of performance jobs (0.3)")
-    p.add_argument("--tick-minutes", type=float, default=15.0,
-                   help="simulated minutes between power-controller ticks (15)")
-    p.add_argument("--sample-minutes", type=float, default=15.0,
-                   help="simulated minutes between samples of power and nodes (15)")
-    p.add_argument("--max-placement-results", type=int, default=100,
-                   help="scheduler: candidate hosts read per request before it stops "
-                   "(100; 0 reads every page)")
-    p.add_argument("--json", action="store_true",
-                   help="print the comparison as one JSON object on the last line")
+    p.add_argument(
+        "--policies",
+        type=_policies,
+        default=list(POLICY_CHOICES),
+        help="comma-separated, from: none (every node performance), "
+        "static_partition, queue_aware_v1 (all three)",
+    )
+    p.add_argument(
+        "--static-hp-frac",
+        type=_fractions,
+        default=[0.2],
+        help="static_partition's STATIC_HP_FRAC, one run per value: 0.1,0.2 (0.2)",
+    )
+    p.add_argument(
+        "--queue-hp-base-frac",
+        type=float,
+        default=0.05,
+        help="queue_aware_v1 base fraction (0.05, Joulie's exp02)",
+    )
+    p.add_argument(
+        "--queue-hp-min",
+        type=int,
+        default=None,
+        help="queue_aware_v1 minimum performance nodes (1%% of the nodes, 50 of 5,000 as in exp02)",
+    )
+    p.add_argument(
+        "--queue-hp-max",
+        type=int,
+        default=None,
+        help="queue_aware_v1 maximum performance nodes (80%% of the nodes, 4,000 "
+        "of 5,000 as in exp02)",
+    )
+    p.add_argument(
+        "--queue-perf-per-hp-node",
+        type=int,
+        default=3,
+        help="queue_aware_v1 performance consumers per performance node (3)",
+    )
+    p.add_argument(
+        "--cpu-eco-cap-pct",
+        type=float,
+        default=60.0,
+        help="eco CPU cap, %% of the package maximum (60)",
+    )
+    p.add_argument(
+        "--gpu-eco-cap-pct",
+        type=float,
+        default=60.0,
+        help="eco GPU cap, %% of the maximum cap (60)",
+    )
+    p.add_argument(
+        "--pue",
+        type=float,
+        default=1.0,
+        help="facility factor: facility energy = IT energy x PUE (1.0)",
+    )
+    p.add_argument(
+        "--load",
+        type=float,
+        default=workload_mod.Mix.load,
+        help="generated work: mean share of GPUs and CPU-node cores busy (0.6)",
+    )
+    p.add_argument(
+        "--performance-share",
+        type=float,
+        default=workload_mod.Mix.performance_share,
+        help="generated work: share of performance jobs (0.3)",
+    )
+    p.add_argument(
+        "--tick-minutes",
+        type=float,
+        default=15.0,
+        help="simulated minutes between power-controller ticks (15)",
+    )
+    p.add_argument(
+        "--sample-minutes",
+        type=float,
+        default=15.0,
+        help="simulated minutes between samples of power and nodes (15)",
+    )
+    p.add_argument(
+        "--max-placement-results",
+        type=int,
+        default=100,
+        help="scheduler: candidate hosts read per request before it stops "
+        "(100; 0 reads every page)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the comparison as one JSON object on the last line",
+    )
     p.add_argument("--plots", metavar="DIR", help="write PNG plots and DIR/index.html")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -121,17 +189,23 @@ def _check(args):
     if not 0 < args.tick_minutes <= 24 * 60 or not 0 < args.sample_minutes <= 24 * 60:
         raise config.ConfigError("--tick-minutes and --sample-minutes must be within (0, 1440]")
     if not 0 < args.load <= 1 or not 0 <= args.performance_share <= 1:
-        raise config.ConfigError("--load must be within (0, 1] and --performance-share "
-                                 "within [0, 1]")
+        raise config.ConfigError(
+            "--load must be within (0, 1] and --performance-share within [0, 1]"
+        )
     for name in ("cpu_eco_cap_pct", "gpu_eco_cap_pct"):
         if not 1 <= getattr(args, name) <= 100:
             raise config.ConfigError(f"--{name.replace('_', '-')} must be within [1, 100]")
     if args.pue < 1:
         raise config.ConfigError("--pue must be >= 1")
-    if not 0 <= args.queue_hp_base_frac <= 1 or args.queue_perf_per_hp_node < 1 or \
-            args.max_placement_results < 0:
-        raise config.ConfigError("--queue-hp-base-frac must be within [0, 1], "
-                                 "--queue-perf-per-hp-node >= 1, --max-placement-results >= 0")
+    if (
+        not 0 <= args.queue_hp_base_frac <= 1
+        or args.queue_perf_per_hp_node < 1
+        or args.max_placement_results < 0
+    ):
+        raise config.ConfigError(
+            "--queue-hp-base-frac must be within [0, 1], "
+            "--queue-perf-per-hp-node >= 1, --max-placement-results >= 0"
+        )
 
 
 def inventory_path(name):
@@ -143,20 +217,33 @@ def policy_specs(args, nodes):
     for name in args.policies:
         if name == NONE:
             # No management: every node performance, through the same controller.
-            specs.append(engine.PolicySpec(NONE, policies.STATIC_PARTITION,
-                                           {"static_hp_frac": 1.0}))
+            specs.append(
+                engine.PolicySpec(NONE, policies.STATIC_PARTITION, {"static_hp_frac": 1.0})
+            )
         elif name == policies.STATIC_PARTITION:
             for frac in args.static_hp_frac:
-                specs.append(engine.PolicySpec(f"static_partition@{frac:g}", name,
-                                               {"static_hp_frac": frac}))
+                specs.append(
+                    engine.PolicySpec(f"static_partition@{frac:g}", name, {"static_hp_frac": frac})
+                )
         else:
-            hp_min = args.queue_hp_min if args.queue_hp_min is not None \
-                else max(1, round(nodes * 0.01))
-            hp_max = args.queue_hp_max if args.queue_hp_max is not None \
-                else max(1, round(nodes * 0.8))
-            specs.append(engine.PolicySpec(name, name, {
-                "queue_hp_base_frac": args.queue_hp_base_frac, "queue_hp_min": hp_min,
-                "queue_hp_max": hp_max, "queue_perf_per_hp_node": args.queue_perf_per_hp_node}))
+            hp_min = (
+                args.queue_hp_min if args.queue_hp_min is not None else max(1, round(nodes * 0.01))
+            )
+            hp_max = (
+                args.queue_hp_max if args.queue_hp_max is not None else max(1, round(nodes * 0.8))
+            )
+            specs.append(
+                engine.PolicySpec(
+                    name,
+                    name,
+                    {
+                        "queue_hp_base_frac": args.queue_hp_base_frac,
+                        "queue_hp_min": hp_min,
+                        "queue_hp_max": hp_max,
+                        "queue_perf_per_hp_node": args.queue_perf_per_hp_node,
+                    },
+                )
+            )
     return specs
 
 
@@ -174,9 +261,11 @@ class Progress:
             return
         share = t / horizon if horizon else 1.0
         filled = int(30 * share)
-        sys.stderr.write(f"\r[{self.index}/{self.total}] {label[:24]:<24} "
-                         f"[{'#' * filled}{'.' * (30 - filled)}] {t / 3600:5.1f} h "
-                         f"{time.monotonic() - self.started:6.0f} s")
+        sys.stderr.write(
+            f"\r[{self.index}/{self.total}] {label[:24]:<24} "
+            f"[{'#' * filled}{'.' * (30 - filled)}] {t / 3600:5.1f} h "
+            f"{time.monotonic() - self.started:6.0f} s"
+        )
         if t >= horizon:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -192,17 +281,22 @@ def run(args):
         jobs = workload_mod.read_trace(args.trace)
     else:
         mix = workload_mod.Mix(load=args.load, performance_share=args.performance_share)
-        jobs = workload_mod.generate(workload_mod.Capacity.of(nodes), args.hours, args.seed,
-                                     mix)
+        jobs = workload_mod.generate(workload_mod.Capacity.of(nodes), args.hours, args.seed, mix)
     if args.write_trace:
         workload_mod.write_trace(args.write_trace, jobs)
     specs = policy_specs(args, len(nodes))
     progress = Progress(not args.no_progress and sys.stderr.isatty(), len(specs))
     settings = engine.Settings(
-        hours=args.hours, tick_minutes=args.tick_minutes, sample_minutes=args.sample_minutes,
-        max_placement_results=args.max_placement_results, seed=args.seed,
-        cpu_eco_cap_pct=args.cpu_eco_cap_pct, gpu_eco_cap_pct=args.gpu_eco_cap_pct,
-        pue=args.pue, progress=progress)
+        hours=args.hours,
+        tick_minutes=args.tick_minutes,
+        sample_minutes=args.sample_minutes,
+        max_placement_results=args.max_placement_results,
+        seed=args.seed,
+        cpu_eco_cap_pct=args.cpu_eco_cap_pct,
+        gpu_eco_cap_pct=args.gpu_eco_cap_pct,
+        pue=args.pue,
+        progress=progress,
+    )
     tmpdir = tempfile.mkdtemp(prefix="placement-sim-")
     started = time.perf_counter()
     try:
@@ -217,10 +311,17 @@ def run(args):
             os.remove(db_path)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    meta = {"inventory": args.inventory, "nodes": len(nodes), "hours": args.hours,
-            "seed": args.seed, "jobs": sum(1 for j in jobs if j.arrival < args.hours * 3600),
-            "trace": args.trace, "tick_minutes": args.tick_minutes,
-            "cpu_eco_cap_pct": args.cpu_eco_cap_pct, "gpu_eco_cap_pct": args.gpu_eco_cap_pct}
+    meta = {
+        "inventory": args.inventory,
+        "nodes": len(nodes),
+        "hours": args.hours,
+        "seed": args.seed,
+        "jobs": sum(1 for j in jobs if j.arrival < args.hours * 3600),
+        "trace": args.trace,
+        "tick_minutes": args.tick_minutes,
+        "cpu_eco_cap_pct": args.cpu_eco_cap_pct,
+        "gpu_eco_cap_pct": args.gpu_eco_cap_pct,
+    }
     data = report.summary(outcomes, meta, args.pue)
     timings = report.format_timings(outcomes, load_seconds, time.perf_counter() - started)
     return data, outcomes, timings
@@ -229,8 +330,7 @@ def run(args):
 def main(argv=None):
     try:
         args, rest = _parser().parse_known_args(argv)
-        config.load(PROG, "placement-sim", lambda conf: None, argv=rest,
-                    default_config_files=[])
+        config.load(PROG, "placement-sim", lambda conf: None, argv=rest, default_config_files=[])
         _check(args)
     except config.ConfigError as exc:
         return config.fail(PROG, exc)
@@ -239,8 +339,12 @@ def main(argv=None):
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
         data, outcomes, timings = run(args)
-    except (inventory_mod.InventoryError, workload_mod.TraceError,
-            placement_client.PlacementError, OSError) as exc:
+    except (
+        inventory_mod.InventoryError,
+        workload_mod.TraceError,
+        placement_client.PlacementError,
+        OSError,
+    ) as exc:
         return config.fail(PROG, exc)
     print(report.format_table(data))
     print(timings, file=sys.stderr)

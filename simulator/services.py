@@ -59,20 +59,24 @@ class Deployment:
     """One scheduler and one conductor serving every cell, without a bus."""
 
     def __init__(self, client, seed, max_attempts, max_placement_results):
-        conf = cconf_mod.make_conf(overrides={
-            ("scheduler", "max_attempts"): max_attempts,
-            ("filter_scheduler", "max_placement_results"): max_placement_results,
-            ("filter_scheduler", "page_size"): max(1, min(1000, max_placement_results or 1000)),
-            # One write per request that nobody reads here.
-            ("filter_scheduler", "write_reports"): False,
-            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL})
+        conf = cconf_mod.make_conf(
+            overrides={
+                ("scheduler", "max_attempts"): max_attempts,
+                ("filter_scheduler", "max_placement_results"): max_placement_results,
+                ("filter_scheduler", "page_size"): max(1, min(1000, max_placement_results or 1000)),
+                # One write per request that nobody reads here.
+                ("filter_scheduler", "write_reports"): False,
+                (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+            }
+        )
         # The endpoint's scheduler picks among equal hosts with a generator
         # seeded by the request id: the same run, the same picks.
         self.endpoint = scheduler_service.SchedulerEndpoint(conf, lambda: client)
         # Builds succeed: the simulator studies power, not build failures.
         driver = driver_mod.SimulatedDriver(seed=seed)
-        self.conductor = conductor_service.Conductor(conf, client, rpc.transport_of(conf),
-                                                     driver, "placement-sim")
+        self.conductor = conductor_service.Conductor(
+            conf, client, rpc.transport_of(conf), driver, "placement-sim"
+        )
         self.conductor.scheduler = _DirectScheduler(self.endpoint)
         cells = _DirectCells()
         cells.conductor = self.conductor
@@ -86,6 +90,5 @@ class Deployment:
         self.outcomes.refused = []
         self.conductor.build_instances(request_spec, reply_topic="placement-sim")
         if self.outcomes.refused:
-            return [{"status": "failed", "reason": error}
-                    for _rid, error in self.outcomes.refused]
+            return [{"status": "failed", "reason": error} for _rid, error in self.outcomes.refused]
         return list(self.outcomes.done)

@@ -98,7 +98,7 @@ def client_for(app, token="admin"):
     session = requests.Session()
     session.mount(ENDPOINT, WSGIAdapter(app))
     auth = token_endpoint.Token(ENDPOINT, token)
-    sess = ks_session.Session(auth=auth, session=session,
-                              timeout=placement_client.DEFAULT_TIMEOUT)
+    sess = ks_session.Session(auth=auth, session=session, timeout=placement_client.DEFAULT_TIMEOUT)
     return placement_client.PlacementClient(
-        ks_adapter.Adapter(sess, auth=auth, endpoint_override=ENDPOINT))
+        ks_adapter.Adapter(sess, auth=auth, endpoint_override=ENDPOINT)
+    )

@@ -72,13 +72,19 @@ class Job:
                 raise TraceError(f"{where}: missing key {field.name!r}")
             values[field.name] = data[field.name]
         try:
-            job = cls(id=str(values["id"]), arrival=float(values["arrival"]),
-                      workload_class=values["workload_class"], kind=values["kind"],
-                      instances=_int(values["instances"]), vcpus=_int(values["vcpus"]),
-                      memory_mb=_int(values["memory_mb"]), gpus=_int(values["gpus"]),
-                      duration=float(values["duration"]),
-                      utilisation=float(values["utilisation"]),
-                      sensitivity=float(values["sensitivity"]))
+            job = cls(
+                id=str(values["id"]),
+                arrival=float(values["arrival"]),
+                workload_class=values["workload_class"],
+                kind=values["kind"],
+                instances=_int(values["instances"]),
+                vcpus=_int(values["vcpus"]),
+                memory_mb=_int(values["memory_mb"]),
+                gpus=_int(values["gpus"]),
+                duration=float(values["duration"]),
+                utilisation=float(values["utilisation"]),
+                sensitivity=float(values["sensitivity"]),
+            )
         except (TypeError, ValueError) as exc:
             raise TraceError(f"{where}: {exc}") from None
         problems = []
@@ -171,13 +177,14 @@ class Capacity:
             gpus=sum(h["gpu_count"] for h in gpu_nodes),
             cpu_cores=sum(h.get("cpu_cores") or 1 for h in cpu_nodes),
             max_gpus_per_node=min((h["gpu_count"] for h in gpu_nodes), default=0),
-            max_cores_per_cpu_node=min((h.get("cpu_cores") or 1 for h in cpu_nodes),
-                                       default=0),
-            memory_mb_per_gpu=min(((h.get("memory_gib") or 1) * 1024 // h["gpu_count"]
-                                   for h in gpu_nodes), default=0),
-            memory_mb_per_core=min(((h.get("memory_gib") or 1) * 1024
-                                    // (h.get("cpu_cores") or 1) for h in cpu_nodes),
-                                   default=0),
+            max_cores_per_cpu_node=min((h.get("cpu_cores") or 1 for h in cpu_nodes), default=0),
+            memory_mb_per_gpu=min(
+                ((h.get("memory_gib") or 1) * 1024 // h["gpu_count"] for h in gpu_nodes), default=0
+            ),
+            memory_mb_per_core=min(
+                ((h.get("memory_gib") or 1) * 1024 // (h.get("cpu_cores") or 1) for h in cpu_nodes),
+                default=0,
+            ),
             gpu_nodes=len(gpu_nodes),
             cpu_nodes=len(cpu_nodes),
         )
@@ -201,8 +208,7 @@ def diurnal_rate(t, amplitude):
 
 def _duration(rng, mix):
     # Log-normal around the median, bounded: most jobs run hours, a few a day.
-    return min(mix.max_duration, max(900.0, rng.lognormvariate(math.log(mix.median_duration),
-                                                               0.8)))
+    return min(mix.max_duration, max(900.0, rng.lognormvariate(math.log(mix.median_duration), 0.8)))
 
 
 def _gpu_job(rng, cap, mix):
@@ -210,23 +216,34 @@ def _gpu_job(rng, cap, mix):
     # count), often several; inference and notebooks take one or two GPUs.
     per_node = max(1, cap.max_gpus_per_node)
     gpus = rng.choices([min(1, per_node), min(2, per_node), per_node], (0.15, 0.15, 0.7))[0]
-    instances = rng.choices((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15))[0] * cap.gpu_job_scale \
-        if gpus == per_node else 1
-    return dict(kind=GPU, instances=instances, gpus=gpus, vcpus=8 * gpus,
-                memory_mb=max(1024, cap.memory_mb_per_gpu * gpus // 2),
-                utilisation=round(rng.uniform(0.6, 1.0), 3),
-                sensitivity=round(rng.uniform(0.1, 0.7), 3))
+    instances = (
+        rng.choices((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15))[0] * cap.gpu_job_scale
+        if gpus == per_node
+        else 1
+    )
+    return dict(
+        kind=GPU,
+        instances=instances,
+        gpus=gpus,
+        vcpus=8 * gpus,
+        memory_mb=max(1024, cap.memory_mb_per_gpu * gpus // 2),
+        utilisation=round(rng.uniform(0.6, 1.0), 3),
+        sensitivity=round(rng.uniform(0.1, 0.7), 3),
+    )
 
 
 def _cpu_job(rng, cap, mix):
     per_node = max(1, cap.max_cores_per_cpu_node)
     vcpus = rng.choice([c for c in (32, 64) if c <= per_node] or [per_node])
-    return dict(kind=CPU, instances=rng.choices((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15))[0]
-                * cap.cpu_job_scale,
-                gpus=0, vcpus=vcpus,
-                memory_mb=max(1024, cap.memory_mb_per_core * vcpus // 2),
-                utilisation=round(rng.uniform(0.5, 1.0), 3),
-                sensitivity=round(rng.uniform(0.2, 0.9), 3))
+    return dict(
+        kind=CPU,
+        instances=rng.choices((1, 2, 4, 8), (0.3, 0.3, 0.25, 0.15))[0] * cap.cpu_job_scale,
+        gpus=0,
+        vcpus=vcpus,
+        memory_mb=max(1024, cap.memory_mb_per_core * vcpus // 2),
+        utilisation=round(rng.uniform(0.5, 1.0), 3),
+        sensitivity=round(rng.uniform(0.2, 0.9), 3),
+    )
 
 
 def _mean_device_seconds(sample, rng, cap, mix, device, n=4000):
@@ -274,8 +291,14 @@ def generate(capacity, hours, seed, mix=Mix()):
         if rng.random() * (1 + mix.diurnal_amplitude) > diurnal_rate(t, mix.diurnal_amplitude):
             continue
         fields = _pick(rates, rng.random())(rng, capacity, mix)
-        wc = vocabulary.PERFORMANCE if rng.random() < mix.performance_share \
-            else vocabulary.STANDARD
-        jobs.append(Job(id=f"job-{len(jobs) + 1:06d}", arrival=round(t, 3), workload_class=wc,
-                        duration=round(_duration(rng, mix), 1), **fields))
+        wc = vocabulary.PERFORMANCE if rng.random() < mix.performance_share else vocabulary.STANDARD
+        jobs.append(
+            Job(
+                id=f"job-{len(jobs) + 1:06d}",
+                arrival=round(t, 3),
+                workload_class=wc,
+                duration=round(_duration(rng, mix), 1),
+                **fields,
+            )
+        )
     return jobs

@@ -36,16 +36,30 @@ def ensure_resource_class(db, name):
         rc_obj.create(db, name)
 
 
-def set_inventory(db, rp_uuid, resource_class, total, reserved=0, min_unit=1, max_unit=None,
-                  step_size=1, allocation_ratio=1.0):
+def set_inventory(
+    db,
+    rp_uuid,
+    resource_class,
+    total,
+    reserved=0,
+    min_unit=1,
+    max_unit=None,
+    step_size=1,
+    allocation_ratio=1.0,
+):
     """Add or replace one inventory record (a custom class is created on first use).
 
     Moves the provider generation by one, as the API's write does.
     """
     ensure_resource_class(db, resource_class)
-    record = {"total": total, "reserved": reserved, "min_unit": min_unit,
-              "max_unit": max_unit if max_unit is not None else total,
-              "step_size": step_size, "allocation_ratio": allocation_ratio}
+    record = {
+        "total": total,
+        "reserved": reserved,
+        "min_unit": min_unit,
+        "max_unit": max_unit if max_unit is not None else total,
+        "step_size": step_size,
+        "allocation_ratio": allocation_ratio,
+    }
     rp, current = inv_obj.of_provider(db, rp_uuid)
     if resource_class in current:
         inv_obj.update(db, rp_uuid, rp["generation"], resource_class, record)
@@ -67,14 +81,26 @@ def set_aggregates(db, rp_uuid, *agg_uuids):
     agg_obj.set_for_provider(db, rp_uuid, list(agg_uuids), seen_generation=rp["generation"])
 
 
-def allocate(db, consumer_uuid, allocations, project="proj", user="user",
-             workload_class="standard", consumer_type=None):
+def allocate(
+    db,
+    consumer_uuid,
+    allocations,
+    project="proj",
+    user="user",
+    workload_class="standard",
+    consumer_type=None,
+):
     """Make the consumer hold exactly ``allocations`` ``{rp_uuid: {rc: amount}}``.
 
     The claim path of the API (capacity checked; a new consumer ends at
     generation 1, each provider's generation moves by one).
     """
     write = alloc_obj.ConsumerWrite(
-        uuid=consumer_uuid, allocations=allocations, project_id=project, user_id=user,
-        consumer_type=consumer_type, workload_class=workload_class)
+        uuid=consumer_uuid,
+        allocations=allocations,
+        project_id=project,
+        user_id=user,
+        consumer_type=consumer_type,
+        workload_class=workload_class,
+    )
     alloc_obj.replace_all(db, [write], _RETRIES)

@@ -13,19 +13,37 @@ from placement.objects import cluster_inventory
 
 def load_cluster(db, nodes=8, cores=64, cells=2):
     """``nodes`` identical CPU nodes, round-robin over ``cells`` cells."""
-    data = {"nodes": [{"node_name_prefix": "node", "replicas": nodes, "cpu": "EPYC",
-                       "cpu_sockets": 1, "cpu_cores": cores, "memory_gib": 256,
-                       "gpu_count": 0}]}
+    data = {
+        "nodes": [
+            {
+                "node_name_prefix": "node",
+                "replicas": nodes,
+                "cpu": "EPYC",
+                "cpu_sockets": 1,
+                "cpu_cores": cores,
+                "memory_gib": 256,
+                "gpu_count": 0,
+            }
+        ]
+    }
     cluster_inventory.load(db, inventory_mod.parse(data), cells=cells)
 
 
 def spec_lines(requests, instances_per_request=1, vcpu=1, prefix="req"):
     out = []
     for n in range(requests):
-        out.append(json.dumps({
-            "version": "1.0", "request_id": f"{prefix}-{n}", "project_id": "p",
-            "user_id": "u", "resources": {"VCPU": vcpu, "MEMORY_MB": 256},
-            "instance_uuids": [str(uuid.uuid4()) for _ in range(instances_per_request)]}))
+        out.append(
+            json.dumps(
+                {
+                    "version": "1.0",
+                    "request_id": f"{prefix}-{n}",
+                    "project_id": "p",
+                    "user_id": "u",
+                    "resources": {"VCPU": vcpu, "MEMORY_MB": 256},
+                    "instance_uuids": [str(uuid.uuid4()) for _ in range(instances_per_request)],
+                }
+            )
+        )
     return out
 
 
@@ -35,23 +53,38 @@ def ledger(db):
     with db.read() as conn:
         allocs = {}
         for consumer, rp, rc, used in conn.execute(
-                sa.select(m.allocations.c.consumer_id, m.resource_providers.c.uuid,
-                          m.resource_classes.c.name, m.allocations.c.used)
-                .join(m.resource_providers,
-                      m.resource_providers.c.id == m.allocations.c.resource_provider_id)
-                .join(m.resource_classes,
-                      m.resource_classes.c.id == m.allocations.c.resource_class_id)):
+            sa.select(
+                m.allocations.c.consumer_id,
+                m.resource_providers.c.uuid,
+                m.resource_classes.c.name,
+                m.allocations.c.used,
+            )
+            .join(
+                m.resource_providers,
+                m.resource_providers.c.id == m.allocations.c.resource_provider_id,
+            )
+            .join(m.resource_classes, m.resource_classes.c.id == m.allocations.c.resource_class_id)
+        ):
             allocs.setdefault(consumer, {}).setdefault(rp, {})[rc] = used
         records = {r.instance_uuid: r for r in conn.execute(sa.select(m.build_requests))}
         usage = conn.execute(
-            sa.select(m.inventories.c.resource_provider_id, m.inventories.c.total,
-                      m.inventories.c.allocation_ratio, m.inventories.c.reserved,
-                      sa.func.coalesce(sa.select(sa.func.sum(m.allocations.c.used))
-                                       .where(m.allocations.c.resource_provider_id
-                                              == m.inventories.c.resource_provider_id,
-                                              m.allocations.c.resource_class_id
-                                              == m.inventories.c.resource_class_id)
-                                       .scalar_subquery(), 0))).all()
+            sa.select(
+                m.inventories.c.resource_provider_id,
+                m.inventories.c.total,
+                m.inventories.c.allocation_ratio,
+                m.inventories.c.reserved,
+                sa.func.coalesce(
+                    sa.select(sa.func.sum(m.allocations.c.used))
+                    .where(
+                        m.allocations.c.resource_provider_id
+                        == m.inventories.c.resource_provider_id,
+                        m.allocations.c.resource_class_id == m.inventories.c.resource_class_id,
+                    )
+                    .scalar_subquery(),
+                    0,
+                ),
+            )
+        ).all()
     over = [r for r in usage if r[4] > (r[1] - r[3]) * r[2]]
     return allocs, records, over
 
@@ -77,7 +110,8 @@ def check_invariants(db, results, running=None):
             assert line["status"] == rec.status
         if rec.status == "placed":
             assert set(allocs.get(instance, {})) == {rec.host_uuid}, (
-                f"{instance} placed on {rec.host_uuid}, allocations {allocs.get(instance)}")
+                f"{instance} placed on {rec.host_uuid}, allocations {allocs.get(instance)}"
+            )
             if running is not None:
                 assert running.get(instance) == rec.host_uuid, instance
         else:
@@ -104,9 +138,9 @@ class Cloud:
         from scheduler import conf as sconf
 
         lines = []
-        sub = submit_mod.Submitter(self.conf, self.transport,
-                                   sconf.placement_client_of(self.conf),
-                                   lines.append)
+        sub = submit_mod.Submitter(
+            self.conf, self.transport, sconf.placement_client_of(self.conf), lines.append
+        )
         text = [s if isinstance(s, str) else json.dumps(s) for s in specs]
         counts = sub.run(sub.parse(text), timeout=timeout, poll_interval=0.5)
         return counts, lines
@@ -120,18 +154,25 @@ def in_process(endpoint, cells=("cell1", "cell2"), driver=None, supers=1, overri
     from joule import rpc
     from scheduler import cmd as scheduler_cmd
 
-    values = {("placement", "endpoint_override"): endpoint,
-              (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-              ("conductor", "sweep_interval"): 0.5, ("rpc", "call_timeout"): 20}
+    values = {
+        ("placement", "endpoint_override"): endpoint,
+        (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+        ("conductor", "sweep_interval"): 0.5,
+        ("rpc", "call_timeout"): 20,
+    }
     values.update(overrides or {})
     conf = cconf.make_conf(overrides=values)
     transport = rpc.transport_of(conf)
     driver = driver or conductor_cmd.make_driver(conf)
     svcs = [scheduler_cmd.build_service(conf, transport, "scheduler-1")]
-    svcs += [conductor_cmd.build_service(conf, transport, None, f"super-{n}", driver=driver)
-             for n in range(supers)]
-    svcs += [conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
-             for cell in cells]
+    svcs += [
+        conductor_cmd.build_service(conf, transport, None, f"super-{n}", driver=driver)
+        for n in range(supers)
+    ]
+    svcs += [
+        conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
+        for cell in cells
+    ]
     for svc in svcs:
         svc.start()
     try:

@@ -52,7 +52,6 @@ def _pg_admin_url():
         return None, f"no PostgreSQL: local server: {local_error}; testcontainers: {exc}"
 
 
-
 @pytest.fixture(autouse=True)
 def _restore_logging():
     """A console script's main() run in-process sets oslo.log up on the root
@@ -63,6 +62,7 @@ def _restore_logging():
     yield
     root.handlers[:] = handlers
     root.setLevel(level)
+
 
 @pytest.fixture(scope="session")
 def pg_database_url():
@@ -122,13 +122,13 @@ def empty_db_url(request, tmp_path):
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     try:
-        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(
-            hide_password=False)
+        yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
     finally:
         with admin.connect() as conn:
             conn.exec_driver_sql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+                f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+            )
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
         admin.dispose()
 

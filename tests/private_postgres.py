@@ -22,8 +22,10 @@ class NotAvailable(Exception):
 
 
 def find_bindir():
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
-                        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0)
+    candidates = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+    )
     for bindir in reversed(candidates):
         if os.path.exists(os.path.join(bindir, "initdb")):
             return bindir
@@ -58,18 +60,33 @@ class PrivatePostgres:
     def _run(self, *args, timeout=60):
         kwargs = {}
         if self._user is not None:
-            kwargs.update(user=self._user.pw_uid, group=self._user.pw_gid,
-                          extra_groups=[])
-        res = subprocess.run([os.path.join(self.bindir, args[0]), *args[1:]],
-                             capture_output=True, text=True, timeout=timeout, cwd=self.dir,
-                             **kwargs)
+            kwargs.update(user=self._user.pw_uid, group=self._user.pw_gid, extra_groups=[])
+        res = subprocess.run(
+            [os.path.join(self.bindir, args[0]), *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.dir,
+            **kwargs,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({res.returncode}): {res.stderr.strip()}")
         return res
 
     def init(self):
-        self._run("initdb", "-D", self.datadir, "-U", "postgres", "--auth=trust",
-                  "--no-sync", "-E", "UTF8", "--locale=C", timeout=120)
+        self._run(
+            "initdb",
+            "-D",
+            self.datadir,
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            timeout=120,
+        )
         options = {
             "listen_addresses": "'127.0.0.1'",
             "port": str(self.port),
@@ -88,13 +105,22 @@ class PrivatePostgres:
         return self
 
     def start(self):
-        self._run("pg_ctl", "-D", self.datadir, "-l", os.path.join(self.dir, "log"), "-w",
-                  "-t", "60", "start", timeout=90)
+        self._run(
+            "pg_ctl",
+            "-D",
+            self.datadir,
+            "-l",
+            os.path.join(self.dir, "log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+            timeout=90,
+        )
         return self
 
     def stop(self, mode="fast"):
-        self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", "60", "stop",
-                  timeout=90)
+        self._run("pg_ctl", "-D", self.datadir, "-m", mode, "-w", "-t", "60", "stop", timeout=90)
 
     def restart(self, mode="fast"):
         self.stop(mode)

@@ -9,8 +9,14 @@ from joule import request_spec
 
 def build_request_spec(instance_uuid, request_id, workload_class="standard", **fields):
     """A one-instance spec consistent with a build request's envelope."""
-    spec = {"version": request_spec.REQUEST_SPEC_VERSION, "request_id": request_id,
-            "instance_uuids": [instance_uuid], "workload_class": workload_class,
-            "resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+    spec = {
+        "version": request_spec.REQUEST_SPEC_VERSION,
+        "request_id": request_id,
+        "instance_uuids": [instance_uuid],
+        "workload_class": workload_class,
+        "resources": {"VCPU": 1},
+        "project_id": "p",
+        "user_id": "u",
+    }
     spec.update(fields)
     return spec

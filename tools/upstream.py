@@ -35,8 +35,9 @@ def gabbits():
     Before the virtualenv exists this is where it will be (python3.11), so the
     runner's error message names a real path to create.
     """
-    pattern = os.path.join(venv(), "lib", "python3*", "site-packages", "placement",
-                           "tests", "functional", "gabbits")
+    pattern = os.path.join(
+        venv(), "lib", "python3*", "site-packages", "placement", "tests", "functional", "gabbits"
+    )
     found = sorted(glob.glob(pattern))
     if found:
         return found[-1]

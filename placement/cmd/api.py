@@ -26,8 +26,11 @@ LOG = logging.getLogger("placement-api")
 cli_opts = [
     cfg.StrOpt("host", default="127.0.0.1", help="Address to listen on."),
     cfg.PortOpt("port", default=8778, help="Port to listen on."),
-    cfg.IntOpt("workers", min=1, help="Worker processes (default: 1 on SQLite, "
-               "the number of CPUs on PostgreSQL)."),
+    cfg.IntOpt(
+        "workers",
+        min=1,
+        help="Worker processes (default: 1 on SQLite, the number of CPUs on PostgreSQL).",
+    ),
     cfg.IntOpt("threads", default=8, min=1, help="Threads per worker process."),
 ]
 
@@ -49,8 +52,9 @@ def serve(app_factory, host, port, workers, threads, limits):
             # placement.request_log writes the access lines (with request id
             # and latency); gunicorn's own would be a second, poorer copy.
             self.cfg.set("accesslog", None)
-            self.cfg.set("child_exit", lambda _arbiter, worker:
-                         metrics.mark_process_dead(worker.pid))
+            self.cfg.set(
+                "child_exit", lambda _arbiter, worker: metrics.mark_process_dead(worker.pid)
+            )
             self.cfg.set("timeout", 120)
 
         def load(self):
@@ -92,7 +96,9 @@ def main(argv=None):
             raise common.StartupError(
                 f"auth_strategy = noauth2 makes every caller an admin; refusing to listen on "
                 f"non-loopback address {conf.host} (use auth_strategy = keystone, or set "
-                "[api] allow_insecure_noauth = True on a private test network)", status=2)
+                "[api] allow_insecure_noauth = True on a private test network)",
+                status=2,
+            )
         db = common.open_database(conf)
         workers = conf.workers or (1 if not db.is_postgres else (os.cpu_count() or 2))
         if not db.is_postgres and workers > 1:
@@ -113,17 +119,31 @@ def main(argv=None):
             if noauth:
                 LOG.warning(
                     "auth_strategy = noauth2: development mode, any token is accepted and "
-                    "'admin' is an admin; %s", (
+                    "'admin' is an admin; %s",
+                    (
                         f"INSECURE: listening on {conf.host} and answering any Host "
-                        "([api] allow_insecure_noauth)" if conf.api.allow_insecure_noauth
-                        else "answering only requests addressed to loopback names"))
-            LOG.info("placement API on http://%s:%s (%d worker(s), %s)", conf.host, conf.port,
-                     workers, db.dialect)
+                        "([api] allow_insecure_noauth)"
+                        if conf.api.allow_insecure_noauth
+                        else "answering only requests addressed to loopback names"
+                    ),
+                )
+            LOG.info(
+                "placement API on http://%s:%s (%d worker(s), %s)",
+                conf.host,
+                conf.port,
+                workers,
+                db.dialect,
+            )
             # Workers touch no database at boot: one (re)started while the
             # database is down answers 503s instead of failing to boot.
-            serve(lambda: app_mod.create_app(conf, sync=False, check_database=False),
-                  conf.host, conf.port, workers, conf.threads,
-                  server_mod.Limits.from_conf(conf))
+            serve(
+                lambda: app_mod.create_app(conf, sync=False, check_database=False),
+                conf.host,
+                conf.port,
+                workers,
+                conf.threads,
+                server_mod.Limits.from_conf(conf),
+            )
         finally:
             # A gunicorn worker leaves through here too (SystemExit after fork).
             if metrics_dir is not None and os.getpid() == master:

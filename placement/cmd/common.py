@@ -34,14 +34,16 @@ def parse_conf(argv, cli_opts=(), prog=None, setup=None):
     Raises StartupError (exit 2, one line) on a bad command line, a missing or
     unparseable config file or a bad value.
     """
+
     def register(conf):
         conf_mod.register_opts(conf)
         if setup is not None:
             setup(conf)
 
     try:
-        return config.load(prog, "placement", register, argv=argv, cli_opts=cli_opts,
-                           checks=[_check_connection])
+        return config.load(
+            prog, "placement", register, argv=argv, cli_opts=cli_opts, checks=[_check_connection]
+        )
     except config.ConfigError as exc:
         raise StartupError(str(exc), status=config.EXIT_CONFIG) from None
 
@@ -53,7 +55,8 @@ def _check_connection(conf):
         sa.engine.make_url(url).get_dialect()
     except (sa.exc.ArgumentError, ValueError) as exc:
         raise config.ConfigError(
-            f"bad configuration: [placement_database] connection: {exc}") from None
+            f"bad configuration: [placement_database] connection: {exc}"
+        ) from None
 
 
 def open_database(conf):

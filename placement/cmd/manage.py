@@ -36,21 +36,27 @@ def _add_commands(subparsers):
     inv_sub = inv.add_subparsers(dest="inventory_command")
     inv_sub.required = True
     load = inv_sub.add_parser(
-        "load", help="load a cluster inventory file (the shared YAML format) into the "
-        "database: root providers, inventories, node records, hardware; idempotent")
+        "load",
+        help="load a cluster inventory file (the shared YAML format) into the "
+        "database: root providers, inventories, node records, hardware; idempotent",
+    )
     load.add_argument("file", help="the inventory YAML file")
-    load.add_argument("--cells", type=int, default=1,
-                      help="spread the nodes round-robin over cell1..cellN (1)")
+    load.add_argument(
+        "--cells", type=int, default=1, help="spread the nodes round-robin over cell1..cellN (1)"
+    )
 
     alloc = subparsers.add_parser("allocations", help="allocation commands")
     alloc_sub = alloc.add_subparsers(dest="allocations_command")
     alloc_sub.required = True
     audit = alloc_sub.add_parser(
-        "audit", help="list instance allocations whose build request is neither pending "
-        "nor placed (orphans); exit 0 none, 3 found, 4 deleted")
+        "audit",
+        help="list instance allocations whose build request is neither pending "
+        "nor placed (orphans); exit 0 none, 3 found, 4 deleted",
+    )
     audit.add_argument("--delete", action="store_true", help="delete the orphans found")
-    audit.add_argument("--verbose", action="store_true",
-                       help="also print each orphan's allocations")
+    audit.add_argument(
+        "--verbose", action="store_true", help="also print each orphan's allocations"
+    )
 
 
 def _db_command(conf, db):
@@ -70,8 +76,10 @@ def _inventory_load(conf, db):
         counts = cluster_inventory.load(db, nodes, cells=args.cells)
     except (inventory_mod.InventoryError, cluster_inventory.LoadError) as exc:
         raise common.StartupError(str(exc))
-    print(f"{counts['nodes']} nodes from {args.file}: {counts['created']} created, "
-          f"{counts['updated']} updated, {counts['unchanged']} unchanged")
+    print(
+        f"{counts['nodes']} nodes from {args.file}: {counts['created']} created, "
+        f"{counts['updated']} updated, {counts['unchanged']} unchanged"
+    )
     return 0
 
 
@@ -80,8 +88,11 @@ def _allocations_audit(conf, db):
     orphans = allocation_audit.find_orphans(db)
     deleted = 0
     for orphan in orphans:
-        why = (f"build request {orphan['build_request']}" if orphan["build_request"]
-               else "no build request")
+        why = (
+            f"build request {orphan['build_request']}"
+            if orphan["build_request"]
+            else "no build request"
+        )
         action = ""
         if args.delete:
             if allocation_audit.delete_orphan(db, orphan["consumer_uuid"]):
@@ -104,8 +115,7 @@ def _allocations_audit(conf, db):
     return AUDIT_FOUND
 
 
-_COMMANDS = {"db": _db_command, "inventory": _inventory_load,
-             "allocations": _allocations_audit}
+_COMMANDS = {"db": _db_command, "inventory": _inventory_load, "allocations": _allocations_audit}
 
 
 def main(argv=None):

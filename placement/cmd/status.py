@@ -74,8 +74,11 @@ class Checks(upgradecheck.UpgradeCommands):
         url = sa.engine.make_url(text)
         if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
             if not os.path.exists(url.database):
-                return Result(Code.FAILURE, f"no database file {url.database}: start "
-                              f"placement-api once or run '{migration.SYNC_COMMAND}'")
+                return Result(
+                    Code.FAILURE,
+                    f"no database file {url.database}: start "
+                    f"placement-api once or run '{migration.SYNC_COMMAND}'",
+                )
         # With the configured time limits: a paused server fails the check
         # instead of hanging it.
         db = db_mod.Database.from_conf(self.conf, text)
@@ -85,8 +88,9 @@ class Checks(upgradecheck.UpgradeCommands):
         except (db_mod.DatabaseError, migration.SchemaNotCurrent) as exc:
             return Result(Code.FAILURE, str(exc))
         except sa.exc.DBAPIError as exc:  # e.g. a time limit while reading the revision
-            return Result(Code.FAILURE, f"cannot read the schema revision: "
-                          f"{db_mod._first_line(exc)}")
+            return Result(
+                Code.FAILURE, f"cannot read the schema revision: {db_mod._first_line(exc)}"
+            )
         finally:
             db.dispose()
         return Result(Code.SUCCESS, f"schema at revision {migration.head()}")
@@ -102,19 +106,26 @@ class Checks(upgradecheck.UpgradeCommands):
             with open(path) as src:
                 rules = oslo_policy.parse_file_contents(src.read())
         except (OSError, ValueError) as exc:
-            return Result(Code.FAILURE, f"{path} cannot be read: "
-                          f"{str(exc).strip().splitlines()[0]}")
+            return Result(
+                Code.FAILURE, f"{path} cannot be read: {str(exc).strip().splitlines()[0]}"
+            )
         if not isinstance(rules, dict):
             return Result(Code.FAILURE, f"{path} is not a mapping of rule names to rules")
         broken = _unparseable_rules(rules)
         if broken:
-            return Result(Code.FAILURE, f"{path}: rules that do not parse (oslo.policy would "
-                          f"deny everything they guard): {', '.join(broken)}")
+            return Result(
+                Code.FAILURE,
+                f"{path}: rules that do not parse (oslo.policy would "
+                f"deny everything they guard): {', '.join(broken)}",
+            )
         known = {rule.name for rule in policies.list_rules()}
         unknown = sorted(set(rules) - known)
         if unknown:
-            return Result(Code.WARNING, f"{path} sets rules this release does not have "
-                          f"(misspelt or removed): {', '.join(unknown)}")
+            return Result(
+                Code.WARNING,
+                f"{path} sets rules this release does not have "
+                f"(misspelt or removed): {', '.join(unknown)}",
+            )
         return Result(Code.SUCCESS, f"{path}: {len(rules)} rule(s), all known")
 
     def _auth(self):
@@ -122,14 +133,23 @@ class Checks(upgradecheck.UpgradeCommands):
             return Result(Code.SUCCESS, f"auth_strategy = {self.conf.api.auth_strategy}")
         host = self.conf.host
         if host_mod.is_loopback(host):
-            return Result(Code.SUCCESS, f"noauth2 on loopback ({host}) only: development "
-                          "setup; use auth_strategy = keystone in production")
+            return Result(
+                Code.SUCCESS,
+                f"noauth2 on loopback ({host}) only: development "
+                "setup; use auth_strategy = keystone in production",
+            )
         if not self.conf.api.allow_insecure_noauth:
-            return Result(Code.FAILURE, f"auth_strategy = noauth2 with host = {host}: "
-                          "placement-api refuses to start; use auth_strategy = keystone")
-        return Result(Code.WARNING, f"auth_strategy = noauth2 with host = {host} and "
-                      "allow_insecure_noauth: anyone who can reach the port is an admin; "
-                      "use auth_strategy = keystone")
+            return Result(
+                Code.FAILURE,
+                f"auth_strategy = noauth2 with host = {host}: "
+                "placement-api refuses to start; use auth_strategy = keystone",
+            )
+        return Result(
+            Code.WARNING,
+            f"auth_strategy = noauth2 with host = {host} and "
+            "allow_insecure_noauth: anyone who can reach the port is an admin; "
+            "use auth_strategy = keystone",
+        )
 
     def _connection_budget(self):
         url = conf_mod.connection_url(self.conf)

@@ -14,8 +14,9 @@ from placement.objects import resource_provider as rp_obj
 from placement.policies import aggregate as policies
 from placement.schemas import aggregate as schema
 
-_STALE = ("Resource provider's generation already changed. Please update the generation "
-          "and try again.")
+_STALE = (
+    "Resource provider's generation already changed. Please update the generation and try again."
+)
 
 
 def _send(aggregates, generation):
@@ -45,7 +46,8 @@ def set_aggregates(uuid):
     rp = rp_handler.load(uuid)
     with_generation = util.want(1, 19)
     body = util.extract_json(
-        schema.PUT_AGGREGATES_1_19 if with_generation else schema.PUT_AGGREGATES_1_1)
+        schema.PUT_AGGREGATES_1_19 if with_generation else schema.PUT_AGGREGATES_1_1
+    )
     if with_generation:
         seen = body["resource_provider_generation"]
         if seen != rp["generation"]:
@@ -56,7 +58,8 @@ def set_aggregates(uuid):
         aggregates = body
     try:
         generation = agg_obj.set_for_provider(
-            db, uuid, [util.normalize_uuid(a) for a in aggregates], seen_generation=seen)
+            db, uuid, [util.normalize_uuid(a) for a in aggregates], seen_generation=seen
+        )
     except rp_obj.NotFound as exc:
         raise errors.not_found(str(exc))
     except rp_obj.ConcurrentUpdate as exc:

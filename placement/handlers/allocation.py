@@ -49,8 +49,7 @@ def list_for_resource_provider(uuid):
     found = alloc_obj.get_for_provider(util.deps().db, uuid)
     if found is None:
         raise errors.not_found(
-            f"Resource provider '{uuid}' not found: No resource provider with uuid "
-            f"{uuid} found"
+            f"Resource provider '{uuid}' not found: No resource provider with uuid {uuid} found"
         )
     show_generation = util.want(1, 28)
     allocations = {}
@@ -90,16 +89,15 @@ def consumer_write(consumer_uuid, data, conf):
         consumer_type=data.get("consumer_type") if util.want(1, 38) else None,
         workload_class=data.get("workload_class"),
         server_group=util.normalize_uuid(data["server_group"])
-        if data.get("server_group") else None,
+        if data.get("server_group")
+        else None,
     )
 
 
 def _write(writes, class_not_found_prefix):
     deps = util.deps()
     try:
-        alloc_obj.replace_all(
-            deps.db, writes, deps.conf.placement.allocation_conflict_retry_count
-        )
+        alloc_obj.replace_all(deps.db, writes, deps.conf.placement.allocation_conflict_retry_count)
     except alloc_obj.ConsumerGenerationConflict as exc:
         raise errors.conflict(str(exc), errors.CONCURRENT_UPDATE)
     except alloc_obj.ProviderNotFound as exc:
@@ -113,8 +111,9 @@ def _write(writes, class_not_found_prefix):
     except server_group_obj.MemberOfAnotherGroup as exc:
         raise errors.conflict(str(exc), errors.SERVER_GROUP_MEMBER_CONFLICT)
     except server_group_obj.PolicyViolation as exc:
-        raise errors.conflict(f"Unable to allocate inventory: {exc}",
-                              errors.SERVER_GROUP_POLICY_VIOLATION)
+        raise errors.conflict(
+            f"Unable to allocate inventory: {exc}", errors.SERVER_GROUP_POLICY_VIOLATION
+        )
     except alloc_obj.ConcurrentUpdate as exc:
         raise errors.conflict(
             f"Inventory and/or allocations changed while attempting to allocate: {exc}",

@@ -45,8 +45,9 @@ def encode_marker(position, fingerprint):
 def decode_marker(marker, fingerprint):
     """The Position to resume at; 400 for anything not minted for this query."""
     bad = errors.bad_request(
-        f"Invalid page_marker {marker!r}: not a marker returned by a previous page of "
-        "this query.", errors.PAGE_MARKER_INVALID)
+        f"Invalid page_marker {marker!r}: not a marker returned by a previous page of this query.",
+        errors.PAGE_MARKER_INVALID,
+    )
     try:
         raw = base64.urlsafe_b64decode(marker + "=" * (-len(marker) % 4)).decode()
         fields = raw.split(":")
@@ -61,8 +62,11 @@ def decode_marker(marker, fingerprint):
         raise bad from None
     # -1: a wrapped walk that has served no root below its start yet.
     lowest = -1 if position.wrapped else 0
-    if fp != fingerprint or position.after < lowest or (
-            position.start is not None and position.start < 0):
+    if (
+        fp != fingerprint
+        or position.after < lowest
+        or (position.start is not None and position.start < 0)
+    ):
         raise bad
     return position
 
@@ -75,26 +79,30 @@ def _extension_params(args):
     if page_size is not None:
         if not re.fullmatch(r"[1-9][0-9]*", page_size) or int(page_size) > MAX_PAGE_SIZE:
             raise errors.bad_request(
-                f"Invalid page_size {page_size!r}: expected an integer from 1 to "
-                f"{MAX_PAGE_SIZE}.", errors.QUERYPARAM_BAD_VALUE)
+                f"Invalid page_size {page_size!r}: expected an integer from 1 to {MAX_PAGE_SIZE}.",
+                errors.QUERYPARAM_BAD_VALUE,
+            )
         page_size = int(page_size)
     if marker is not None and page_size is None:
-        raise errors.bad_request(
-            "page_marker requires page_size.", errors.QUERYPARAM_MISSING_VALUE)
+        raise errors.bad_request("page_marker requires page_size.", errors.QUERYPARAM_MISSING_VALUE)
     if start is not None:
         if not PAGE_START_RE.fullmatch(start):
             raise errors.bad_request(
                 f"Invalid page_start {start!r}: expected a decimal fraction from 0 up to, "
-                "not including, 1 (such as 0 or 0.25).", errors.QUERYPARAM_BAD_VALUE)
+                "not including, 1 (such as 0 or 0.25).",
+                errors.QUERYPARAM_BAD_VALUE,
+            )
         if page_size is None:
             raise errors.bad_request(
-                "page_start requires page_size.", errors.QUERYPARAM_MISSING_VALUE)
+                "page_start requires page_size.", errors.QUERYPARAM_MISSING_VALUE
+            )
         start = float(start)
     if node_data is not None:
         if node_data.lower() not in ("true", "false"):
             raise errors.bad_request(
                 f"Invalid node_data {node_data!r}: expected true or false.",
-                errors.QUERYPARAM_BAD_VALUE)
+                errors.QUERYPARAM_BAD_VALUE,
+            )
         node_data = node_data.lower() == "true"
     return page_size, marker, start, bool(node_data)
 
@@ -104,7 +112,9 @@ def _parse_groups(args, version):
     named = version >= (1, 33)
     pattern = re.compile(
         r"^(resources|required|member_of|in_tree)("
-        + (schema.GROUP_SUFFIX_1_33 if named else schema.GROUP_SUFFIX) + ")?$")
+        + (schema.GROUP_SUFFIX_1_33 if named else schema.GROUP_SUFFIX)
+        + ")?$"
+    )
     groups = {}
     for key in args:  # keys in first-seen order
         match = pattern.match(key)
@@ -116,11 +126,9 @@ def _parse_groups(args, version):
         if prefix == "resources":
             group.resources = query.parse_resources(values[-1])
         elif prefix == "required":
-            group.required, group.any_of, group.forbidden = query.parse_required(
-                values, version)
+            group.required, group.any_of, group.forbidden = query.parse_required(values, version)
         elif prefix == "member_of":
-            group.member_of, group.forbidden_aggs = query.parse_member_of(
-                values, version, suffix)
+            group.member_of, group.forbidden_aggs = query.parse_member_of(values, version, suffix)
         else:
             group.in_tree = query.parse_in_tree(values[-1])
     return groups
@@ -132,37 +140,50 @@ def _check_groups(groups, version, same_subtrees):
         if len(resourceless) == len(groups):
             raise errors.bad_request(
                 "There must be at least one resources or resources[$S] parameter.",
-                errors.QUERYPARAM_MISSING_VALUE)
+                errors.QUERYPARAM_MISSING_VALUE,
+            )
         in_subtree = set().union(*same_subtrees) if same_subtrees else set()
         bad = [s for s in resourceless if s not in in_subtree]
         if bad:
             raise errors.bad_request(
                 "Resourceless suffixed group request should be specified in "
                 f"`same_subtree` query param: bad group(s) - {bad}.",
-                errors.QUERYPARAM_BAD_VALUE)
+                errors.QUERYPARAM_BAD_VALUE,
+            )
         unknown = [s for s in sorted(in_subtree) if s not in groups]
         if unknown:
             raise errors.bad_request(
                 f"Real suffixes should be specified in `same_subtree`: {unknown} not "
-                f"found in {list(groups)}.", errors.QUERYPARAM_BAD_VALUE)
+                f"found in {list(groups)}.",
+                errors.QUERYPARAM_BAD_VALUE,
+            )
     else:
-        orphans = [f"required{s}" for s, g in groups.items()
-                   if (g.required or g.any_of or g.forbidden) and not g.resources]
+        orphans = [
+            f"required{s}"
+            for s, g in groups.items()
+            if (g.required or g.any_of or g.forbidden) and not g.resources
+        ]
         if orphans:
             raise errors.bad_request(
                 "All traits parameters must be associated with resources.  Found the "
-                f"following orphaned traits keys: {', '.join(orphans)}")
-        orphans = [f"member_of{s}" for s, g in groups.items()
-                   if (g.member_of or g.forbidden_aggs) and not g.resources]
+                f"following orphaned traits keys: {', '.join(orphans)}"
+            )
+        orphans = [
+            f"member_of{s}"
+            for s, g in groups.items()
+            if (g.member_of or g.forbidden_aggs) and not g.resources
+        ]
         if orphans:
             raise errors.bad_request(
                 "All member_of parameters must be associated with resources. Found the "
-                f"following orphaned member_of keys: {', '.join(orphans)}")
+                f"following orphaned member_of keys: {', '.join(orphans)}"
+            )
         if not all(g.resources for g in groups.values()):
             raise errors.bad_request("All request groups must specify resources.")
         if not groups:
             raise errors.bad_request(
-                "At least one request group (`resources` or `resources{$S}`) is required.")
+                "At least one request group (`resources` or `resources{$S}`) is required."
+            )
     if version >= (1, 22):
         conflicts = []
         for suffix, g in groups.items():
@@ -171,7 +192,8 @@ def _check_groups(groups, version, same_subtrees):
         if conflicts:
             raise errors.bad_request(
                 "Conflicting required and forbidden traits found in the following traits "
-                f"keys: {', '.join(sorted(conflicts))}")
+                f"keys: {', '.join(sorted(conflicts))}"
+            )
 
 
 def _request_wide(args, version):
@@ -185,7 +207,8 @@ def _request_wide(args, version):
         if len(values) > 1:
             raise errors.bad_request(
                 "Query parameter 'root_required' may be specified only once.",
-                errors.ILLEGAL_DUPLICATE_QUERYPARAM)
+                errors.ILLEGAL_DUPLICATE_QUERYPARAM,
+            )
         # root_required takes the plain form only (no in:), with '!' allowed.
         required, any_of, forbidden = query.parse_required(values, (1, 38))
         root_required, root_forbidden = required, forbidden
@@ -193,14 +216,17 @@ def _request_wide(args, version):
         if conflicts:
             raise errors.bad_request(
                 "Conflicting required and forbidden traits found in root_required: "
-                f"{', '.join(conflicts)}", errors.QUERYPARAM_BAD_VALUE)
+                f"{', '.join(conflicts)}",
+                errors.QUERYPARAM_BAD_VALUE,
+            )
     same_subtrees = []
     for value in args.getlist("same_subtree"):
         suffixes = {part.strip() for part in value.split(",")}
         if "" in suffixes:
             raise errors.bad_request(
                 "Empty string (unsuffixed group) can not be specified in `same_subtree` ",
-                errors.QUERYPARAM_BAD_VALUE)
+                errors.QUERYPARAM_BAD_VALUE,
+            )
         same_subtrees.append(suffixes)
     return limit, policy, root_required, root_forbidden, same_subtrees
 
@@ -222,13 +248,19 @@ def list_allocation_candidates():
     if not policy and len([s for s in groups if s]) > 1:
         raise errors.bad_request(
             'The "group_policy" parameter is required when specifying more than one '
-            '"resources{N}" parameter.')
+            '"resources{N}" parameter.'
+        )
 
     ordered = [groups[s] for s in sorted(groups, key=lambda s: (s != "", s))]
     req = candidate_request.CandidateRequest(
-        groups=ordered, group_policy=policy, limit=limit, root_required=root_required,
-        root_forbidden=root_forbidden, same_subtrees=same_subtrees,
-        nested_aware=version >= (1, 29))
+        groups=ordered,
+        group_policy=policy,
+        limit=limit,
+        root_required=root_required,
+        root_forbidden=root_forbidden,
+        same_subtrees=same_subtrees,
+        nested_aware=version >= (1, 29),
+    )
 
     fingerprint = _query_fingerprint(args.items(multi=True))
     # A marker carries the walk's start root: page_start only starts a walk.
@@ -236,15 +268,24 @@ def list_allocation_candidates():
     deps = util.deps()
     conf = deps.conf.placement
     page = ac_obj.find(
-        deps.db, req, version, page_size=page_size, position=position,
+        deps.db,
+        req,
+        version,
+        page_size=page_size,
+        position=position,
         randomize=conf.randomize_allocation_candidates,
-        max_candidates=conf.max_allocation_candidates, start_fraction=start)
+        max_candidates=conf.max_allocation_candidates,
+        start_fraction=start,
+    )
 
     # The page holds its requests and summaries as JSON texts: join them once.
-    parts = ['{"allocation_requests": [', ", ".join(page.allocation_requests),
-             '], "provider_summaries": {',
-             ", ".join(f'"{u}": {text}' for u, text in page.provider_summaries.items()),
-             "}"]
+    parts = [
+        '{"allocation_requests": [',
+        ", ".join(page.allocation_requests),
+        '], "provider_summaries": {',
+        ", ".join(f'"{u}": {text}' for u, text in page.provider_summaries.items()),
+        "}",
+    ]
     if want_nodes:
         parts.append(', "nodes": ' + json.dumps(node_obj.node_data(deps.db, page.anchor_roots)))
     if page_size is not None:
@@ -252,8 +293,9 @@ def list_allocation_candidates():
         if page.next_marker is not None:
             items = [(k, v) for k, v in args.items(multi=True) if k != "page_marker"]
             items.append(("page_marker", encode_marker(page.next_marker, fingerprint)))
-            href = flask.request.script_root + flask.request.path + "?" + \
-                urllib.parse.urlencode(items)
+            href = (
+                flask.request.script_root + flask.request.path + "?" + urllib.parse.urlencode(items)
+            )
             links.append({"rel": "next", "href": href})
         parts.append(', "links": ' + json.dumps(links))
     parts.append("}")

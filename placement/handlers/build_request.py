@@ -22,19 +22,22 @@ def _serialize(item):
 
 def _instance_uuid(value):
     if not util.is_uuid(value):
-        raise errors.not_found(f"No build request for instance {value}.",
-                               errors.BUILD_REQUEST_NOT_FOUND)
+        raise errors.not_found(
+            f"No build request for instance {value}.", errors.BUILD_REQUEST_NOT_FOUND
+        )
     return util.normalize_uuid(value)
 
 
 def _api_error(exc):
     """The API error of an object-layer exception."""
     if isinstance(exc, br_obj.NotFound):
-        return errors.not_found(f"No build request for instance(s) {exc}.",
-                                errors.BUILD_REQUEST_NOT_FOUND)
+        return errors.not_found(
+            f"No build request for instance(s) {exc}.", errors.BUILD_REQUEST_NOT_FOUND
+        )
     if isinstance(exc, br_obj.Duplicate):
-        return errors.conflict(f"A build request already exists for instance(s) {exc}.",
-                               errors.BUILD_REQUEST_EXISTS)
+        return errors.conflict(
+            f"A build request already exists for instance(s) {exc}.", errors.BUILD_REQUEST_EXISTS
+        )
     if isinstance(exc, br_obj.InvalidTransition):
         return errors.conflict(f"{str(exc).capitalize()}.", errors.BUILD_REQUEST_FINISHED)
     if isinstance(exc, br_obj.GenerationConflict):
@@ -44,8 +47,13 @@ def _api_error(exc):
     raise exc
 
 
-_OBJECT_ERRORS = (br_obj.NotFound, br_obj.Duplicate, br_obj.InvalidTransition,
-                  br_obj.GenerationConflict, br_obj.Leased)
+_OBJECT_ERRORS = (
+    br_obj.NotFound,
+    br_obj.Duplicate,
+    br_obj.InvalidTransition,
+    br_obj.GenerationConflict,
+    br_obj.Leased,
+)
 
 
 def list_build_requests():
@@ -63,7 +71,8 @@ def list_build_requests():
     )
     return util.json_response(
         {"build_requests": [_serialize(i) for i in items]},
-        last_modified=util.last_modified_of(items))
+        last_modified=util.last_modified_of(items),
+    )
 
 
 def create_build_request():
@@ -80,23 +89,32 @@ def create_build_request():
         try:
             spec, wire = next(specs)
         except request_spec.InvalidRequestSpec as exc:
-            raise errors.bad_request(f"{where}Invalid spec: {'; '.join(exc.problems)}",
-                                     errors.BUILD_REQUEST_INVALID_SPEC)
+            raise errors.bad_request(
+                f"{where}Invalid spec: {'; '.join(exc.problems)}", errors.BUILD_REQUEST_INVALID_SPEC
+            )
         _check_envelope(record, instance_uuid, spec, where)
-        items.append({"instance_uuid": instance_uuid, "request_id": record["request_id"],
-                      "workload_class": spec.workload_class, "spec": wire})
+        items.append(
+            {
+                "instance_uuid": instance_uuid,
+                "request_id": record["request_id"],
+                "workload_class": spec.workload_class,
+                "spec": wire,
+            }
+        )
     uuids = [i["instance_uuid"] for i in items]
     if len(set(uuids)) != len(uuids):
         raise errors.bad_request("An instance appears more than once in build_requests.")
     try:
-        created = br_obj.create_many(util.deps().db, items, owner=body.get("owner"),
-                                     lease_seconds=body.get("lease_seconds"))
+        created = br_obj.create_many(
+            util.deps().db, items, owner=body.get("owner"), lease_seconds=body.get("lease_seconds")
+        )
     except _OBJECT_ERRORS as exc:
         raise _api_error(exc)
     last = util.last_modified_of(created)
     if bulk:
-        return util.json_response({"build_requests": [_serialize(i) for i in created]},
-                                  status=201, last_modified=last)
+        return util.json_response(
+            {"build_requests": [_serialize(i) for i in created]}, status=201, last_modified=last
+        )
     resp = util.json_response(_serialize(created[0]), status=201, last_modified=last)
     resp.headers["Location"] = f"/build_requests/{created[0]['instance_uuid']}"
     return resp
@@ -111,16 +129,20 @@ def _check_envelope(record, instance_uuid, spec, where):
     """
     problems = []
     if spec.request_id != record["request_id"]:
-        problems.append(f"the spec's request_id {spec.request_id!r} is not the build "
-                        f"request's {record['request_id']!r}")
+        problems.append(
+            f"the spec's request_id {spec.request_id!r} is not the build "
+            f"request's {record['request_id']!r}"
+        )
     if instance_uuid not in spec.instance_uuids:
         problems.append(f"instance {instance_uuid} is not one of the spec's instance_uuids")
     if record.get("workload_class", spec.workload_class) != spec.workload_class:
-        problems.append(f"workload_class {record['workload_class']!r} is not the spec's "
-                        f"{spec.workload_class!r}")
+        problems.append(
+            f"workload_class {record['workload_class']!r} is not the spec's {spec.workload_class!r}"
+        )
     if problems:
-        raise errors.bad_request(f"{where}Invalid spec: {'; '.join(problems)}",
-                                 errors.BUILD_REQUEST_INVALID_SPEC)
+        raise errors.bad_request(
+            f"{where}Invalid spec: {'; '.join(problems)}", errors.BUILD_REQUEST_INVALID_SPEC
+        )
 
 
 def get_build_request(instance_uuid):
@@ -138,11 +160,17 @@ def _finish_item(record, instance_uuid):
     if host_uuid is not None:
         host_uuid = util.normalize_uuid(host_uuid)
     if record["status"] == br_obj.PLACED and host_uuid is None:
-        raise errors.bad_request(f"A placed build request needs host_uuid "
-                                 f"(instance {instance_uuid}).")
-    return {"instance_uuid": instance_uuid, "status": record["status"],
-            "host_uuid": host_uuid, "reason": record.get("reason"),
-            "owner": record.get("owner"), "generation": record.get("generation")}
+        raise errors.bad_request(
+            f"A placed build request needs host_uuid (instance {instance_uuid})."
+        )
+    return {
+        "instance_uuid": instance_uuid,
+        "status": record["status"],
+        "host_uuid": host_uuid,
+        "reason": record.get("reason"),
+        "owner": record.get("owner"),
+        "generation": record.get("generation"),
+    }
 
 
 def update_build_request(instance_uuid):
@@ -160,8 +188,9 @@ def update_build_requests():
     """Finish many build requests in one transaction, all or none."""
     util.context().can(policies.UPDATE)
     body = util.extract_json(schema.PUT_BUILD_REQUESTS)
-    items = [_finish_item(r, util.normalize_uuid(r["instance_uuid"]))
-             for r in body["build_requests"]]
+    items = [
+        _finish_item(r, util.normalize_uuid(r["instance_uuid"])) for r in body["build_requests"]
+    ]
     uuids = [i["instance_uuid"] for i in items]
     if len(set(uuids)) != len(uuids):
         raise errors.bad_request("An instance appears more than once in build_requests.")
@@ -169,8 +198,9 @@ def update_build_requests():
         done = br_obj.update_many(util.deps().db, items)
     except _OBJECT_ERRORS as exc:
         raise _api_error(exc)
-    return util.json_response({"build_requests": [_serialize(i) for i in done]},
-                              last_modified=util.last_modified_of(done))
+    return util.json_response(
+        {"build_requests": [_serialize(i) for i in done]}, last_modified=util.last_modified_of(done)
+    )
 
 
 def put_lease(instance_uuid):
@@ -179,8 +209,14 @@ def put_lease(instance_uuid):
     instance_uuid = _instance_uuid(instance_uuid)
     body = util.extract_json(schema.PUT_LEASE)
     try:
-        item = br_obj.take(util.deps().db, instance_uuid, body["owner"], body["generation"],
-                           body["lease_seconds"], hand_off=body.get("hand_off", False))
+        item = br_obj.take(
+            util.deps().db,
+            instance_uuid,
+            body["owner"],
+            body["generation"],
+            body["lease_seconds"],
+            hand_off=body.get("hand_off", False),
+        )
     except _OBJECT_ERRORS as exc:
         raise _api_error(exc)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))

@@ -50,22 +50,26 @@ def _check_record(resource_class, rp_uuid, record, prefix):
     if record["allocation_ratio"] <= 0:
         raise errors.bad_request(
             f"{prefix}: Invalid inventory for '{resource_class}' on resource provider "
-            f"'{rp_uuid}'. The allocation_ratio must be greater than 0.")
+            f"'{rp_uuid}'. The allocation_ratio must be greater than 0."
+        )
     if record["min_unit"] > record["max_unit"]:
         raise errors.bad_request(
             f"{prefix}: Invalid inventory for '{resource_class}' on resource provider "
             f"'{rp_uuid}'. The min_unit ({record['min_unit']}) is greater than the max_unit "
-            f"({record['max_unit']}).")
+            f"({record['max_unit']})."
+        )
     cap = inv_obj.capacity(record)
     if util.want(1, 26):
         if cap < 0:
             raise errors.bad_request(
                 f"{prefix}: Invalid inventory for '{resource_class}' on resource provider "
-                f"'{rp_uuid}'. The reserved value is greater than total.")
+                f"'{rp_uuid}'. The reserved value is greater than total."
+            )
     elif cap <= 0:
         raise errors.bad_request(
             f"{prefix}: Invalid inventory for '{resource_class}' on resource provider "
-            f"'{rp_uuid}'. The reserved value is greater than or equal to total.")
+            f"'{rp_uuid}'. The reserved value is greater than or equal to total."
+        )
 
 
 def _check_generation(rp, seen):
@@ -97,8 +101,7 @@ def get_inventory(uuid, resource_class):
     record = records.get(resource_class)
     if record is None:
         raise errors.not_found(f"No inventory of class {resource_class} for {uuid}")
-    return util.json_response(_serialize(record, rp["generation"]),
-                              last_modified=_modified(record))
+    return util.json_response(_serialize(record, rp["generation"]), last_modified=_modified(record))
 
 
 def create_inventory(uuid):
@@ -119,9 +122,12 @@ def create_inventory(uuid):
         raise errors.conflict(f"Update conflict: {exc}", errors.CONCURRENT_UPDATE)
     except rp_obj.ResourceClassNotFound as exc:
         raise errors.bad_request(f"{prefix}: {exc}")
-    resp = util.json_response(_serialize(stored, generation), status=201,
-                              last_modified=_modified(stored),
-                              headers={"Location": rp_handler.absolute(_url(uuid, resource_class))})
+    resp = util.json_response(
+        _serialize(stored, generation),
+        status=201,
+        last_modified=_modified(stored),
+        headers={"Location": rp_handler.absolute(_url(uuid, resource_class))},
+    )
     return resp
 
 
@@ -143,7 +149,8 @@ def set_inventories(uuid):
         raise errors.not_found(str(exc))
     except rp_obj.ResourceClassNotFound as exc:
         raise errors.bad_request(
-            f"Unknown resource class in inventory for resource provider {uuid}: {exc}")
+            f"Unknown resource class in inventory for resource provider {uuid}: {exc}"
+        )
     except rp_obj.ConcurrentUpdate as exc:
         raise errors.conflict(f"update conflict: {exc}", errors.CONCURRENT_UPDATE)
     except inv_obj.InventoryInUse as exc:
@@ -170,7 +177,8 @@ def delete_inventories(uuid):
         raise errors.conflict(
             f"Unable to delete inventory for resource provider {uuid} because the "
             "inventory was updated by another process. Please retry your request.",
-            errors.CONCURRENT_UPDATE)
+            errors.CONCURRENT_UPDATE,
+        )
     except inv_obj.InventoryInUse as exc:
         raise errors.conflict(str(exc), errors.INVENTORY_INUSE)
     return util.empty_response(204)
@@ -185,8 +193,9 @@ def update_inventory(uuid, resource_class):
     seen = body["resource_provider_generation"]
     _check_generation(rp, seen)
     record = _with_defaults(body)
-    _check_record(resource_class, uuid, record,
-                  f"Unable to update inventory for resource provider {uuid}")
+    _check_record(
+        resource_class, uuid, record, f"Unable to update inventory for resource provider {uuid}"
+    )
     try:
         generation, stored = inv_obj.update(db, uuid, seen, resource_class, record)
     except rp_obj.NotFound as exc:
@@ -197,7 +206,8 @@ def update_inventory(uuid, resource_class):
         raise errors.conflict(f"update conflict: {exc}", errors.CONCURRENT_UPDATE)
     except inv_obj.InventoryNotFound as exc:
         raise errors.bad_request(
-            f"No inventory record with resource class for resource provider {uuid}: {exc}")
+            f"No inventory record with resource class for resource provider {uuid}: {exc}"
+        )
     return util.json_response(_serialize(stored, generation), last_modified=_modified(stored))
 
 
@@ -210,14 +220,15 @@ def delete_inventory(uuid, resource_class):
     except rp_obj.NotFound as exc:
         raise errors.not_found(str(exc))
     except (rp_obj.ResourceClassNotFound, inv_obj.InventoryNotFound) as exc:
-        raise errors.not_found(
-            f"No inventory of class {resource_class} found for delete: {exc}")
+        raise errors.not_found(f"No inventory of class {resource_class} found for delete: {exc}")
     except rp_obj.ConcurrentUpdate as exc:
-        raise errors.conflict(f"Unable to delete inventory of class {resource_class}: {exc}",
-                              errors.CONCURRENT_UPDATE)
+        raise errors.conflict(
+            f"Unable to delete inventory of class {resource_class}: {exc}", errors.CONCURRENT_UPDATE
+        )
     except inv_obj.InventoryInUse as exc:
         # Upstream reports this with the concurrent_update code; the issue
         # asks for the specific inventory.inuse code, which clients can act on.
-        raise errors.conflict(f"Unable to delete inventory of class {resource_class}: {exc}",
-                              errors.INVENTORY_INUSE)
+        raise errors.conflict(
+            f"Unable to delete inventory of class {resource_class}: {exc}", errors.INVENTORY_INUSE
+        )
     return util.empty_response(204)

@@ -14,14 +14,17 @@ from placement.objects import node as node_obj
 from placement.policies import node as policies
 from placement.schemas import node as schema
 
-NOT_ROOT = ("Resource provider {} is not a root provider; node records, hardware and "
-            "twins belong to root providers only.")
+NOT_ROOT = (
+    "Resource provider {} is not a root provider; node records, hardware and "
+    "twins belong to root providers only."
+)
 
 
 def _uuid(value):
     if not util.is_uuid(value):
-        raise errors.not_found(f"No resource provider with uuid {value} found",
-                               errors.RESOURCE_PROVIDER_NOT_FOUND)
+        raise errors.not_found(
+            f"No resource provider with uuid {value} found", errors.RESOURCE_PROVIDER_NOT_FOUND
+        )
     return util.normalize_uuid(value)
 
 
@@ -32,7 +35,8 @@ def _call(func, *args):
     except node_obj.ProviderNotFound as exc:
         raise errors.not_found(
             f"No resource provider with uuid {', '.join(exc.uuids)} found",
-            errors.RESOURCE_PROVIDER_NOT_FOUND)
+            errors.RESOURCE_PROVIDER_NOT_FOUND,
+        )
     except node_obj.NotRoot as exc:
         raise errors.bad_request(NOT_ROOT.format(", ".join(exc.uuids)))
     except node_obj.Conflict as exc:
@@ -65,8 +69,15 @@ def put_node(uuid):
     uuid = _uuid(uuid)
     body = util.extract_json(schema.PUT_NODE)
     node, created = _call(
-        node_obj.put_node, util.deps().db, uuid, body.get("cell"), body.get("labels", {}),
-        body.get("reserved", False), body.get("unschedulable", False), body.get("generation"))
+        node_obj.put_node,
+        util.deps().db,
+        uuid,
+        body.get("cell"),
+        body.get("labels", {}),
+        body.get("reserved", False),
+        body.get("unschedulable", False),
+        body.get("generation"),
+    )
     return util.json_response(node, status=201 if created else 200, last_modified="now")
 
 
@@ -95,11 +106,13 @@ def _check_hardware(body):
         low, high = body.get(f"{part}_min_cap_watts"), body.get(f"{part}_max_cap_watts")
         if low is not None and high is not None and low > high:
             raise errors.bad_request(
-                f"{part}_min_cap_watts ({low}) is greater than {part}_max_cap_watts ({high}).")
+                f"{part}_min_cap_watts ({low}) is greater than {part}_max_cap_watts ({high})."
+            )
     if body.get("gpu_count", 0) > 0 and not body.get("gpu_model"):
         raise errors.bad_request(
             "gpu_count is greater than 0 but gpu_model is empty; the GPU model names the "
-            "node's hardware family.")
+            "node's hardware family."
+        )
 
 
 def put_hardware(uuid):
@@ -128,11 +141,13 @@ def _twin_entry(body, where=""):
     if profile == vocabulary.PERFORMANCE and klass != vocabulary.PERFORMANCE:
         raise errors.bad_request(
             f"{where}schedulable_class {klass!r} contradicts profile 'performance': only a "
-            "node in profile eco can be eco or draining.")
+            "node in profile eco can be eco or draining."
+        )
     if profile == vocabulary.ECO and klass == vocabulary.PERFORMANCE:
         raise errors.bad_request(
             f"{where}schedulable_class 'performance' contradicts profile 'eco': an eco node "
-            "is schedulable as eco, or draining while performance work finishes.")
+            "is schedulable as eco, or draining while performance work finishes."
+        )
     return {**body, "schedulable_class": klass}
 
 
@@ -187,8 +202,12 @@ _MAX_TWINS = schema.POST_TWINS_ENVELOPE["properties"]["twins"]["maxItems"]
 def _plain_envelope(body):
     """True when ``body`` certainly matches POST_TWINS_ENVELOPE."""
     twins = body.get("twins")
-    return (body.keys() == {"twins"} and type(twins) is list and len(twins) <= _MAX_TWINS
-            and all(type(item) is dict for item in twins))
+    return (
+        body.keys() == {"twins"}
+        and type(twins) is list
+        and len(twins) <= _MAX_TWINS
+        and all(type(item) is dict for item in twins)
+    )
 
 
 def put_twins():

@@ -34,15 +34,17 @@ def reshape():
             "inventories": records,
         }
     deps = util.deps()
-    writes = [alloc_handler.consumer_write(uuid, body, deps.conf)
-              for uuid, body in data["allocations"].items()]
+    writes = [
+        alloc_handler.consumer_write(uuid, body, deps.conf)
+        for uuid, body in data["allocations"].items()
+    ]
     try:
-        reshaper_obj.reshape(deps.db, inventories, writes,
-                             deps.conf.placement.allocation_conflict_retry_count)
+        reshaper_obj.reshape(
+            deps.db, inventories, writes, deps.conf.placement.allocation_conflict_retry_count
+        )
     except reshaper_obj.ProviderNotFound as exc:
         raise errors.bad_request(str(exc), errors.RESOURCE_PROVIDER_NOT_FOUND)
-    except (reshaper_obj.ProviderGenerationConflict,
-            alloc_obj.ConsumerGenerationConflict) as exc:
+    except (reshaper_obj.ProviderGenerationConflict, alloc_obj.ConsumerGenerationConflict) as exc:
         raise errors.conflict(str(exc), errors.CONCURRENT_UPDATE)
     except alloc_obj.ConcurrentUpdate as exc:
         raise errors.conflict(f"update conflict: {exc}", errors.CONCURRENT_UPDATE)

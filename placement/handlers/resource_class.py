@@ -38,8 +38,10 @@ def list_resource_classes():
     util.context().can(policies.LIST)
     classes = rc_obj.list_all(util.deps().db)
     custom = [rc for rc in classes if not rc_obj.is_standard(rc)]
-    return util.json_response({"resource_classes": [_serialize(rc) for rc in classes]},
-                              last_modified=util.last_modified_of(custom))
+    return util.json_response(
+        {"resource_classes": [_serialize(rc) for rc in classes]},
+        last_modified=util.last_modified_of(custom),
+    )
 
 
 def get_resource_class(name):

@@ -36,9 +36,7 @@ def _links(uuid):
         rels.append("traits")
     if util.want(1, 11):
         rels.append("allocations")
-    return [{"rel": "self", "href": url}] + [
-        {"rel": rel, "href": f"{url}/{rel}"} for rel in rels
-    ]
+    return [{"rel": "self", "href": url}] + [{"rel": rel, "href": f"{url}/{rel}"} for rel in rels]
 
 
 def serialize(rp):
@@ -87,7 +85,8 @@ def create_resource_provider():
         raise errors.conflict(str(exc), errors.DUPLICATE_NAME)
     except rp_obj.ActionError as exc:
         raise errors.bad_request(
-            f'Unable to create resource provider "{body["name"]}", {uuid}: {exc}')
+            f'Unable to create resource provider "{body["name"]}", {uuid}: {exc}'
+        )
     headers = {"Location": absolute(provider_url(uuid))}
     if util.want(1, 20):
         return util.json_response(serialize(rp), last_modified=_modified(rp), headers=headers)
@@ -115,8 +114,8 @@ def update_resource_provider(uuid):
         raise errors.not_found(str(exc))
     except rp_obj.DuplicateProvider:
         raise errors.conflict(
-            f"Conflicting resource provider {body['name']} already exists.",
-            errors.DUPLICATE_NAME)
+            f"Conflicting resource provider {body['name']} already exists.", errors.DUPLICATE_NAME
+        )
     except rp_obj.ActionError as exc:
         raise errors.bad_request(f"Unable to save resource provider {uuid}: {exc}")
     return util.json_response(serialize(rp), last_modified=_modified(rp))
@@ -130,11 +129,13 @@ def delete_resource_provider(uuid):
         raise errors.not_found(str(exc))
     except rp_obj.CannotDeleteParent:
         raise errors.conflict(
-            f"Unable to delete parent resource provider {uuid}: It has child resource "
-            "providers.", errors.PROVIDER_CANNOT_DELETE_PARENT)
+            f"Unable to delete parent resource provider {uuid}: It has child resource providers.",
+            errors.PROVIDER_CANNOT_DELETE_PARENT,
+        )
     except rp_obj.ProviderInUse as exc:
-        raise errors.conflict(f"Unable to delete resource provider {uuid}: {exc}",
-                              errors.PROVIDER_IN_USE)
+        raise errors.conflict(
+            f"Unable to delete resource provider {uuid}: {exc}", errors.PROVIDER_IN_USE
+        )
     return util.empty_response(204)
 
 
@@ -151,10 +152,10 @@ def list_resource_providers():
         filters["uuid"] = util.normalize_uuid(filters["uuid"])
     if "member_of" in args:
         filters["member_of"], filters["forbidden_aggs"] = query.parse_member_of(
-            util.query_values("member_of"), version)
+            util.query_values("member_of"), version
+        )
     if "required" in args:
-        required, any_of, forbidden = query.parse_required(
-            util.query_values("required"), version)
+        required, any_of, forbidden = query.parse_required(util.query_values("required"), version)
         filters.update(required=required, required_any=any_of, forbidden_traits=forbidden)
     if "in_tree" in args:
         filters["in_tree"] = query.parse_in_tree(args["in_tree"])

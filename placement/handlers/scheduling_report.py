@@ -19,8 +19,9 @@ def _request_id(value):
     # The scheduler's request ids follow the request spec's id pattern; no
     # other id can have a report.
     if not request_spec.is_safe_id(value, request_spec.REQUEST_ID_MAX):
-        raise errors.not_found(f"No scheduling report for request {value}.",
-                               errors.REPORT_NOT_FOUND)
+        raise errors.not_found(
+            f"No scheduling report for request {value}.", errors.REPORT_NOT_FOUND
+        )
     return value
 
 
@@ -40,8 +41,9 @@ def get_report(request_id):
         # Check the policy first with the caller's own project so that an
         # unauthorized caller gets 403, not a hint whether the report exists.
         ctx.can(policies.SHOW)
-        raise errors.not_found(f"No scheduling report for request {request_id}.",
-                               errors.REPORT_NOT_FOUND)
+        raise errors.not_found(
+            f"No scheduling report for request {request_id}.", errors.REPORT_NOT_FOUND
+        )
     target = {"project_id": item["project_id"] or "", "user_id": ctx.user_id}
     ctx.can(policies.SHOW, target=target)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
@@ -52,9 +54,14 @@ def put_report(request_id):
     request_id = _request_id(request_id)
     body = util.extract_json(schema.PUT_REPORT)
     if len(json.dumps(body["report"])) > schema.MAX_REPORT_BYTES:
-        raise errors.ApiError(413, f"Scheduling report larger than {schema.MAX_REPORT_BYTES} "
-                                   "bytes.")
-    item, created = report_obj.put(util.deps().db, request_id, body.get("project_id"),
-                                   body["report"])
-    return util.json_response(_serialize(item), status=201 if created else 200,
-                              last_modified=util.last_modified_of([item]))
+        raise errors.ApiError(
+            413, f"Scheduling report larger than {schema.MAX_REPORT_BYTES} bytes."
+        )
+    item, created = report_obj.put(
+        util.deps().db, request_id, body.get("project_id"), body["report"]
+    )
+    return util.json_response(
+        _serialize(item),
+        status=201 if created else 200,
+        last_modified=util.last_modified_of([item]),
+    )

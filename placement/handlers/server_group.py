@@ -22,8 +22,7 @@ def _serialize(item):
 
 
 def _not_found(uuid):
-    return errors.not_found(f"No server group with uuid {uuid}.",
-                            errors.SERVER_GROUP_NOT_FOUND)
+    return errors.not_found(f"No server group with uuid {uuid}.", errors.SERVER_GROUP_NOT_FOUND)
 
 
 def _group_uuid(value):
@@ -45,26 +44,39 @@ def create_server_group():
         # nova 2.64: "Only anti-affinity policy supports rules."
         raise errors.bad_request(
             f"Only the anti-affinity policy supports rules; policy {body['policy']!r} "
-            f"was given rules {sorted(rules)}.")
+            f"was given rules {sorted(rules)}."
+        )
     uuid = util.normalize_uuid(body["uuid"]) if body.get("uuid") else None
     try:
-        item = sg_obj.create(util.deps().db, body["name"], body["policy"],
-                             body["project_id"], body["user_id"],
-                             max_server_per_host=rules.get("max_server_per_host"), uuid=uuid)
+        item = sg_obj.create(
+            util.deps().db,
+            body["name"],
+            body["policy"],
+            body["project_id"],
+            body["user_id"],
+            max_server_per_host=rules.get("max_server_per_host"),
+            uuid=uuid,
+        )
     except sg_obj.Duplicate:
-        raise errors.conflict(f"A server group with uuid {uuid} already exists.",
-                              errors.SERVER_GROUP_EXISTS)
-    return util.json_response(_serialize(item), status=201,
-                              headers={"Location": f"/server_groups/{item['uuid']}"},
-                              last_modified=item["created_at"])
+        raise errors.conflict(
+            f"A server group with uuid {uuid} already exists.", errors.SERVER_GROUP_EXISTS
+        )
+    return util.json_response(
+        _serialize(item),
+        status=201,
+        headers={"Location": f"/server_groups/{item['uuid']}"},
+        last_modified=item["created_at"],
+    )
 
 
 def list_server_groups():
     util.context().can(policies.LIST)
     params = util.validate_query(schema.LIST_QUERY)
     items = sg_obj.list_groups(util.deps().db, project_id=params.get("project_id"))
-    return util.json_response({"server_groups": [_serialize(i) for i in items]},
-                              last_modified=util.last_modified_of(items))
+    return util.json_response(
+        {"server_groups": [_serialize(i) for i in items]},
+        last_modified=util.last_modified_of(items),
+    )
 
 
 def get_server_group(uuid):
@@ -91,12 +103,16 @@ def delete_member(uuid, instance_uuid):
     util.context().can(policies.MEMBER_DELETE)
     uuid = _group_uuid(uuid)
     if not util.is_uuid(instance_uuid):
-        raise errors.not_found(f"Instance {instance_uuid} is not a member of server "
-                               f"group {uuid}.", errors.SERVER_GROUP_NOT_FOUND)
+        raise errors.not_found(
+            f"Instance {instance_uuid} is not a member of server group {uuid}.",
+            errors.SERVER_GROUP_NOT_FOUND,
+        )
     instance_uuid = util.normalize_uuid(instance_uuid)
     try:
         sg_obj.remove_member(util.deps().db, uuid, instance_uuid)
     except sg_obj.NotFound:
-        raise errors.not_found(f"Instance {instance_uuid} is not a member of server "
-                               f"group {uuid}.", errors.SERVER_GROUP_NOT_FOUND)
+        raise errors.not_found(
+            f"Instance {instance_uuid} is not a member of server group {uuid}.",
+            errors.SERVER_GROUP_NOT_FOUND,
+        )
     return util.empty_response(204)

@@ -12,7 +12,7 @@ from placement.policies import trait as policies
 from placement.schemas import trait as schema
 
 _INVALID_TRAIT = (
-    'The trait is invalid. A valid trait must be no longer than 255 characters, start '
+    "The trait is invalid. A valid trait must be no longer than 255 characters, start "
     'with the prefix "CUSTOM_" and use following characters: "A"-"Z", "0"-"9" and "_"'
 )
 
@@ -78,7 +78,8 @@ def list_traits():
         if not sep:
             raise errors.bad_request(
                 "Badly formatted name parameter. Expected name query string parameter in "
-                f'form: ?name=[in|startswith]:[name1,name2|prefix]. Got: "{params["name"]}"')
+                f'form: ?name=[in|startswith]:[name1,name2|prefix]. Got: "{params["name"]}"'
+            )
         # Any other operator filters nothing, as upstream.
         if op == "in":
             filters["name_in"] = value.split(",")
@@ -88,7 +89,8 @@ def list_traits():
         flag = params["associated"].lower()
         if flag not in ("true", "false"):
             raise errors.bad_request(
-                'The query parameter "associated" only accepts "true" or "false"')
+                'The query parameter "associated" only accepts "true" or "false"'
+            )
         filters["associated"] = flag == "true"
     traits = trait_obj.list_traits(util.deps().db, **filters)
     return util.json_response(_traits_body(traits), last_modified=util.last_modified_of(traits))
@@ -116,10 +118,13 @@ def update_traits_for_resource_provider(uuid):
     if rp["generation"] != body["resource_provider_generation"]:
         raise errors.conflict(
             "Resource provider's generation already changed. Please update the generation "
-            "and try again.", errors.CONCURRENT_UPDATE)
+            "and try again.",
+            errors.CONCURRENT_UPDATE,
+        )
     try:
         generation, traits = trait_obj.set_for_provider(
-            db, uuid, body["resource_provider_generation"], body["traits"])
+            db, uuid, body["resource_provider_generation"], body["traits"]
+        )
     except rp_obj.NotFound as exc:
         raise errors.not_found(str(exc))
     except rp_obj.TraitNotFound as exc:
@@ -127,7 +132,9 @@ def update_traits_for_resource_provider(uuid):
     except rp_obj.ConcurrentUpdate:
         raise errors.conflict(
             "Resource provider's generation already changed. Please update the generation "
-            "and try again.", errors.CONCURRENT_UPDATE)
+            "and try again.",
+            errors.CONCURRENT_UPDATE,
+        )
     out = _traits_body(traits)
     out["resource_provider_generation"] = generation
     return util.json_response(out, last_modified=util.last_modified_of(traits))

@@ -36,13 +36,15 @@ def get_total_usages():
     project_id = params.get("project_id")
     util.context().can(policies.TOTAL_USAGES, target={"project_id": project_id})
     by_type = util.want(1, 38)
-    util.validate_query(schema.GET_USAGES_SCHEMA_V1_38 if by_type
-                        else schema.GET_USAGES_SCHEMA_1_9, params)
+    util.validate_query(
+        schema.GET_USAGES_SCHEMA_V1_38 if by_type else schema.GET_USAGES_SCHEMA_1_9, params
+    )
     db = util.deps().db
     user_id = params.get("user_id")
     if by_type:
         usages = usage_obj.totals_by_consumer_type(
-            db, project_id, user_id=user_id, consumer_type=params.get("consumer_type"))
+            db, project_id, user_id=user_id, consumer_type=params.get("consumer_type")
+        )
     else:
         usages = usage_obj.totals(db, project_id, user_id=user_id)
     return util.json_response({"usages": usages}, last_modified="now")

@@ -15,8 +15,10 @@ _RPA = m.resource_provider_aggregates
 
 def of_provider(conn, rp_id):
     rows = conn.execute(
-        sa.select(_AGG.c.uuid).join(_RPA, _RPA.c.aggregate_id == _AGG.c.id)
-        .where(_RPA.c.resource_provider_id == rp_id).order_by(_AGG.c.id)
+        sa.select(_AGG.c.uuid)
+        .join(_RPA, _RPA.c.aggregate_id == _AGG.c.id)
+        .where(_RPA.c.resource_provider_id == rp_id)
+        .order_by(_AGG.c.id)
     )
     return [row.uuid for row in rows]
 
@@ -71,13 +73,19 @@ def _set(db, rp_uuid, uuids, seen_generation):
             generation = rp_obj.bump_generation(conn, rp["id"], seen_generation)
         ids = _ensure_aggregates(db, conn, uuids)
         current = {
-            row.aggregate_id for row in conn.execute(
-                sa.select(_RPA.c.aggregate_id).where(_RPA.c.resource_provider_id == rp["id"]))
+            row.aggregate_id
+            for row in conn.execute(
+                sa.select(_RPA.c.aggregate_id).where(_RPA.c.resource_provider_id == rp["id"])
+            )
         }
         wanted = set(ids.values())
         if current - wanted:
-            conn.execute(_RPA.delete().where(_RPA.c.resource_provider_id == rp["id"],
-                                             _RPA.c.aggregate_id.in_(list(current - wanted))))
+            conn.execute(
+                _RPA.delete().where(
+                    _RPA.c.resource_provider_id == rp["id"],
+                    _RPA.c.aggregate_id.in_(list(current - wanted)),
+                )
+            )
         for agg_id in sorted(wanted - current):
             conn.execute(_RPA.insert().values(resource_provider_id=rp["id"], aggregate_id=agg_id))
     return generation

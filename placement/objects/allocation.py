@@ -104,8 +104,8 @@ class InvalidInventory(AllocationError):
 
     def __init__(self, resource_class, provider, message=None):
         super().__init__(
-            message or f"Inventory for '{resource_class}' on resource provider '{provider}' "
-            "invalid."
+            message
+            or f"Inventory for '{resource_class}' on resource provider '{provider}' invalid."
         )
         self.resource_class = resource_class
         self.provider = provider
@@ -114,7 +114,8 @@ class InvalidInventory(AllocationError):
 class CapacityExceeded(InvalidInventory):
     def __init__(self, resource_class, provider):
         super().__init__(
-            resource_class, provider,
+            resource_class,
+            provider,
             f"Unable to create allocation for '{resource_class}' on resource provider "
             f"'{provider}'. The requested amount would exceed the capacity.",
         )
@@ -123,7 +124,8 @@ class CapacityExceeded(InvalidInventory):
 class ConstraintsViolated(InvalidInventory):
     def __init__(self, resource_class, provider):
         super().__init__(
-            resource_class, provider,
+            resource_class,
+            provider,
             f"Unable to create allocation for '{resource_class}' on resource provider "
             f"'{provider}'. The requested amount would violate inventory constraints.",
         )
@@ -239,9 +241,13 @@ def replace_all(db, writes, retry_count, before=None, after=None):
             with db.write() as conn:
                 if before is not None:
                     before(conn)
-                _write_attempt(conn, writes, lock_first=db.is_postgres or attempt > 0,
-                               cache=cache,
-                               learned=learned)
+                _write_attempt(
+                    conn,
+                    writes,
+                    lock_first=db.is_postgres or attempt > 0,
+                    cache=cache,
+                    learned=learned,
+                )
                 if after is not None:
                     after(conn)
             # Only ids of committed rows enter the shared cache.
@@ -306,11 +312,7 @@ def _build_provider_state_stmt(with_consumer=False):
         a.c.resource_provider_id == rp.c.id,
         a.c.resource_class_id == inv.c.resource_class_id,
     )
-    used = (
-        sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
-        .where(same_inv)
-        .scalar_subquery()
-    )
+    used = sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0)).where(same_inv).scalar_subquery()
     own = (
         sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
         .where(same_inv, a.c.consumer_id.in_(sa.bindparam("consumer_uuids", expanding=True)))
@@ -318,13 +320,24 @@ def _build_provider_state_stmt(with_consumer=False):
     )
     join = rp.outerjoin(
         inv,
-        sa.and_(inv.c.resource_provider_id == rp.c.id,
-                inv.c.resource_class_id.in_(sa.bindparam("rc_ids", expanding=True))),
+        sa.and_(
+            inv.c.resource_provider_id == rp.c.id,
+            inv.c.resource_class_id.in_(sa.bindparam("rc_ids", expanding=True)),
+        ),
     )
     columns = [
-        rp.c.id, rp.c.uuid, rp.c.generation, inv.c.resource_class_id, inv.c.total,
-        inv.c.reserved, inv.c.min_unit, inv.c.max_unit, inv.c.step_size,
-        inv.c.allocation_ratio, used.label("used"), own.label("own"),
+        rp.c.id,
+        rp.c.uuid,
+        rp.c.generation,
+        inv.c.resource_class_id,
+        inv.c.total,
+        inv.c.reserved,
+        inv.c.min_unit,
+        inv.c.max_unit,
+        inv.c.step_size,
+        inv.c.allocation_ratio,
+        used.label("used"),
+        own.label("own"),
     ]
     if with_consumer:
         # One consumer (PUT): its id and generation ride along, saving a round
@@ -332,8 +345,11 @@ def _build_provider_state_stmt(with_consumer=False):
         c = m.consumers
         for col, label in ((c.c.id, "consumer_row_id"), (c.c.generation, "consumer_gen")):
             columns.append(
-                sa.select(col).where(c.c.uuid == sa.bindparam("consumer_uuid"))
-                .scalar_subquery().label(label))
+                sa.select(col)
+                .where(c.c.uuid == sa.bindparam("consumer_uuid"))
+                .scalar_subquery()
+                .label(label)
+            )
     return (
         sa.select(*columns)
         .select_from(join)
@@ -348,8 +364,10 @@ _PROVIDER_STATE_ONE_CONSUMER = _build_provider_state_stmt(with_consumer=True)
 _RP = m.resource_providers
 # SELECT id FROM resource_providers WHERE uuid IN (...) ORDER BY id FOR UPDATE
 _LOCK_PROVIDERS = (
-    sa.select(_RP.c.id).where(_RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)))
-    .order_by(_RP.c.id).with_for_update()
+    sa.select(_RP.c.id)
+    .where(_RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)))
+    .order_by(_RP.c.id)
+    .with_for_update()
 )
 # UPDATE resource_providers SET generation = generation + 1, updated_at = :now
 # WHERE id = :id AND generation = :seen
@@ -359,7 +377,8 @@ _GUARD_PROVIDER = (
     .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("g_now"))
 )
 _BUMP_PROVIDER = (
-    _RP.update().where(_RP.c.id == sa.bindparam("g_id"))
+    _RP.update()
+    .where(_RP.c.id == sa.bindparam("g_id"))
     .values(generation=_RP.c.generation + 1, updated_at=sa.bindparam("g_now"))
 )
 _INSERT_ALLOCATIONS = m.allocations.insert()
@@ -380,8 +399,11 @@ def _provider_state(conn, rp_uuids, rc_ids, consumer_uuids, with_consumer=False)
     ``generation``), as ``consumer_obj.get_by_uuids`` would answer.
     """
     state = {}
-    params = {"rp_uuids": list(rp_uuids), "rc_ids": list(rc_ids) or [-1],
-              "consumer_uuids": list(consumer_uuids)}
+    params = {
+        "rp_uuids": list(rp_uuids),
+        "rc_ids": list(rc_ids) or [-1],
+        "consumer_uuids": list(consumer_uuids),
+    }
     stmt = _PROVIDER_STATE
     if with_consumer:
         (params["consumer_uuid"],) = consumer_uuids
@@ -480,12 +502,13 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     and standard class ids; ids this attempt reads or creates go to
     ``learned``, which the caller publishes once the transaction committed.
     """
-    ids = _Ids(conn, cache if cache is not None else _IdCache(),
-               learned if learned is not None else _IdCache())
-    now = db_mod.utcnow()
-    rp_uuids = _ordered_unique(
-        rp_uuid for w in writes for rp_uuid in w.allocations
+    ids = _Ids(
+        conn,
+        cache if cache is not None else _IdCache(),
+        learned if learned is not None else _IdCache(),
     )
+    now = db_mod.utcnow()
+    rp_uuids = _ordered_unique(rp_uuid for w in writes for rp_uuid in w.allocations)
     if lock_first and rp_uuids:
         conn.execute(_LOCK_PROVIDERS, {"rp_uuids": rp_uuids}).all()
     rc_names = _ordered_unique(
@@ -501,8 +524,9 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     # Consumers first (by id, then new ones by uuid), then providers (by id):
     # one lock order for all writers.
     _write_consumers(conn, writes, existing, ids)
-    _guard_providers(conn, {state[u]["id"]: state[u]["generation"] for u in rp_uuids},
-                     released, now)
+    _guard_providers(
+        conn, {state[u]["id"]: state[u]["generation"] for u in rp_uuids}, released, now
+    )
     _replace_rows(conn, writes, existing, state, rc_ids, now)
     if emptied:
         conn.execute(m.consumers.delete().where(m.consumers.c.uuid.in_(emptied)))
@@ -516,8 +540,9 @@ def _read_state(conn, writes, rp_uuids, rc_ids):
     """
     consumer_uuids = [w.uuid for w in writes]
     if len(writes) == 1 and rp_uuids:
-        state, existing = _provider_state(conn, rp_uuids, list(rc_ids.values()),
-                                          consumer_uuids, with_consumer=True)
+        state, existing = _provider_state(
+            conn, rp_uuids, list(rc_ids.values()), consumer_uuids, with_consumer=True
+        )
         if not state:
             # No provider row to carry it: ask for the consumer on its own
             # (its generation is checked before "no such provider").
@@ -525,8 +550,7 @@ def _read_state(conn, writes, rp_uuids, rc_ids):
         return state, existing
     existing = consumer_obj.get_by_uuids(conn, consumer_uuids)
     state = (
-        _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids)
-        if rp_uuids else {}
+        _provider_state(conn, rp_uuids, list(rc_ids.values()), consumer_uuids) if rp_uuids else {}
     )
     return state, existing
 
@@ -554,10 +578,13 @@ def _providers_of(conn, consumer_uuids):
     if not consumer_uuids:
         return set()
     a = m.allocations
-    return set(conn.execute(
-        sa.select(a.c.resource_provider_id).distinct()
-        .where(a.c.consumer_id.in_(consumer_uuids))
-    ).scalars())
+    return set(
+        conn.execute(
+            sa.select(a.c.resource_provider_id)
+            .distinct()
+            .where(a.c.consumer_id.in_(consumer_uuids))
+        ).scalars()
+    )
 
 
 class _Ids:
@@ -583,22 +610,28 @@ class _Ids:
     def of(self, w):
         """(project id, user id, consumer type id or None) of one write."""
         conn = self.conn
-        project_id = self._cached("projects", w.project_id, lambda: (
-            consumer_obj.ensure_external_id(conn, m.projects, w.project_id)))
-        user_id = self._cached("users", w.user_id, lambda: (
-            consumer_obj.ensure_external_id(conn, m.users, w.user_id)))
+        project_id = self._cached(
+            "projects",
+            w.project_id,
+            lambda: consumer_obj.ensure_external_id(conn, m.projects, w.project_id),
+        )
+        user_id = self._cached(
+            "users", w.user_id, lambda: consumer_obj.ensure_external_id(conn, m.users, w.user_id)
+        )
         type_id = None
         if w.consumer_type is not None:
-            type_id = self._cached("types", w.consumer_type, lambda: (
-                consumer_obj.ensure_consumer_type(conn, w.consumer_type)))
+            type_id = self._cached(
+                "types",
+                w.consumer_type,
+                lambda: consumer_obj.ensure_consumer_type(conn, w.consumer_type),
+            )
         return project_id, user_id, type_id
 
 
 def _write_consumers(conn, writes, existing, ids):
     """Step 4a: move each existing consumer's generation (LostRace when it
     moved since the read), then create the new consumers that get allocations."""
-    for w in sorted((w for w in writes if w.uuid in existing),
-                    key=lambda w: existing[w.uuid].id):
+    for w in sorted((w for w in writes if w.uuid in existing), key=lambda w: existing[w.uuid].id):
         row = existing[w.uuid]
         project_id, user_id, type_id = ids.of(w)
         values = {"project_id": project_id, "user_id": user_id}
@@ -608,11 +641,18 @@ def _write_consumers(conn, writes, existing, ids):
             values["workload_class"] = w.workload_class
         if not consumer_obj.bump(conn, row.id, row.generation, values):
             raise LostRace()
-    for w in sorted((w for w in writes if w.uuid not in existing and w.allocations),
-                    key=lambda w: w.uuid):
+    for w in sorted(
+        (w for w in writes if w.uuid not in existing and w.allocations), key=lambda w: w.uuid
+    ):
         project_id, user_id, type_id = ids.of(w)
-        consumer_obj.create(conn, w.uuid, project_id, user_id, type_id,
-                            w.workload_class or vocabulary.DEFAULT_WORKLOAD_CLASS)
+        consumer_obj.create(
+            conn,
+            w.uuid,
+            project_id,
+            user_id,
+            type_id,
+            w.workload_class or vocabulary.DEFAULT_WORKLOAD_CLASS,
+        )
 
 
 def _guard_providers(conn, guarded, released, now):
@@ -622,7 +662,8 @@ def _guard_providers(conn, guarded, released, now):
     for rp_id in sorted(guarded.keys() | released):
         if rp_id in guarded:
             res = conn.execute(
-                _GUARD_PROVIDER, {"g_id": rp_id, "g_seen": guarded[rp_id], "g_now": now})
+                _GUARD_PROVIDER, {"g_id": rp_id, "g_seen": guarded[rp_id], "g_now": now}
+            )
             if res.rowcount != 1:
                 raise LostRace()
         else:
@@ -637,8 +678,13 @@ def _replace_rows(conn, writes, existing, state, rc_ids, now):
     if rewritten:
         conn.execute(a.delete().where(a.c.consumer_id.in_(rewritten)))
     rows = [
-        {"resource_provider_id": state[rp_uuid]["id"], "consumer_id": w.uuid,
-         "resource_class_id": rc_ids[rc_name], "used": amount, "created_at": now}
+        {
+            "resource_provider_id": state[rp_uuid]["id"],
+            "consumer_id": w.uuid,
+            "resource_class_id": rc_ids[rc_name],
+            "used": amount,
+            "created_at": now,
+        }
         for w in writes
         for rp_uuid, resources in w.allocations.items()
         for rc_name, amount in resources.items()
@@ -673,7 +719,8 @@ def delete_for_consumer(db, consumer_uuid):
 # DELETE FROM consumers WHERE uuid = :uuid; DELETE FROM allocations WHERE consumer_id = :uuid
 _DELETE_CONSUMER = m.consumers.delete().where(m.consumers.c.uuid == sa.bindparam("d_uuid"))
 _DELETE_ALLOCATIONS = m.allocations.delete().where(
-    m.allocations.c.consumer_id == sa.bindparam("d_uuid"))
+    m.allocations.c.consumer_id == sa.bindparam("d_uuid")
+)
 
 
 class _NothingToDelete(Exception):
@@ -694,10 +741,17 @@ def get_for_consumer(db, consumer_uuid):
     p, u, rc = m.projects, m.users, m.resource_classes
     stmt = (
         sa.select(
-            rp.c.uuid.label("rp_uuid"), rp.c.generation.label("rp_generation"),
-            rc.c.name.label("resource_class"), a.c.used, a.c.created_at, a.c.updated_at,
-            c.c.generation, c.c.consumer_type_id, c.c.workload_class,
-            p.c.external_id.label("project_id"), u.c.external_id.label("user_id"),
+            rp.c.uuid.label("rp_uuid"),
+            rp.c.generation.label("rp_generation"),
+            rc.c.name.label("resource_class"),
+            a.c.used,
+            a.c.created_at,
+            a.c.updated_at,
+            c.c.generation,
+            c.c.consumer_type_id,
+            c.c.workload_class,
+            p.c.external_id.label("project_id"),
+            u.c.external_id.label("user_id"),
         )
         .select_from(
             a.join(rp, a.c.resource_provider_id == rp.c.id)
@@ -726,8 +780,7 @@ def get_for_consumer(db, consumer_uuid):
         "project_id": first.project_id,
         "user_id": first.user_id,
         "generation": first.generation,
-        "consumer_type": type_names.get(first.consumer_type_id,
-                                        consumer_obj.UNKNOWN_CONSUMER_TYPE),
+        "consumer_type": type_names.get(first.consumer_type_id, consumer_obj.UNKNOWN_CONSUMER_TYPE),
         "workload_class": first.workload_class,
         "last_modified": _latest(rows),
     }
@@ -747,12 +800,18 @@ def get_for_provider(db, rp_uuid):
         if provider is None:
             return None
         rows = conn.execute(
-            sa.select(a.c.consumer_id, rc.c.name.label("resource_class"), a.c.used,
-                      a.c.created_at, a.c.updated_at,
-                      c.c.generation.label("consumer_generation"))
+            sa.select(
+                a.c.consumer_id,
+                rc.c.name.label("resource_class"),
+                a.c.used,
+                a.c.created_at,
+                a.c.updated_at,
+                c.c.generation.label("consumer_generation"),
+            )
             .select_from(
-                a.join(rc, a.c.resource_class_id == rc.c.id)
-                .outerjoin(c, a.c.consumer_id == c.c.uuid)
+                a.join(rc, a.c.resource_class_id == rc.c.id).outerjoin(
+                    c, a.c.consumer_id == c.c.uuid
+                )
             )
             .where(a.c.resource_provider_id == provider.id)
             .order_by(a.c.id)

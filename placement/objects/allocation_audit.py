@@ -30,29 +30,30 @@ _rc = m.resource_classes
 def _not_live(consumer_uuid_col):
     """No build request in a live state for this consumer."""
     live = _br.alias("live")
-    return ~sa.exists().where(live.c.instance_uuid == consumer_uuid_col,
-                              live.c.status.in_(_LIVE))
+    return ~sa.exists().where(live.c.instance_uuid == consumer_uuid_col, live.c.status.in_(_LIVE))
 
 
 def find_orphans(db):
     """[{"consumer_uuid", "build_request": status | None, "allocations":
     {rp_uuid: {class: used}}}] in consumer order."""
     query = (
-        sa.select(_c.c.uuid, _rp.c.uuid.label("rp_uuid"), _rc.c.name, _a.c.used,
-                  _br.c.status)
+        sa.select(_c.c.uuid, _rp.c.uuid.label("rp_uuid"), _rc.c.name, _a.c.used, _br.c.status)
         .select_from(
             _a.join(_c, _c.c.uuid == _a.c.consumer_id)
             .join(_ct, _ct.c.id == _c.c.consumer_type_id)
             .join(_rp, _rp.c.id == _a.c.resource_provider_id)
             .join(_rc, _rc.c.id == _a.c.resource_class_id)
-            .outerjoin(_br, _br.c.instance_uuid == _c.c.uuid))
+            .outerjoin(_br, _br.c.instance_uuid == _c.c.uuid)
+        )
         .where(_ct.c.name == INSTANCE, _not_live(_c.c.uuid))
-        .order_by(_c.c.uuid, _rp.c.uuid, _rc.c.name))
+        .order_by(_c.c.uuid, _rp.c.uuid, _rc.c.name)
+    )
     out = {}
     with db.read() as conn:
         for consumer, rp_uuid, rc, used, status in conn.execute(query):
-            entry = out.setdefault(consumer, {"consumer_uuid": consumer,
-                                              "build_request": status, "allocations": {}})
+            entry = out.setdefault(
+                consumer, {"consumer_uuid": consumer, "build_request": status, "allocations": {}}
+            )
             entry["allocations"].setdefault(rp_uuid, {})[rc] = used
     return list(out.values())
 
@@ -63,10 +64,11 @@ def delete_orphan(db, consumer_uuid):
     The orphan test is repeated inside the deleting transaction, so a
     consumer whose build request was (re)created meanwhile is left alone.
     """
-    query = (sa.select(_c.c.id)
-             .select_from(_c.join(_ct, _ct.c.id == _c.c.consumer_type_id))
-             .where(_c.c.uuid == consumer_uuid, _ct.c.name == INSTANCE,
-                    _not_live(_c.c.uuid)))
+    query = (
+        sa.select(_c.c.id)
+        .select_from(_c.join(_ct, _ct.c.id == _c.c.consumer_type_id))
+        .where(_c.c.uuid == consumer_uuid, _ct.c.name == INSTANCE, _not_live(_c.c.uuid))
+    )
     if db.is_postgres:
         # Lock the consumer row as an allocation write does first.
         query = query.with_for_update(of=_c)

@@ -91,7 +91,10 @@ class Position:
 
     def __eq__(self, other):
         return isinstance(other, Position) and (self.after, self.start, self.wrapped) == (
-            other.after, other.start, other.wrapped)
+            other.after,
+            other.start,
+            other.wrapped,
+        )
 
     def __repr__(self):
         return f"Position(after={self.after}, start={self.start}, wrapped={self.wrapped})"
@@ -138,13 +141,16 @@ class _Engine:
                     break
         if ok:
             traits = data.traits[rp]
-            ok = (group.required_ids <= traits
-                  and all(traits & s for s in group.any_of_ids)
-                  and not (traits & group.forbidden_ids))
+            ok = (
+                group.required_ids <= traits
+                and all(traits & s for s in group.any_of_ids)
+                and not (traits & group.forbidden_ids)
+            )
         if ok:
             aggs = data.aggs[rp]
             ok = self._aggs_match(aggs, group.member_of_ids) and not (
-                aggs & group.forbidden_agg_ids)
+                aggs & group.forbidden_agg_ids
+            )
         self._gfit[key] = ok
         return ok
 
@@ -196,8 +202,9 @@ class _Engine:
                     continue
                 if data.traits[rp] & group.forbidden_ids:
                     continue
-                if not self._unnumbered_agg_ok(group, rp, root, data.root[rp],
-                                               data.aggs.__getitem__):
+                if not self._unnumbered_agg_ok(
+                    group, rp, root, data.root[rp], data.aggs.__getitem__
+                ):
                     continue
                 choices.append(rp)
             if not choices:
@@ -313,12 +320,20 @@ class _Engine:
         """(traits, aggregates) of a provider outside the loaded window."""
         found = self._root_attrs.get(root)
         if found is None:
-            traits = set(self.conn.execute(
-                sa.select(m.resource_provider_traits.c.trait_id).where(
-                    m.resource_provider_traits.c.resource_provider_id == root)).scalars())
-            aggs = set(self.conn.execute(
-                sa.select(m.resource_provider_aggregates.c.aggregate_id).where(
-                    m.resource_provider_aggregates.c.resource_provider_id == root)).scalars())
+            traits = set(
+                self.conn.execute(
+                    sa.select(m.resource_provider_traits.c.trait_id).where(
+                        m.resource_provider_traits.c.resource_provider_id == root
+                    )
+                ).scalars()
+            )
+            aggs = set(
+                self.conn.execute(
+                    sa.select(m.resource_provider_aggregates.c.aggregate_id).where(
+                        m.resource_provider_aggregates.c.resource_provider_id == root
+                    )
+                ).scalars()
+            )
             found = self._root_attrs[root] = (traits, aggs)
         return found
 
@@ -379,8 +394,13 @@ class _Engine:
         window = page_size + 1 if page_size else WINDOW
         # The common case: one unnumbered group and no sharing provider, so a
         # tree of one provider has at most one candidate (that provider).
-        fast = (self.unnumbered is not None and not self.granular and not req.sharing_ids
-                and not req.same_subtrees and bool(self.unnumbered.rc_amounts))
+        fast = (
+            self.unnumbered is not None
+            and not self.granular
+            and not req.sharing_ids
+            and not req.same_subtrees
+            and bool(self.unnumbered.rc_amounts)
+        )
         # Without paging every root is examined exactly below and the trees of
         # each window's id range are loaded whatever the driver says, so SQL
         # pre-filtering would only repeat that work (it costs the database
@@ -390,8 +410,9 @@ class _Engine:
         full = False
         for cursor, before, wrapped in position.segments():
             while not full:
-                roots = candidate_sql.driver_roots(self.conn, req, cursor, window, filtered,
-                                                   before_id=before)
+                roots = candidate_sql.driver_roots(
+                    self.conn, req, cursor, window, filtered, before_id=before
+                )
                 if not roots:
                     break
                 data = candidate_sql.load_trees(self.conn, roots)
@@ -444,8 +465,7 @@ class _Engine:
         """
         stop_at = self.req.limit if self.req.limit and not self.randomize else None
         if self.max_candidates is not None and self.max_candidates >= 0:
-            stop_at = self.max_candidates if stop_at is None else min(stop_at,
-                                                                      self.max_candidates)
+            stop_at = self.max_candidates if stop_at is None else min(stop_at, self.max_candidates)
         return stop_at
 
     def _sharing_by_anchor(self, roots):
@@ -492,8 +512,9 @@ class _Engine:
         summaries = page.summaries
         single_res = None
         if self.unnumbered is not None:
-            single_res = json.dumps({rc_names[rc]: amt
-                                     for rc, amt in self.unnumbered.rc_amounts.items()})
+            single_res = json.dumps(
+                {rc_names[rc]: amt for rc, amt in self.unnumbered.rc_amounts.items()}
+            )
         for cand in cands:
             if cand.single and dict_form:
                 u = uuid_of[cand.root]
@@ -505,8 +526,9 @@ class _Engine:
                 page.candidate_roots.append(roots)
                 if nested:
                     if cand.root not in summaries:
-                        summaries[cand.root] = {uuid_of[rp]: self._summary(rp, data)
-                                                for rp in data.by_root[cand.root]}
+                        summaries[cand.root] = {
+                            uuid_of[rp]: self._summary(rp, data) for rp in data.by_root[cand.root]
+                        }
                     continue
                 page.candidate_rps.append({u})
                 bucket = summaries.setdefault(cand.root, {})
@@ -528,9 +550,11 @@ class _Engine:
                         for suffix, rps in cand.mappings.items()
                     }
             else:
-                body = {"allocations": [
-                    {"resource_provider": {"uuid": u}, "resources": r} for u, r in by_rp.items()
-                ]}
+                body = {
+                    "allocations": [
+                        {"resource_provider": {"uuid": u}, "resources": r} for u, r in by_rp.items()
+                    ]
+                }
             rps = {rp for rp, _rc in cand.amounts}
             roots = {root_of[rp] for rp in rps}
             page.allocation_requests.append(json.dumps(body))
@@ -539,8 +563,9 @@ class _Engine:
                 # A root's bucket is filled whole, with every provider of its tree.
                 for key in roots:
                     if key not in summaries:
-                        summaries[key] = {uuid_of[rp]: self._summary(rp, data)
-                                          for rp in data.by_root[key]}
+                        summaries[key] = {
+                            uuid_of[rp]: self._summary(rp, data) for rp in data.by_root[key]
+                        }
                 continue
             page.candidate_rps.append({uuid_of[rp] for rp in rps})
             for rp in rps:
@@ -585,8 +610,13 @@ class _Engine:
         if self._nested:
             parent = data.parent[rp]
             parent = '"' + data.uuid[parent] + '"' if parent is not None else "null"
-            out += (', "parent_provider_uuid": ' + parent + ', "root_provider_uuid": "'
-                    + data.uuid[data.root[rp]] + '"')
+            out += (
+                ', "parent_provider_uuid": '
+                + parent
+                + ', "root_provider_uuid": "'
+                + data.uuid[data.root[rp]]
+                + '"'
+            )
         return out + "}"
 
     def _rc_name(self, rc):
@@ -633,8 +663,16 @@ class _Engine:
         page.provider_summaries = kept
 
 
-def find(db, req, version, page_size=None, position=None, randomize=False, max_candidates=-1,
-         start_fraction=None):
+def find(
+    db,
+    req,
+    version,
+    page_size=None,
+    position=None,
+    randomize=False,
+    max_candidates=-1,
+    start_fraction=None,
+):
     """Run the pipeline in one read transaction; return a Page.
 
     ``position``: where a paged walk resumes (a decoded marker); without it,

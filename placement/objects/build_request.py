@@ -48,8 +48,7 @@ class Duplicate(Exception):
 
 class InvalidTransition(Exception):
     def __init__(self, instance_uuid, current, wanted):
-        super().__init__(f"build request {instance_uuid} is {current}; "
-                         f"it cannot become {wanted}")
+        super().__init__(f"build request {instance_uuid} is {current}; it cannot become {wanted}")
         self.instance_uuid = instance_uuid
         self.current = current
         self.wanted = wanted
@@ -59,8 +58,9 @@ class GenerationConflict(Exception):
     """The record changed since the caller read it."""
 
     def __init__(self, instance_uuid, seen, current):
-        super().__init__(f"build request {instance_uuid} is at generation {current}, "
-                         f"not {seen}; read it again")
+        super().__init__(
+            f"build request {instance_uuid} is at generation {current}, not {seen}; read it again"
+        )
         self.instance_uuid = instance_uuid
 
 
@@ -68,8 +68,9 @@ class Leased(Exception):
     """Another owner holds a live lease on the record."""
 
     def __init__(self, instance_uuid, owner, expires_at):
-        super().__init__(f"build request {instance_uuid} is held by {owner} until "
-                         f"{expires_at.isoformat()}Z")
+        super().__init__(
+            f"build request {instance_uuid} is held by {owner} until {expires_at.isoformat()}Z"
+        )
         self.instance_uuid = instance_uuid
 
 
@@ -93,7 +94,7 @@ def _to_dict(row):
 def _chunks(items):
     items = list(items)
     for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
+        yield items[start : start + _CHUNK]
 
 
 def _rows_by_uuid(conn, uuids):
@@ -110,12 +111,21 @@ def _lease_until(now, lease_seconds):
     return now + datetime.timedelta(seconds=lease_seconds)
 
 
-def create(db, instance_uuid, request_id, workload_class, spec, owner=None,
-           lease_seconds=None):
+def create(db, instance_uuid, request_id, workload_class, spec, owner=None, lease_seconds=None):
     """Record one new pending build request (see create_many)."""
-    return create_many(db, [{"instance_uuid": instance_uuid, "request_id": request_id,
-                             "workload_class": workload_class, "spec": spec}],
-                       owner=owner, lease_seconds=lease_seconds)[0]
+    return create_many(
+        db,
+        [
+            {
+                "instance_uuid": instance_uuid,
+                "request_id": request_id,
+                "workload_class": workload_class,
+                "spec": spec,
+            }
+        ],
+        owner=owner,
+        lease_seconds=lease_seconds,
+    )[0]
 
 
 def create_many(db, items, owner=None, lease_seconds=None):
@@ -135,12 +145,23 @@ def create_many(db, items, owner=None, lease_seconds=None):
         found = _rows_by_uuid(conn, uuids)
         if found:
             raise Duplicate(found)
-        conn.execute(_T.insert(), [{
-            "instance_uuid": i["instance_uuid"], "request_id": i["request_id"],
-            "workload_class": i["workload_class"], "status": PENDING,
-            "spec": json.dumps(i["spec"], sort_keys=True), "owner": owner,
-            "lease_expires_at": expires, "generation": 0, "created_at": now,
-        } for i in items])
+        conn.execute(
+            _T.insert(),
+            [
+                {
+                    "instance_uuid": i["instance_uuid"],
+                    "request_id": i["request_id"],
+                    "workload_class": i["workload_class"],
+                    "status": PENDING,
+                    "spec": json.dumps(i["spec"], sort_keys=True),
+                    "owner": owner,
+                    "lease_expires_at": expires,
+                    "generation": 0,
+                    "created_at": now,
+                }
+                for i in items
+            ],
+        )
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
 
@@ -153,8 +174,15 @@ def get(db, instance_uuid):
     return _to_dict(row)
 
 
-def list_requests(db, status=None, workload_class=None, request_id=None, limit=None,
-                  owner=None, lease_expired=None):
+def list_requests(
+    db,
+    status=None,
+    workload_class=None,
+    request_id=None,
+    limit=None,
+    owner=None,
+    lease_expired=None,
+):
     """Build requests in creation order, filtered.
 
     ``lease_expired=True``: only records nobody holds any more (no lease, or
@@ -200,30 +228,46 @@ def take(db, instance_uuid, owner, generation, lease_seconds, hand_off=False):
             raise InvalidTransition(instance_uuid, row.status, "leased")
         if row.generation != generation:
             raise GenerationConflict(instance_uuid, generation, row.generation)
-        if (row.owner is not None and row.owner != owner
-                and row.lease_expires_at is not None and row.lease_expires_at > now):
+        if (
+            row.owner is not None
+            and row.owner != owner
+            and row.lease_expires_at is not None
+            and row.lease_expires_at > now
+        ):
             raise Leased(instance_uuid, row.owner, row.lease_expires_at)
         # UPDATE ... WHERE id = :id AND generation = :seen AND status = 'pending':
         # the guard that makes two takers of one record one winner.
         res = conn.execute(
             _T.update()
-            .where(_T.c.id == row.id, _T.c.generation == generation,
-                   _T.c.status == PENDING)
-            .values(owner=None if hand_off else owner,
-                    lease_expires_at=_lease_until(now, lease_seconds),
-                    generation=generation + 1, updated_at=now))
+            .where(_T.c.id == row.id, _T.c.generation == generation, _T.c.status == PENDING)
+            .values(
+                owner=None if hand_off else owner,
+                lease_expires_at=_lease_until(now, lease_seconds),
+                generation=generation + 1,
+                updated_at=now,
+            )
+        )
         if res.rowcount != 1:
             raise GenerationConflict(instance_uuid, generation, "newer")
         row = conn.execute(sa.select(_T).where(_T.c.id == row.id)).one()
     return _to_dict(row)
 
 
-def update(db, instance_uuid, status, host_uuid=None, reason=None, owner=None,
-           generation=None):
+def update(db, instance_uuid, status, host_uuid=None, reason=None, owner=None, generation=None):
     """Move one build request to ``status`` (see update_many)."""
-    return update_many(db, [{"instance_uuid": instance_uuid, "status": status,
-                             "host_uuid": host_uuid, "reason": reason, "owner": owner,
-                             "generation": generation}])[0]
+    return update_many(
+        db,
+        [
+            {
+                "instance_uuid": instance_uuid,
+                "status": status,
+                "host_uuid": host_uuid,
+                "reason": reason,
+                "owner": owner,
+                "generation": generation,
+            }
+        ],
+    )[0]
 
 
 def update_many(db, items):
@@ -259,19 +303,24 @@ def update_many(db, items):
                 raise GenerationConflict(row.instance_uuid, item["generation"], row.generation)
             owner = item.get("owner")
             if owner is not None and row.owner != owner:
-                raise Leased(row.instance_uuid, row.owner or "nobody",
-                             row.lease_expires_at or now)
+                raise Leased(row.instance_uuid, row.owner or "nobody", row.lease_expires_at or now)
             todo.append((row, item))
         for row, item in todo:
             # UPDATE build_requests SET status=:s ... WHERE id=:id AND
             # generation=:g AND status='pending'
             res = conn.execute(
                 _T.update()
-                .where(_T.c.id == row.id, _T.c.status == PENDING,
-                       _T.c.generation == row.generation)
-                .values(status=item["status"], host_uuid=item.get("host_uuid"),
-                        reason=item.get("reason"), owner=None, lease_expires_at=None,
-                        generation=row.generation + 1, updated_at=now))
+                .where(_T.c.id == row.id, _T.c.status == PENDING, _T.c.generation == row.generation)
+                .values(
+                    status=item["status"],
+                    host_uuid=item.get("host_uuid"),
+                    reason=item.get("reason"),
+                    owner=None,
+                    lease_expires_at=None,
+                    generation=row.generation + 1,
+                    updated_at=now,
+                )
+            )
             if res.rowcount != 1:
                 # Someone finished or took it between our read and this write
                 # (PostgreSQL READ COMMITTED); the transaction rolls back.
@@ -285,8 +334,11 @@ def live_consumers(db, consumer_uuids):
     live = set()
     with db.read() as conn:
         for chunk in _chunks(consumer_uuids):
-            live.update(conn.execute(
-                sa.select(_T.c.instance_uuid)
-                .where(_T.c.instance_uuid.in_(chunk), _T.c.status.in_((PENDING, PLACED)))
-            ).scalars())
+            live.update(
+                conn.execute(
+                    sa.select(_T.c.instance_uuid).where(
+                        _T.c.instance_uuid.in_(chunk), _T.c.status.in_((PENDING, PLACED))
+                    )
+                ).scalars()
+            )
     return live

@@ -72,14 +72,15 @@ def resolve(conn, req):
     """
     rc = m.resource_classes
     wanted_rcs = sorted(req.requested_rc_names)
-    rc_ids = dict(tuple(r) for r in conn.execute(
-        sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted_rcs))))
+    rc_ids = dict(
+        tuple(r)
+        for r in conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted_rcs)))
+    )
     for group in req.groups:
         for name in group.resources:
             if name not in rc_ids:
                 raise errors.bad_request(
-                    "Invalid resource class in resources parameter: No such resource "
-                    f"class {name}."
+                    f"Invalid resource class in resources parameter: No such resource class {name}."
                 )
         group.rc_amounts = {rc_ids[name]: amount for name, amount in group.resources.items()}
     req.rc_names = {v: k for k, v in rc_ids.items()}
@@ -90,11 +91,12 @@ def resolve(conn, req):
         names |= group.required | group.forbidden
         for anyset in group.any_of:
             names |= anyset
-    trait_ids = dict(tuple(r) for r in conn.execute(
-        sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(sorted(names)))))
+    trait_ids = dict(
+        tuple(r)
+        for r in conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(sorted(names))))
+    )
     req.sharing_trait_id = trait_ids.get(os_traits.MISC_SHARES_VIA_AGGREGATE)
-    missing = sorted(n for n in names - set(trait_ids)
-                     if n != os_traits.MISC_SHARES_VIA_AGGREGATE)
+    missing = sorted(n for n in names - set(trait_ids) if n != os_traits.MISC_SHARES_VIA_AGGREGATE)
     if missing:
         raise errors.bad_request(f"No such trait(s): {', '.join(missing)}.")
     req.trait_names = {v: k for k, v in trait_ids.items()}
@@ -113,8 +115,12 @@ def resolve(conn, req):
             agg_uuids |= s
     agg_ids = {}
     if agg_uuids:
-        agg_ids = dict(tuple(r) for r in conn.execute(
-            sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(sorted(agg_uuids)))))
+        agg_ids = dict(
+            tuple(r)
+            for r in conn.execute(
+                sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(sorted(agg_uuids)))
+            )
+        )
     rp = m.resource_providers
     for group in req.groups:
         group.member_of_ids = []

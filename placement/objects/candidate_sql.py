@@ -69,24 +69,34 @@ def _capacity_clause(rp_id_col, rc_id, amount):
         .scalar_subquery()
     )
     amt = sa.literal(amount, sa.BigInteger)
-    return sa.exists().where(
-        INV.c.resource_provider_id == rp_id_col,
-        INV.c.resource_class_id == rc_id,
-        (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio >= amt + used,
-        INV.c.min_unit <= amt,
-        INV.c.max_unit >= amt,
-        (amt % INV.c.step_size) == 0,
-    ).correlate_except(INV)
+    return (
+        sa.exists()
+        .where(
+            INV.c.resource_provider_id == rp_id_col,
+            INV.c.resource_class_id == rc_id,
+            (INV.c.total - INV.c.reserved) * INV.c.allocation_ratio >= amt + used,
+            INV.c.min_unit <= amt,
+            INV.c.max_unit >= amt,
+            (amt % INV.c.step_size) == 0,
+        )
+        .correlate_except(INV)
+    )
 
 
 def _has_trait(rp_id_col, trait_ids):
-    return sa.exists().where(RPT.c.resource_provider_id == rp_id_col,
-                             RPT.c.trait_id.in_(sorted(trait_ids))).correlate_except(RPT)
+    return (
+        sa.exists()
+        .where(RPT.c.resource_provider_id == rp_id_col, RPT.c.trait_id.in_(sorted(trait_ids)))
+        .correlate_except(RPT)
+    )
 
 
 def _in_agg(rp_id_col, agg_ids):
-    return sa.exists().where(RPA.c.resource_provider_id == rp_id_col,
-                             RPA.c.aggregate_id.in_(sorted(agg_ids))).correlate_except(RPA)
+    return (
+        sa.exists()
+        .where(RPA.c.resource_provider_id == rp_id_col, RPA.c.aggregate_id.in_(sorted(agg_ids)))
+        .correlate_except(RPA)
+    )
 
 
 def _tree_exists(p, r, *conds):
@@ -133,8 +143,7 @@ def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
     :param req: a resolved CandidateRequest.
     :param limit: at most this many ids, or None for all.
     """
-    bounds = [RP.c.id == RP.c.root_provider_id,
-              RP.c.id > sa.bindparam("after", type_=sa.Integer)]
+    bounds = [RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after", type_=sa.Integer)]
     if before_id is not None:
         bounds.append(RP.c.id < sa.bindparam("before", type_=sa.Integer))
     win = (
@@ -175,8 +184,10 @@ def root_id_at(conn, fraction):
     when there is no root. Ids are handed out in sequence, so a uniform
     fraction starts a walk at a near-uniformly random root."""
     lo, hi = conn.execute(
-        sa.select(sa.func.min(RP.c.id), sa.func.max(RP.c.id))
-        .where(RP.c.id == RP.c.root_provider_id)).one()
+        sa.select(sa.func.min(RP.c.id), sa.func.max(RP.c.id)).where(
+            RP.c.id == RP.c.root_provider_id
+        )
+    ).one()
     if lo is None:
         return None
     return lo + int(fraction * (hi - lo + 1))
@@ -199,34 +210,30 @@ def _driver_conds(r, req):
             if shared or (not group.rc_amounts and req.sharing_ids):
                 continue
             p = RP.alias()
-            conds.append(_tree_exists(p, r,
-                                           *_provider_filter(p, group)))
+            conds.append(_tree_exists(p, r, *_provider_filter(p, group)))
             continue
         # The unnumbered group may spread over the tree (and sharing providers).
         for rc_id, amount in group.rc_amounts.items():
             if rc_id in req.shared_rcs:
                 continue
             p = RP.alias()
-            conds.append(_tree_exists(p, r,
-                                           _capacity_clause(p.c.id, rc_id, amount)))
+            conds.append(_tree_exists(p, r, _capacity_clause(p.c.id, rc_id, amount)))
         if req.sharing_ids:
             continue
         # Without sharing providers every trait and aggregate of a candidate
         # comes from the anchor's own tree: necessary conditions on the tree.
         for t in group.required_ids:
             p = RP.alias()
-            conds.append(_tree_exists(p, r,
-                                           _has_trait(p.c.id, {t})))
+            conds.append(_tree_exists(p, r, _has_trait(p.c.id, {t})))
         for anyset in group.any_of_ids:
             p = RP.alias()
-            conds.append(_tree_exists(p, r,
-                                           _has_trait(p.c.id, anyset)))
+            conds.append(_tree_exists(p, r, _has_trait(p.c.id, anyset)))
         if group.member_of_ids:
             p = RP.alias()
             root_ok = sa.and_(*[_in_agg(r.c.id, s) for s in group.member_of_ids])
             some_ok = sa.exists().where(
-                p.c.root_provider_id == r.c.id,
-                *[_in_agg(p.c.id, s) for s in group.member_of_ids])
+                p.c.root_provider_id == r.c.id, *[_in_agg(p.c.id, s) for s in group.member_of_ids]
+            )
             conds.append(sa.or_(root_ok, some_ok))
         if group.forbidden_agg_ids:
             conds.append(~_in_agg(r.c.id, group.forbidden_agg_ids))
@@ -294,9 +301,11 @@ def load_trees(conn, root_ids, exact=False):
         return data
 
     usage = (
-        sa.select(ALLOC.c.resource_provider_id.label("rp"),
-                  ALLOC.c.resource_class_id.label("rc"),
-                  sa.func.sum(ALLOC.c.used).label("used"))
+        sa.select(
+            ALLOC.c.resource_provider_id.label("rp"),
+            ALLOC.c.resource_class_id.label("rc"),
+            sa.func.sum(ALLOC.c.used).label("used"),
+        )
         .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
@@ -304,20 +313,33 @@ def load_trees(conn, root_ids, exact=False):
     )
     inv_rows = _rows(
         conn,
-        sa.select(INV.c.resource_provider_id, INV.c.resource_class_id, INV.c.total,
-                  INV.c.reserved, INV.c.min_unit, INV.c.max_unit, INV.c.step_size,
-                  INV.c.allocation_ratio, sa.func.coalesce(usage.c.used, 0))
+        sa.select(
+            INV.c.resource_provider_id,
+            INV.c.resource_class_id,
+            INV.c.total,
+            INV.c.reserved,
+            INV.c.min_unit,
+            INV.c.max_unit,
+            INV.c.step_size,
+            INV.c.allocation_ratio,
+            sa.func.coalesce(usage.c.used, 0),
+        )
         .select_from(
-            INV.join(RP, RP.c.id == INV.c.resource_provider_id)
-            .outerjoin(usage, sa.and_(usage.c.rp == INV.c.resource_provider_id,
-                                      usage.c.rc == INV.c.resource_class_id)))
+            INV.join(RP, RP.c.id == INV.c.resource_provider_id).outerjoin(
+                usage,
+                sa.and_(
+                    usage.c.rp == INV.c.resource_provider_id, usage.c.rc == INV.c.resource_class_id
+                ),
+            )
+        )
         .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
         params,
     )
     for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
         # Capacity as upstream reports it: int((total - reserved) * ratio).
         data.inv[rp_id][rc_id] = Inventory(
-            int((total - reserved) * ratio), int(used), min_u, max_u, step or 1)
+            int((total - reserved) * ratio), int(used), min_u, max_u, step or 1
+        )
 
     for rp_id, trait_id in _rows(
         conn,
@@ -366,8 +388,10 @@ def sharing_anchors(conn, sharing_ids, root_ids):
         sa.select(mine.c.resource_provider_id, other.c.root_provider_id)
         .distinct()
         .select_from(
-            mine.join(theirs, theirs.c.aggregate_id == mine.c.aggregate_id)
-            .join(other, other.c.id == theirs.c.resource_provider_id))
+            mine.join(theirs, theirs.c.aggregate_id == mine.c.aggregate_id).join(
+                other, other.c.id == theirs.c.resource_provider_id
+            )
+        )
         .where(mine.c.resource_provider_id.in_(sa.bindparam("sids", expanding=True)))
     )
     params = {"sids": list(sharing_ids)}
@@ -387,8 +411,9 @@ def shared_rc_ids(conn, sharing_ids):
     return {
         row[0]
         for row in conn.execute(
-            sa.select(INV.c.resource_class_id).distinct().where(
-                INV.c.resource_provider_id.in_(sa.bindparam("sids", expanding=True))),
+            sa.select(INV.c.resource_class_id)
+            .distinct()
+            .where(INV.c.resource_provider_id.in_(sa.bindparam("sids", expanding=True))),
             {"sids": list(sharing_ids)},
         )
     }

@@ -33,11 +33,24 @@ _hw = m.node_hardware
 _CHUNK = 900
 MANAGED_LABEL = "joulie.io/managed"
 # Upstream's defaults of the fields an inventory PUT may leave out.
-_INVENTORY_DEFAULTS = {"reserved": 0, "min_unit": 1, "max_unit": 2147483647, "step_size": 1,
-                       "allocation_ratio": 1.0}
+_INVENTORY_DEFAULTS = {
+    "reserved": 0,
+    "min_unit": 1,
+    "max_unit": 2147483647,
+    "step_size": 1,
+    "allocation_ratio": 1.0,
+}
 HARDWARE_FIELDS = (
-    "cpu_model", "cpu_sockets", "cpu_cores", "memory_gib", "gpu_vendor", "gpu_model",
-    "gpu_count", "gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts",
+    "cpu_model",
+    "cpu_sockets",
+    "cpu_cores",
+    "memory_gib",
+    "gpu_vendor",
+    "gpu_model",
+    "gpu_count",
+    "gpu_min_cap_watts",
+    "gpu_max_cap_watts",
+    "cpu_min_cap_watts",
     "cpu_max_cap_watts",
 )
 
@@ -49,13 +62,15 @@ class LoadError(Exception):
 def _chunks(items):
     items = list(items)
     for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
+        yield items[start : start + _CHUNK]
 
 
 def inventories_of(hardware):
     """{resource class: total} of a node with ``hardware``."""
-    out = {"VCPU": hardware.get("cpu_cores") or 1,
-           "MEMORY_MB": (hardware.get("memory_gib") or 1) * 1024}
+    out = {
+        "VCPU": hardware.get("cpu_cores") or 1,
+        "MEMORY_MB": (hardware.get("memory_gib") or 1) * 1024,
+    }
     if hardware.get("gpu_count"):
         out["PGPU"] = hardware["gpu_count"]
     return out
@@ -78,20 +93,27 @@ def load(db, nodes, cells=1):
     now = db_mod.utcnow()
     names = [n.name for n in nodes]
     with db.write() as conn:
-        rc_ids = dict(conn.execute(sa.select(m.resource_classes.c.name,
-                                             m.resource_classes.c.id)).all())
+        rc_ids = dict(
+            conn.execute(sa.select(m.resource_classes.c.name, m.resource_classes.c.id)).all()
+        )
         existing = _providers(conn, names)
         nested = sorted(n for n, row in existing.items() if row.parent_provider_id is not None)
         if nested:
-            raise LoadError(f"{len(nested)} node name(s) are nested providers, not roots: "
-                            f"{', '.join(nested[:5])}")
-        new = [{"uuid": str(uuid_lib.uuid4()), "name": name, "generation": 0,
-                "created_at": now} for name in names if name not in existing]
+            raise LoadError(
+                f"{len(nested)} node name(s) are nested providers, not roots: "
+                f"{', '.join(nested[:5])}"
+            )
+        new = [
+            {"uuid": str(uuid_lib.uuid4()), "name": name, "generation": 0, "created_at": now}
+            for name in names
+            if name not in existing
+        ]
         if new:
             conn.execute(_rp.insert(), new)
             for chunk in _chunks([r["name"] for r in new]):
-                conn.execute(_rp.update().where(_rp.c.name.in_(chunk))
-                             .values(root_provider_id=_rp.c.id))
+                conn.execute(
+                    _rp.update().where(_rp.c.name.in_(chunk)).values(root_provider_id=_rp.c.id)
+                )
         rows = _providers(conn, names)
         ids = {name: row.id for name, row in rows.items()}
         changed = _sync_inventories(conn, nodes, ids, rc_ids, now)
@@ -99,16 +121,22 @@ def load(db, nodes, cells=1):
         changed |= _sync_hardware(conn, nodes, ids, now)
     created = {r["name"] for r in new}
     updated = {name for name in changed if name not in created}
-    return {"nodes": len(nodes), "created": len(created), "updated": len(updated),
-            "unchanged": len(nodes) - len(created) - len(updated)}
+    return {
+        "nodes": len(nodes),
+        "created": len(created),
+        "updated": len(updated),
+        "unchanged": len(nodes) - len(created) - len(updated),
+    }
 
 
 def _providers(conn, names):
     out = {}
     for chunk in _chunks(names):
-        for row in conn.execute(sa.select(_rp.c.id, _rp.c.name, _rp.c.generation,
-                                          _rp.c.parent_provider_id)
-                                .where(_rp.c.name.in_(chunk))):
+        for row in conn.execute(
+            sa.select(_rp.c.id, _rp.c.name, _rp.c.generation, _rp.c.parent_provider_id).where(
+                _rp.c.name.in_(chunk)
+            )
+        ):
             out[row.name] = row
     return out
 
@@ -122,10 +150,14 @@ def _sync_inventories(conn, nodes, ids, rc_ids, now):
         for row in conn.execute(sa.select(_inv).where(_inv.c.resource_provider_id.in_(chunk))):
             have.setdefault(row.resource_provider_id, {})[row.resource_class_id] = row
         for rp_id, rc_id, total in conn.execute(
-                sa.select(_alloc.c.resource_provider_id, _alloc.c.resource_class_id,
-                          sa.func.sum(_alloc.c.used))
-                .where(_alloc.c.resource_provider_id.in_(chunk))
-                .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id)):
+            sa.select(
+                _alloc.c.resource_provider_id,
+                _alloc.c.resource_class_id,
+                sa.func.sum(_alloc.c.used),
+            )
+            .where(_alloc.c.resource_provider_id.in_(chunk))
+            .group_by(_alloc.c.resource_provider_id, _alloc.c.resource_class_id)
+        ):
             used[(rp_id, rc_id)] = total
     inserts, updates, deletes, changed_ids = [], [], [], set()
     for rp_id, node in by_id.items():
@@ -134,35 +166,52 @@ def _sync_inventories(conn, nodes, ids, rc_ids, now):
         for rc_id, total in want.items():
             row = current.get(rc_id)
             if row is None:
-                inserts.append({"resource_provider_id": rp_id, "resource_class_id": rc_id,
-                                "total": total, **_INVENTORY_DEFAULTS, "created_at": now})
+                inserts.append(
+                    {
+                        "resource_provider_id": rp_id,
+                        "resource_class_id": rc_id,
+                        "total": total,
+                        **_INVENTORY_DEFAULTS,
+                        "created_at": now,
+                    }
+                )
                 changed_ids.add(rp_id)
             elif row.total != total:
                 if used.get((rp_id, rc_id), 0) > total:
-                    raise LoadError(f"{node.name}: {total} is less than the "
-                                    f"{used[(rp_id, rc_id)]} already allocated of class "
-                                    f"id {rc_id}")
+                    raise LoadError(
+                        f"{node.name}: {total} is less than the "
+                        f"{used[(rp_id, rc_id)]} already allocated of class "
+                        f"id {rc_id}"
+                    )
                 updates.append({"b_id": row.id, "b_total": total})
                 changed_ids.add(rp_id)
         for rc_id, row in current.items():
             if rc_id not in want:
                 if used.get((rp_id, rc_id)):
-                    raise LoadError(f"{node.name}: inventory of class id {rc_id} is in use "
-                                    "and not in the file")
+                    raise LoadError(
+                        f"{node.name}: inventory of class id {rc_id} is in use and not in the file"
+                    )
                 deletes.append(row.id)
                 changed_ids.add(rp_id)
     if inserts:
         conn.execute(_inv.insert(), inserts)
     if updates:
-        conn.execute(_inv.update().where(_inv.c.id == sa.bindparam("b_id"))
-                     .values(total=sa.bindparam("b_total"), updated_at=now), updates)
+        conn.execute(
+            _inv.update()
+            .where(_inv.c.id == sa.bindparam("b_id"))
+            .values(total=sa.bindparam("b_total"), updated_at=now),
+            updates,
+        )
     for chunk in _chunks(deletes):
         conn.execute(_inv.delete().where(_inv.c.id.in_(chunk)))
     for chunk in _chunks(changed_ids):
         # An inventory change is a provider change: clients holding the old
         # generation must re-read.
-        conn.execute(_rp.update().where(_rp.c.id.in_(chunk))
-                     .values(generation=_rp.c.generation + 1, updated_at=now))
+        conn.execute(
+            _rp.update()
+            .where(_rp.c.id.in_(chunk))
+            .values(generation=_rp.c.generation + 1, updated_at=now)
+        )
     return {n.name for rp_id, n in by_id.items() if rp_id in changed_ids}
 
 
@@ -170,11 +219,15 @@ def _sync_nodes(conn, nodes, ids, cells, now):
     by_id = {}
     for index, node in enumerate(nodes):
         hw = node.hardware
-        labels = {MANAGED_LABEL: "true",
-                  "family": vocabulary.family_key(hw["gpu_count"], hw["gpu_model"],
-                                                  hw["cpu_model"])}
-        by_id[ids[node.name]] = (node.name, cell_of(index, cells),
-                                 json.dumps(labels, sort_keys=True))
+        labels = {
+            MANAGED_LABEL: "true",
+            "family": vocabulary.family_key(hw["gpu_count"], hw["gpu_model"], hw["cpu_model"]),
+        }
+        by_id[ids[node.name]] = (
+            node.name,
+            cell_of(index, cells),
+            json.dumps(labels, sort_keys=True),
+        )
     have = {}
     for chunk in _chunks(by_id):
         for row in conn.execute(sa.select(_node).where(_node.c.resource_provider_id.in_(chunk))):
@@ -183,26 +236,46 @@ def _sync_nodes(conn, nodes, ids, cells, now):
     for rp_id, (name, cell, labels) in by_id.items():
         row = have.get(rp_id)
         if row is None:
-            inserts.append({"resource_provider_id": rp_id, "cell": cell, "labels": labels,
-                            "reserved": False, "unschedulable": False, "generation": 0,
-                            "created_at": now})
+            inserts.append(
+                {
+                    "resource_provider_id": rp_id,
+                    "cell": cell,
+                    "labels": labels,
+                    "reserved": False,
+                    "unschedulable": False,
+                    "generation": 0,
+                    "created_at": now,
+                }
+            )
             changed.add(name)
         else:
             # Labels an operator added are kept; the file's two are set.
             before = json.loads(row.labels or "{}")
             merged = {**before, **json.loads(labels)}
             if merged != before or row.cell != cell:
-                updates.append({"b_id": rp_id, "b_cell": cell,
-                                "b_labels": json.dumps(merged, sort_keys=True),
-                                "b_generation": row.generation + 1})
+                updates.append(
+                    {
+                        "b_id": rp_id,
+                        "b_cell": cell,
+                        "b_labels": json.dumps(merged, sort_keys=True),
+                        "b_generation": row.generation + 1,
+                    }
+                )
                 changed.add(name)
     if inserts:
         conn.execute(_node.insert(), inserts)
     if updates:
-        conn.execute(_node.update().where(_node.c.resource_provider_id == sa.bindparam("b_id"))
-                     .values(cell=sa.bindparam("b_cell"), labels=sa.bindparam("b_labels"),
-                             generation=sa.bindparam("b_generation"), updated_at=now),
-                     updates)
+        conn.execute(
+            _node.update()
+            .where(_node.c.resource_provider_id == sa.bindparam("b_id"))
+            .values(
+                cell=sa.bindparam("b_cell"),
+                labels=sa.bindparam("b_labels"),
+                generation=sa.bindparam("b_generation"),
+                updated_at=now,
+            ),
+            updates,
+        )
     return changed
 
 
@@ -226,8 +299,10 @@ def _sync_hardware(conn, nodes, ids, now):
     if inserts:
         conn.execute(_hw.insert(), inserts)
     if updates:
-        conn.execute(_hw.update().where(_hw.c.resource_provider_id == sa.bindparam("b_id"))
-                     .values(updated_at=now,
-                             **{f: sa.bindparam(f"b_{f}") for f in HARDWARE_FIELDS}),
-                     updates)
+        conn.execute(
+            _hw.update()
+            .where(_hw.c.resource_provider_id == sa.bindparam("b_id"))
+            .values(updated_at=now, **{f: sa.bindparam(f"b_{f}") for f in HARDWARE_FIELDS}),
+            updates,
+        )
     return changed

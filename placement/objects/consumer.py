@@ -56,8 +56,13 @@ _c = m.consumers
 # Built once: statement construction costs more CPU than executing a cached one.
 # SELECT id, uuid, generation, ... FROM consumers WHERE uuid IN (:uuids)
 _GET_BY_UUIDS = sa.select(
-    _c.c.id, _c.c.uuid, _c.c.generation, _c.c.project_id, _c.c.user_id,
-    _c.c.consumer_type_id, _c.c.workload_class,
+    _c.c.id,
+    _c.c.uuid,
+    _c.c.generation,
+    _c.c.project_id,
+    _c.c.user_id,
+    _c.c.consumer_type_id,
+    _c.c.workload_class,
 ).where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
 
 _INSERT = _c.insert()
@@ -81,11 +86,18 @@ def create(conn, uuid, project_id, user_id, consumer_type_id, workload_class):
     (the unique index); the caller retries in a fresh transaction, where the
     consumer then exists and its generation is checked as usual.
     """
-    return conn.execute(_INSERT, {
-        "uuid": uuid, "project_id": project_id, "user_id": user_id, "generation": 1,
-        "consumer_type_id": consumer_type_id, "workload_class": workload_class,
-        "created_at": db_mod.utcnow(),
-    }).inserted_primary_key[0]
+    return conn.execute(
+        _INSERT,
+        {
+            "uuid": uuid,
+            "project_id": project_id,
+            "user_id": user_id,
+            "generation": 1,
+            "consumer_type_id": consumer_type_id,
+            "workload_class": workload_class,
+            "created_at": db_mod.utcnow(),
+        },
+    ).inserted_primary_key[0]
 
 
 def bump(conn, consumer_id, seen_generation, values):

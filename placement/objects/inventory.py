@@ -88,11 +88,14 @@ def _in_use(conn, rp_id, rc_ids):
     alloc = m.allocations
     rows = conn.execute(
         sa.select(_RC.c.name)
-        .where(_RC.c.id.in_(
-            sa.select(alloc.c.resource_class_id)
-            .where(alloc.c.resource_provider_id == rp_id,
-                   alloc.c.resource_class_id.in_(list(rc_ids)))
-        ))
+        .where(
+            _RC.c.id.in_(
+                sa.select(alloc.c.resource_class_id).where(
+                    alloc.c.resource_provider_id == rp_id,
+                    alloc.c.resource_class_id.in_(list(rc_ids)),
+                )
+            )
+        )
         .order_by(_RC.c.id)
     )
     return [row.name for row in rows]
@@ -125,21 +128,31 @@ def replace_all(db, rp_uuid, seen_generation, records):
         if busy:
             raise InventoryInUse(busy, rp_uuid)
         if to_delete:
-            conn.execute(_INV.delete().where(_INV.c.resource_provider_id == rp["id"],
-                                             _INV.c.resource_class_id.in_(list(to_delete))))
+            conn.execute(
+                _INV.delete().where(
+                    _INV.c.resource_provider_id == rp["id"],
+                    _INV.c.resource_class_id.in_(list(to_delete)),
+                )
+            )
         for name, record in records.items():
             rc_id = ids[name]
             if rc_id in existing:
                 conn.execute(
                     _INV.update()
-                    .where(_INV.c.resource_provider_id == rp["id"],
-                           _INV.c.resource_class_id == rc_id)
+                    .where(
+                        _INV.c.resource_provider_id == rp["id"], _INV.c.resource_class_id == rc_id
+                    )
                     .values(updated_at=now, **_values(record))
                 )
             else:
-                conn.execute(_INV.insert().values(
-                    resource_provider_id=rp["id"], resource_class_id=rc_id, created_at=now,
-                    **_values(record)))
+                conn.execute(
+                    _INV.insert().values(
+                        resource_provider_id=rp["id"],
+                        resource_class_id=rc_id,
+                        created_at=now,
+                        **_values(record),
+                    )
+                )
         stored = get_all(conn, rp["id"])
     return generation, stored
 
@@ -155,21 +168,29 @@ def add(db, rp_uuid, seen_generation, resource_class, record):
             rp = rp_obj.get_by_uuid(conn, rp_uuid)
             generation = rp_obj.bump_generation(conn, rp["id"], seen_generation)
             rc_id = class_ids(conn, [resource_class])[resource_class]
-            if conn.execute(sa.select(_INV.c.id).where(
-                    _INV.c.resource_provider_id == rp["id"],
-                    _INV.c.resource_class_id == rc_id)).first():
+            if conn.execute(
+                sa.select(_INV.c.id).where(
+                    _INV.c.resource_provider_id == rp["id"], _INV.c.resource_class_id == rc_id
+                )
+            ).first():
                 raise InventoryExists(
                     f"Inventory of class {resource_class} already exists on resource "
-                    f"provider {rp_uuid}.")
-            conn.execute(_INV.insert().values(
-                resource_provider_id=rp["id"], resource_class_id=rc_id,
-                created_at=db_mod.utcnow(), **_values(record)))
+                    f"provider {rp_uuid}."
+                )
+            conn.execute(
+                _INV.insert().values(
+                    resource_provider_id=rp["id"],
+                    resource_class_id=rc_id,
+                    created_at=db_mod.utcnow(),
+                    **_values(record),
+                )
+            )
             stored = get_all(conn, rp["id"])[resource_class]
     except sa.exc.IntegrityError:
         # Two first inventories of one class raced; the loser is told so.
         raise InventoryExists(
-            f"Inventory of class {resource_class} already exists on resource provider "
-            f"{rp_uuid}.")
+            f"Inventory of class {resource_class} already exists on resource provider {rp_uuid}."
+        )
     return generation, stored
 
 
@@ -207,7 +228,10 @@ def delete(db, rp_uuid, seen_generation, resource_class):
         busy = _in_use(conn, rp["id"], [rc_id])
         if busy:
             raise InventoryInUse(busy, rp_uuid)
-        result = conn.execute(_INV.delete().where(_INV.c.resource_provider_id == rp["id"],
-                                                  _INV.c.resource_class_id == rc_id))
+        result = conn.execute(
+            _INV.delete().where(
+                _INV.c.resource_provider_id == rp["id"], _INV.c.resource_class_id == rc_id
+            )
+        )
         if result.rowcount != 1:
             raise InventoryNotFound(f"No inventory of class {resource_class} found for delete")

@@ -30,8 +30,16 @@ from placement import db as db_mod
 from placement import models as m
 
 HARDWARE_FIELDS = (
-    "cpu_model", "cpu_sockets", "cpu_cores", "memory_gib", "gpu_vendor", "gpu_model",
-    "gpu_count", "gpu_min_cap_watts", "gpu_max_cap_watts", "cpu_min_cap_watts",
+    "cpu_model",
+    "cpu_sockets",
+    "cpu_cores",
+    "memory_gib",
+    "gpu_vendor",
+    "gpu_model",
+    "gpu_count",
+    "gpu_min_cap_watts",
+    "gpu_max_cap_watts",
+    "cpu_min_cap_watts",
     "cpu_max_cap_watts",
 )
 TWIN_FIELDS = ("profile", "cpu_cap_watts", "gpu_cap_watts", "managed_by", "schedulable_class")
@@ -69,10 +77,11 @@ class Conflict(Exception):
 def _chunks(items):
     items = list(items)
     for start in range(0, len(items), _CHUNK):
-        yield items[start:start + _CHUNK]
+        yield items[start : start + _CHUNK]
 
 
 # --- serialisation ------------------------------------------------------------
+
 
 def _hardware_dict(row):
     if row.hw_rp is None:
@@ -115,10 +124,15 @@ def _profile_traits(conn, rp_id=None):
     rpt, tr = m.resource_provider_traits, m.traits
     # SELECT rp.uuid, t.name FROM resource_provider_traits rpt JOIN resource_providers rp
     #   JOIN traits t WHERE t.name IN (<profile traits>) [AND rp.id = :rp_id]
-    query = sa.select(_rp.c.uuid, tr.c.name).select_from(
-        rpt.join(_rp, _rp.c.id == rpt.c.resource_provider_id)
-        .join(tr, tr.c.id == rpt.c.trait_id)
-    ).where(tr.c.name.in_(list(vocabulary.PROFILE_TRAITS.values())))
+    query = (
+        sa.select(_rp.c.uuid, tr.c.name)
+        .select_from(
+            rpt.join(_rp, _rp.c.id == rpt.c.resource_provider_id).join(
+                tr, tr.c.id == rpt.c.trait_id
+            )
+        )
+        .where(tr.c.name.in_(list(vocabulary.PROFILE_TRAITS.values())))
+    )
     if rp_id is not None:
         query = query.where(_rp.c.id == rp_id)
     out = {}
@@ -128,23 +142,42 @@ def _profile_traits(conn, rp_id=None):
 
 
 def _stamps(row):
-    return [s for s in (row.n_updated, row.n_created, row.hw_updated, row.hw_created,
-                        row.tw_updated, row.tw_created) if s is not None]
+    return [
+        s
+        for s in (
+            row.n_updated,
+            row.n_created,
+            row.hw_updated,
+            row.hw_created,
+            row.tw_updated,
+            row.tw_created,
+        )
+        if s is not None
+    ]
 
 
 def _select():
-    cols = [_rp.c.id, _rp.c.uuid, _rp.c.name,
-            _node.c.resource_provider_id.label("n_rp"), _node.c.cell.label("n_cell"),
-            _node.c.labels.label("n_labels"), _node.c.reserved.label("n_reserved"),
-            _node.c.unschedulable.label("n_unschedulable"),
-            _node.c.generation.label("n_generation"),
-            _node.c.created_at.label("n_created"), _node.c.updated_at.label("n_updated"),
-            _hw.c.resource_provider_id.label("hw_rp"),
-            _hw.c.created_at.label("hw_created"), _hw.c.updated_at.label("hw_updated"),
-            _twin.c.resource_provider_id.label("tw_rp"),
-            _twin.c.generation.label("tw_generation"),
-            _twin.c.created_at.label("tw_created"), _twin.c.updated_at.label("tw_updated"),
-            _failures.c.failed_builds.label("bf_failed_builds")]
+    cols = [
+        _rp.c.id,
+        _rp.c.uuid,
+        _rp.c.name,
+        _node.c.resource_provider_id.label("n_rp"),
+        _node.c.cell.label("n_cell"),
+        _node.c.labels.label("n_labels"),
+        _node.c.reserved.label("n_reserved"),
+        _node.c.unschedulable.label("n_unschedulable"),
+        _node.c.generation.label("n_generation"),
+        _node.c.created_at.label("n_created"),
+        _node.c.updated_at.label("n_updated"),
+        _hw.c.resource_provider_id.label("hw_rp"),
+        _hw.c.created_at.label("hw_created"),
+        _hw.c.updated_at.label("hw_updated"),
+        _twin.c.resource_provider_id.label("tw_rp"),
+        _twin.c.generation.label("tw_generation"),
+        _twin.c.created_at.label("tw_created"),
+        _twin.c.updated_at.label("tw_updated"),
+        _failures.c.failed_builds.label("bf_failed_builds"),
+    ]
     cols += [_hw.c[f].label(f"hw_{f}") for f in HARDWARE_FIELDS]
     cols += [_twin.c[f].label(f"tw_{f}") for f in TWIN_FIELDS]
     joined = (
@@ -158,6 +191,7 @@ def _select():
 
 # --- reads --------------------------------------------------------------------
 
+
 def _root(conn, uuid):
     row = conn.execute(
         sa.select(_rp.c.id, _rp.c.root_provider_id).where(_rp.c.uuid == uuid)
@@ -170,10 +204,21 @@ def _root(conn, uuid):
 
 
 _LIST_COLUMNS = (
-    [_rp.c.uuid, _rp.c.name, _node.c.resource_provider_id, _node.c.cell, _node.c.labels,
-     _node.c.reserved, _node.c.unschedulable, _node.c.generation,
-     _hw.c.resource_provider_id, _twin.c.resource_provider_id, _twin.c.generation]
-    + [_hw.c[f] for f in HARDWARE_FIELDS] + [_twin.c[f] for f in TWIN_FIELDS]
+    [
+        _rp.c.uuid,
+        _rp.c.name,
+        _node.c.resource_provider_id,
+        _node.c.cell,
+        _node.c.labels,
+        _node.c.reserved,
+        _node.c.unschedulable,
+        _node.c.generation,
+        _hw.c.resource_provider_id,
+        _twin.c.resource_provider_id,
+        _twin.c.generation,
+    ]
+    + [_hw.c[f] for f in HARDWARE_FIELDS]
+    + [_twin.c[f] for f in TWIN_FIELDS]
 )
 _HW_AT = 11
 _TWIN_AT = _HW_AT + len(HARDWARE_FIELDS)
@@ -191,37 +236,57 @@ def list_nodes(db, cell=None):
         .outerjoin(_hw, _hw.c.resource_provider_id == _rp.c.id)
         .outerjoin(_twin, _twin.c.resource_provider_id == _rp.c.id)
     )
-    query = sa.select(*_LIST_COLUMNS).select_from(joined).where(
-        _rp.c.id == _rp.c.root_provider_id,
-        sa.or_(_node.c.resource_provider_id.is_not(None),
-               _hw.c.resource_provider_id.is_not(None),
-               _twin.c.resource_provider_id.is_not(None)),
-    ).order_by(_rp.c.name)
+    query = (
+        sa.select(*_LIST_COLUMNS)
+        .select_from(joined)
+        .where(
+            _rp.c.id == _rp.c.root_provider_id,
+            sa.or_(
+                _node.c.resource_provider_id.is_not(None),
+                _hw.c.resource_provider_id.is_not(None),
+                _twin.c.resource_provider_id.is_not(None),
+            ),
+        )
+        .order_by(_rp.c.name)
+    )
     if cell is not None:
         query = query.where(_node.c.cell == cell)
     with db.read() as conn:
         rows = conn.execute(query).all()
         traits = _profile_traits(conn)
-        stamps = [conn.execute(sa.select(sa.func.max(sa.func.coalesce(
-            t.c.updated_at, t.c.created_at), type_=sa.DateTime))).scalar()
-            for t in (_node, _hw, _twin)]
+        stamps = [
+            conn.execute(
+                sa.select(
+                    sa.func.max(sa.func.coalesce(t.c.updated_at, t.c.created_at), type_=sa.DateTime)
+                )
+            ).scalar()
+            for t in (_node, _hw, _twin)
+        ]
     out = []
     for row in rows:
         has_node = row[2] is not None
-        out.append({
-            "uuid": row[0],
-            "name": row[1],
-            "cell": row[3],
-            "labels": json.loads(row[4]) if has_node and row[4] else {},
-            "reserved": bool(row[5]),
-            "unschedulable": bool(row[6]),
-            "generation": row[7] if has_node else None,
-            "hardware": (dict(zip(HARDWARE_FIELDS, row[_HW_AT:_TWIN_AT], strict=True))
-                         if row[8] is not None else None),
-            "twin": ({**dict(zip(TWIN_FIELDS, row[_TWIN_AT:], strict=True)),
-                      "generation": row[10]} if row[9] is not None else None),
-            "profile_traits": traits.get(row[0], []),
-        })
+        out.append(
+            {
+                "uuid": row[0],
+                "name": row[1],
+                "cell": row[3],
+                "labels": json.loads(row[4]) if has_node and row[4] else {},
+                "reserved": bool(row[5]),
+                "unschedulable": bool(row[6]),
+                "generation": row[7] if has_node else None,
+                "hardware": (
+                    dict(zip(HARDWARE_FIELDS, row[_HW_AT:_TWIN_AT], strict=True))
+                    if row[8] is not None
+                    else None
+                ),
+                "twin": (
+                    {**dict(zip(TWIN_FIELDS, row[_TWIN_AT:], strict=True)), "generation": row[10]}
+                    if row[9] is not None
+                    else None
+                ),
+                "profile_traits": traits.get(row[0], []),
+            }
+        )
     stamps = [s for s in stamps if s is not None]
     return out, (max(stamps) if stamps and out else None)
 
@@ -284,9 +349,9 @@ def node_data(db, root_ids):
         out[row.uuid] = {
             "name": row.name,
             "cell": row.n_cell if has_node else None,
-            "family": vocabulary.family_key(row.hw_gpu_count, row.hw_gpu_model,
-                                            row.hw_cpu_model)
-            if row.hw_rp is not None else None,
+            "family": vocabulary.family_key(row.hw_gpu_count, row.hw_gpu_model, row.hw_cpu_model)
+            if row.hw_rp is not None
+            else None,
             "profile": row.tw_profile,
             "schedulable_class": row.tw_schedulable_class,
             "labels": labels,
@@ -306,27 +371,40 @@ def record_build_outcome(db, uuid, succeeded):
     now = db_mod.utcnow()
     with db.write() as conn:
         rp_id = _root(conn, uuid)
-        row = conn.execute(sa.select(_failures.c.failed_builds)
-                           .where(_failures.c.resource_provider_id == rp_id)
-                           .with_for_update()).first()
+        row = conn.execute(
+            sa.select(_failures.c.failed_builds)
+            .where(_failures.c.resource_provider_id == rp_id)
+            .with_for_update()
+        ).first()
         count = 0 if succeeded else (row.failed_builds if row else 0) + 1
         if row is None:
             if count:
-                conn.execute(_failures.insert().values(resource_provider_id=rp_id,
-                                                       failed_builds=count, created_at=now))
+                conn.execute(
+                    _failures.insert().values(
+                        resource_provider_id=rp_id, failed_builds=count, created_at=now
+                    )
+                )
         elif row.failed_builds != count:
-            conn.execute(_failures.update().where(_failures.c.resource_provider_id == rp_id)
-                         .values(failed_builds=count, updated_at=now))
+            conn.execute(
+                _failures.update()
+                .where(_failures.c.resource_provider_id == rp_id)
+                .values(failed_builds=count, updated_at=now)
+            )
     return count
 
 
 # --- writes -------------------------------------------------------------------
 
+
 def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):
     """Create or replace the node record; return (node, created)."""
     now = db_mod.utcnow()
-    values = {"cell": cell, "labels": json.dumps(labels, sort_keys=True),
-              "reserved": bool(reserved), "unschedulable": bool(unschedulable)}
+    values = {
+        "cell": cell,
+        "labels": json.dumps(labels, sort_keys=True),
+        "reserved": bool(reserved),
+        "unschedulable": bool(unschedulable),
+    }
     with db.write() as conn:
         rp_id = _root(conn, uuid)
         current = conn.execute(
@@ -334,15 +412,21 @@ def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):
         ).scalar_one_or_none()
         if current is None:
             if generation is not None:
-                raise Conflict(f"Node {uuid} has no node record; a creating PUT sends "
-                               "generation null or leaves it out.")
+                raise Conflict(
+                    f"Node {uuid} has no node record; a creating PUT sends "
+                    "generation null or leaves it out."
+                )
             try:
                 with conn.begin_nested():
-                    conn.execute(_node.insert().values(
-                        resource_provider_id=rp_id, generation=0, created_at=now, **values))
+                    conn.execute(
+                        _node.insert().values(
+                            resource_provider_id=rp_id, generation=0, created_at=now, **values
+                        )
+                    )
             except sa.exc.IntegrityError:
-                raise Conflict(f"Another writer created the node record of {uuid} first; "
-                               "read it and retry.")
+                raise Conflict(
+                    f"Another writer created the node record of {uuid} first; read it and retry."
+                )
             created = True
         else:
             if generation != current:
@@ -368,19 +452,22 @@ def put_hardware(db, uuid, hardware):
     with db.write() as conn:
         rp_id = _root(conn, uuid)
         done = conn.execute(
-            _hw.update().where(_hw.c.resource_provider_id == rp_id)
-            .values(updated_at=now, **values)
+            _hw.update().where(_hw.c.resource_provider_id == rp_id).values(updated_at=now, **values)
         ).rowcount
         created = done == 0
         if created:
             try:
                 with conn.begin_nested():
-                    conn.execute(_hw.insert().values(
-                        resource_provider_id=rp_id, created_at=now, **values))
+                    conn.execute(
+                        _hw.insert().values(resource_provider_id=rp_id, created_at=now, **values)
+                    )
             except sa.exc.IntegrityError:
                 # A concurrent first write won; hardware is last-writer-wins.
-                conn.execute(_hw.update().where(_hw.c.resource_provider_id == rp_id)
-                             .values(updated_at=now, **values))
+                conn.execute(
+                    _hw.update()
+                    .where(_hw.c.resource_provider_id == rp_id)
+                    .values(updated_at=now, **values)
+                )
                 created = False
     return values, created
 
@@ -392,15 +479,19 @@ def delete_node(db, uuid):
         removed = 0
         for table in (_node, _hw, _twin):
             removed += conn.execute(
-                table.delete().where(table.c.resource_provider_id == rp_id)).rowcount
+                table.delete().where(table.c.resource_provider_id == rp_id)
+            ).rowcount
         if not removed:
             raise NotFound(uuid)
         trait_ids = _profile_trait_ids(conn, create=False)
         if trait_ids:
             rpt = m.resource_provider_traits
-            gone = conn.execute(rpt.delete().where(
-                rpt.c.resource_provider_id == rp_id,
-                rpt.c.trait_id.in_(list(trait_ids.values())))).rowcount
+            gone = conn.execute(
+                rpt.delete().where(
+                    rpt.c.resource_provider_id == rp_id,
+                    rpt.c.trait_id.in_(list(trait_ids.values())),
+                )
+            ).rowcount
             if gone:
                 _bump_providers(conn, [rp_id])
 
@@ -421,7 +512,8 @@ def set_twins(db, entries):
         ids = {}
         for where in _matching(conn, _rp.c.uuid, [e["uuid"] for e in entries]):
             for rp_id, uuid, root_id in conn.execute(
-                    sa.select(_rp.c.id, _rp.c.uuid, _rp.c.root_provider_id).where(where)):
+                sa.select(_rp.c.id, _rp.c.uuid, _rp.c.root_provider_id).where(where)
+            ):
                 if root_id is not None and root_id != rp_id:
                     raise NotRoot([uuid])
                 ids[uuid] = rp_id
@@ -446,15 +538,16 @@ def set_twins(db, entries):
             values = {f: entry.get(f) for f in TWIN_FIELDS}
             if have is None:
                 if seen is not None:
-                    raise Conflict(f"Node {entry['uuid']} has no twin; a creating write sends "
-                                   "generation null or leaves it out.")
+                    raise Conflict(
+                        f"Node {entry['uuid']} has no twin; a creating write sends "
+                        "generation null or leaves it out."
+                    )
                 inserts.append({"resource_provider_id": rp_id, "generation": 0, **values})
                 new_gen = 0
             else:
                 if seen != have:
                     raise Conflict(_stale("twin", entry["uuid"], seen, have))
-                updates.append({"resource_provider_id": rp_id, "generation": have + 1,
-                                **values})
+                updates.append({"resource_provider_id": rp_id, "generation": have + 1, **values})
                 new_gen = have + 1
             out.append({"uuid": entry["uuid"], **values, "generation": new_gen})
 
@@ -470,8 +563,10 @@ def set_twins(db, entries):
                 with conn.begin_nested():
                     _insert_rows(conn, _twin, inserts, {"created_at": now})
             except sa.exc.IntegrityError:
-                raise Conflict("Another writer created one of these twins first; read the "
-                               "nodes again and retry.")
+                raise Conflict(
+                    "Another writer created one of these twins first; read the "
+                    "nodes again and retry."
+                )
         _write_profile_traits(conn, *traits)
     return out
 
@@ -480,8 +575,7 @@ def _profile_trait_ids(conn, create=True):
     """{profile: trait id} of the profile traits, created when missing."""
     tr = m.traits
     names = list(vocabulary.PROFILE_TRAITS.values())
-    found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
-                 .all())
+    found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names))).all())
     if create and len(found) < len(names):
         now = db_mod.utcnow()
         for name in names:
@@ -492,10 +586,10 @@ def _profile_trait_ids(conn, create=True):
                     conn.execute(tr.insert().values(name=name, created_at=now))
             except sa.exc.IntegrityError:
                 pass  # created by a concurrent writer: fine, read it below
-        found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names)))
-                     .all())
-    return {profile: found[name] for profile, name in vocabulary.PROFILE_TRAITS.items()
-            if name in found}
+        found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names))).all())
+    return {
+        profile: found[name] for profile, name in vocabulary.PROFILE_TRAITS.items() if name in found
+    }
 
 
 def _plan_profile_traits(conn, profiles):
@@ -508,13 +602,19 @@ def _plan_profile_traits(conn, profiles):
     have = {}
     for where in _matching(conn, rpt.c.resource_provider_id, list(profiles)):
         for rp_id, trait_id in conn.execute(
-                sa.select(rpt.c.resource_provider_id, rpt.c.trait_id).where(
-                    where, rpt.c.trait_id.in_(profile_trait_ids))):
+            sa.select(rpt.c.resource_provider_id, rpt.c.trait_id).where(
+                where, rpt.c.trait_id.in_(profile_trait_ids)
+            )
+        ):
             have.setdefault(rp_id, set()).add(trait_id)
-    changed = [rp_id for rp_id, profile in profiles.items()
-               if have.get(rp_id, set()) != {trait_ids[profile]}]
-    rows = [{"resource_provider_id": rp_id, "trait_id": trait_ids[profiles[rp_id]]}
-            for rp_id in changed]
+    changed = [
+        rp_id
+        for rp_id, profile in profiles.items()
+        if have.get(rp_id, set()) != {trait_ids[profile]}
+    ]
+    rows = [
+        {"resource_provider_id": rp_id, "trait_id": trait_ids[profiles[rp_id]]} for rp_id in changed
+    ]
     return rows, changed, [rp_id for rp_id in changed if rp_id in have], profile_trait_ids
 
 
@@ -529,8 +629,9 @@ def _write_profile_traits(conn, rows, changed, stale, profile_trait_ids):
 def _bump_providers(conn, rp_ids):
     now = db_mod.utcnow()
     for where in _matching(conn, _rp.c.id, list(rp_ids)):
-        conn.execute(_rp.update().where(where)
-                     .values(generation=_rp.c.generation + 1, updated_at=now))
+        conn.execute(
+            _rp.update().where(where).values(generation=_rp.c.generation + 1, updated_at=now)
+        )
 
 
 # --- bulk statements ----------------------------------------------------------
@@ -543,8 +644,12 @@ def _bump_providers(conn, rp_ids):
 # parameters the driver adapts one by one. SQLite (in-process, no round trips)
 # keeps IN chunks and executemany, which its driver runs in C.
 
-_PG_TYPES = ((sa.Integer, "integer"), (sa.Float, "double precision"),
-             (sa.String, "text"), (sa.Boolean, "boolean"))
+_PG_TYPES = (
+    (sa.Integer, "integer"),
+    (sa.Float, "double precision"),
+    (sa.String, "text"),
+    (sa.Boolean, "boolean"),
+)
 
 
 def _pg(conn):
@@ -567,16 +672,25 @@ def _matching(conn, column, values):
     if not values:
         return []
     if _pg(conn):
-        return [column.in_(sa.select(sa.cast(
-            sa.func.jsonb_array_elements_text(_json_param(list(values))), column.type)))]
+        return [
+            column.in_(
+                sa.select(
+                    sa.cast(
+                        sa.func.jsonb_array_elements_text(_json_param(list(values))), column.type
+                    )
+                )
+            )
+        ]
     return [column.in_(chunk) for chunk in _chunks(values)]
 
 
 def _records(table, names, rows):
     """(FROM clause text, bound parameters) of ``rows`` as a PostgreSQL record set."""
     spec = ", ".join(f'"{n}" {_pg_type(table.c[n])}' for n in names)
-    return (f"jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({spec})",
-            {"rows": json.dumps([{n: row[n] for n in names} for row in rows])})
+    return (
+        f"jsonb_to_recordset(CAST(:rows AS jsonb)) AS u({spec})",
+        {"rows": json.dumps([{n: row[n] for n in names} for row in rows])},
+    )
 
 
 def _insert_rows(conn, table, rows, constants=None):
@@ -592,28 +706,37 @@ def _insert_rows(conn, table, rows, constants=None):
     source, params = _records(table, names, rows)
     columns = ", ".join(f'"{n}"' for n in [*names, *constants])
     values = ", ".join([*(f'u."{n}"' for n in names), *(f":c_{n}" for n in constants)])
-    conn.execute(sa.text(f'INSERT INTO "{table.name}" ({columns}) SELECT {values} FROM {source}'),
-                 {**params, **{f"c_{n}": v for n, v in constants.items()}})
+    conn.execute(
+        sa.text(f'INSERT INTO "{table.name}" ({columns}) SELECT {values} FROM {source}'),
+        {**params, **{f"c_{n}": v for n, v in constants.items()}},
+    )
 
 
 def _update_twins(conn, rows, now):
     """Set generation and TWIN_FIELDS of many twins (rows keyed by resource_provider_id)."""
     names = ["resource_provider_id", "generation", *TWIN_FIELDS]
     if not _pg(conn):
-        stmt = _twin.update().where(
-            _twin.c.resource_provider_id == sa.bindparam("b_resource_provider_id")
-        ).values(updated_at=now, **{f: sa.bindparam(f"b_{f}") for f in names[1:]})
+        stmt = (
+            _twin.update()
+            .where(_twin.c.resource_provider_id == sa.bindparam("b_resource_provider_id"))
+            .values(updated_at=now, **{f: sa.bindparam(f"b_{f}") for f in names[1:]})
+        )
         conn.execute(stmt, [{f"b_{k}": v for k, v in row.items()} for row in rows])
         return
     source, params = _records(_twin, names, rows)
     sets = ", ".join(f'"{n}" = u."{n}"' for n in names[1:])
     conn.execute(
-        sa.text(f'UPDATE "{_twin.name}" AS t SET {sets}, updated_at = :now FROM {source} '
-                "WHERE t.resource_provider_id = u.resource_provider_id"),
-        {"now": now, **params})
+        sa.text(
+            f'UPDATE "{_twin.name}" AS t SET {sets}, updated_at = :now FROM {source} '
+            "WHERE t.resource_provider_id = u.resource_provider_id"
+        ),
+        {"now": now, **params},
+    )
 
 
 def _stale(what, uuid, seen, have):
     now = f" (current generation {have})" if have is not None else ""
-    return (f"The {what} of node {uuid} changed since generation {seen} was read{now}; "
-            "read it again and retry.")
+    return (
+        f"The {what} of node {uuid} changed since generation {seen} was read{now}; "
+        "read it again and retry."
+    )

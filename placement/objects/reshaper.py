@@ -48,7 +48,8 @@ class InventoryInUse(alloc_obj.AllocationError):
 class InvalidInventoryCapacity(alloc_obj.InvalidInventory):
     def __init__(self, resource_class, uuid):
         super().__init__(
-            resource_class, uuid,
+            resource_class,
+            uuid,
             f"Invalid inventory for '{resource_class}' on resource provider '{uuid}'. The "
             "reserved value is greater than total.",
         )
@@ -91,9 +92,9 @@ def _check(conn, inventories):
     """
     rp, rc = m.resource_providers, m.resource_classes
     found = {
-        row.uuid: row for row in conn.execute(
-            sa.select(rp.c.id, rp.c.uuid, rp.c.generation)
-            .where(rp.c.uuid.in_(list(inventories)))
+        row.uuid: row
+        for row in conn.execute(
+            sa.select(rp.c.id, rp.c.uuid, rp.c.generation).where(rp.c.uuid.in_(list(inventories)))
         )
     }
     for rp_uuid, data in inventories.items():
@@ -102,12 +103,17 @@ def _check(conn, inventories):
             raise ProviderNotFound(rp_uuid)
         if row.generation != data["resource_provider_generation"]:
             raise ProviderGenerationConflict(
-                rp_uuid, row.generation, data["resource_provider_generation"])
+                rp_uuid, row.generation, data["resource_provider_generation"]
+            )
     names = sorted({n for d in inventories.values() for n in d["inventories"]})
-    rc_ids = {
-        r.name: r.id for r in conn.execute(
-            sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
-    } if names else {}
+    rc_ids = (
+        {
+            r.name: r.id
+            for r in conn.execute(sa.select(rc.c.id, rc.c.name).where(rc.c.name.in_(names)))
+        }
+        if names
+        else {}
+    )
     for name in names:
         if name not in rc_ids:
             raise alloc_obj.ResourceClassNotFound(name)
@@ -135,25 +141,37 @@ def _write_inventories(conn, inventories, found, rc_ids):
         wanted = inventories[rp_uuid]["inventories"]
         step = 1 if wanted else 0
         res = conn.execute(
-            rp.update().where(rp.c.id == row.id, rp.c.generation == row.generation)
+            rp.update()
+            .where(rp.c.id == row.id, rp.c.generation == row.generation)
             .values(generation=rp.c.generation + step, updated_at=now)
         )
         if res.rowcount != 1:
             raise alloc_obj.LostRace()
         existing = {
-            r.resource_class_id: r.id for r in conn.execute(
-                sa.select(inv.c.id, inv.c.resource_class_id)
-                .where(inv.c.resource_provider_id == row.id))
+            r.resource_class_id: r.id
+            for r in conn.execute(
+                sa.select(inv.c.id, inv.c.resource_class_id).where(
+                    inv.c.resource_provider_id == row.id
+                )
+            )
         }
         for name, record in wanted.items():
             values = dict(record)
             if rc_ids[name] in existing:
-                conn.execute(inv.update().where(inv.c.id == existing[rc_ids[name]])
-                             .values(updated_at=now, **values))
+                conn.execute(
+                    inv.update()
+                    .where(inv.c.id == existing[rc_ids[name]])
+                    .values(updated_at=now, **values)
+                )
             else:
-                conn.execute(inv.insert().values(
-                    resource_provider_id=row.id, resource_class_id=rc_ids[name],
-                    created_at=now, **values))
+                conn.execute(
+                    inv.insert().values(
+                        resource_provider_id=row.id,
+                        resource_class_id=rc_ids[name],
+                        created_at=now,
+                        **values,
+                    )
+                )
         written[rp_uuid] = (row.id, existing, rc_ids)
     return written
 
@@ -172,15 +190,25 @@ def _drop_left_out(conn, inventories, written):
         keep = {rc_ids[n] for n in inventories[rp_uuid]["inventories"]}
         drop = sorted(set(existing) - keep)
         if drop:
-            in_use = conn.execute(
-                sa.select(rc.c.name).distinct()
-                .select_from(a.join(rc, rc.c.id == a.c.resource_class_id))
-                .where(a.c.resource_provider_id == rp_id,
-                       a.c.resource_class_id.in_(drop))
-            ).scalars().all()
+            in_use = (
+                conn.execute(
+                    sa.select(rc.c.name)
+                    .distinct()
+                    .select_from(a.join(rc, rc.c.id == a.c.resource_class_id))
+                    .where(a.c.resource_provider_id == rp_id, a.c.resource_class_id.in_(drop))
+                )
+                .scalars()
+                .all()
+            )
             if in_use:
                 raise InventoryInUse(", ".join(sorted(in_use)), rp_uuid)
-            conn.execute(inv.delete().where(inv.c.resource_provider_id == rp_id,
-                                            inv.c.resource_class_id.in_(drop)))
-        conn.execute(rp.update().where(rp.c.id == rp_id)
-                     .values(generation=rp.c.generation + 1, updated_at=now))
+            conn.execute(
+                inv.delete().where(
+                    inv.c.resource_provider_id == rp_id, inv.c.resource_class_id.in_(drop)
+                )
+            )
+        conn.execute(
+            rp.update()
+            .where(rp.c.id == rp_id)
+            .values(generation=rp.c.generation + 1, updated_at=now)
+        )

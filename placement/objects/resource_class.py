@@ -26,8 +26,7 @@ class CannotChangeStandard(rp_obj.ObjectError):
 
 class ResourceClassInUse(rp_obj.ObjectError):
     def __init__(self, name):
-        super().__init__(
-            f"Cannot delete resource class {name}. Class is in use in inventory.")
+        super().__init__(f"Cannot delete resource class {name}. Class is in use in inventory.")
 
 
 def is_standard(rc):
@@ -67,8 +66,7 @@ def create(db, name):
                     raise ResourceClassExists(name)
                 top = conn.execute(sa.select(sa.func.max(_RC.c.id))).scalar_one() or 0
                 new_id = max(top + 1, db_mod.CUSTOM_RC_ID_BASE)
-                conn.execute(_RC.insert().values(id=new_id, name=name,
-                                                 created_at=db_mod.utcnow()))
+                conn.execute(_RC.insert().values(id=new_id, name=name, created_at=db_mod.utcnow()))
                 return get_by_name(conn, name)
         except sa.exc.IntegrityError:
             # Another create took this id or this name; look again.
@@ -78,7 +76,8 @@ def create(db, name):
             raise ResourceClassExists(name)
     raise rp_obj.ConcurrentUpdate(
         f"Max retries of DB transaction exceeded attempting to create resource class: "
-        f"{name}, please try again.")
+        f"{name}, please try again."
+    )
 
 
 def rename(db, name, new_name):
@@ -91,11 +90,16 @@ def rename(db, name, new_name):
             rc = get_by_name(conn, name)
             if is_standard(rc):
                 raise CannotChangeStandard(f"Cannot update standard resource class {name}")
-            if new_name != name and conn.execute(
-                    sa.select(_RC.c.id).where(_RC.c.name == new_name)).first():
+            if (
+                new_name != name
+                and conn.execute(sa.select(_RC.c.id).where(_RC.c.name == new_name)).first()
+            ):
                 raise ResourceClassExists(new_name)
-            conn.execute(_RC.update().where(_RC.c.id == rc["id"])
-                         .values(name=new_name, updated_at=db_mod.utcnow()))
+            conn.execute(
+                _RC.update()
+                .where(_RC.c.id == rc["id"])
+                .values(name=new_name, updated_at=db_mod.utcnow())
+            )
             return get_by_name(conn, new_name)
     except sa.exc.IntegrityError:
         raise ResourceClassExists(new_name)
@@ -111,7 +115,8 @@ def delete(db, name):
         if is_standard(rc):
             raise CannotChangeStandard(f"Cannot delete standard resource class {name}.")
         for table in (m.inventories, m.allocations):
-            if conn.execute(sa.select(table.c.id)
-                            .where(table.c.resource_class_id == rc["id"]).limit(1)).first():
+            if conn.execute(
+                sa.select(table.c.id).where(table.c.resource_class_id == rc["id"]).limit(1)
+            ).first():
                 raise ResourceClassInUse(name)
         conn.execute(_RC.delete().where(_RC.c.id == rc["id"]))

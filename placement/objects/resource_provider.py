@@ -33,7 +33,8 @@ class NotFound(ObjectError):
 class ConcurrentUpdate(ObjectError):
     def __init__(self, message=None):
         super().__init__(
-            message or "Another thread concurrently updated the resource provider data. "
+            message
+            or "Another thread concurrently updated the resource provider data. "
             "Please retry your update"
         )
 
@@ -141,9 +142,10 @@ def _duplicates(conn, uuid, name):
     fields = []
     if conn.execute(sa.select(_RP.c.id).where(_RP.c.uuid == uuid)).first() is not None:
         fields.append(("uuid", uuid))
-    if name is not None and conn.execute(
-        sa.select(_RP.c.id).where(_RP.c.name == name)
-    ).first() is not None:
+    if (
+        name is not None
+        and conn.execute(sa.select(_RP.c.id).where(_RP.c.name == name)).first() is not None
+    ):
         fields.append(("name", name))
     return fields
 
@@ -178,13 +180,16 @@ def create(db, uuid, name, parent_uuid=None):
                 parent_id, root_id = parent["id"], parent["root_provider_id"]
             new_id = conn.execute(
                 _RP.insert().values(
-                    uuid=uuid, name=name, generation=0, parent_provider_id=parent_id,
-                    root_provider_id=root_id, created_at=db_mod.utcnow(),
+                    uuid=uuid,
+                    name=name,
+                    generation=0,
+                    parent_provider_id=parent_id,
+                    root_provider_id=root_id,
+                    created_at=db_mod.utcnow(),
                 )
             ).inserted_primary_key[0]
             if root_id is None:
-                conn.execute(_RP.update().where(_RP.c.id == new_id)
-                             .values(root_provider_id=new_id))
+                conn.execute(_RP.update().where(_RP.c.id == new_id).values(root_provider_id=new_id))
     except sa.exc.IntegrityError:
         # Another request inserted the same uuid/name (or deleted the parent)
         # between our check and our insert; say which.
@@ -245,13 +250,17 @@ def update(db, uuid, name=None, parent_uuid=_UNSET, allow_reparenting=False):
                 conn.execute(_RP.update().where(_RP.c.id == rp["id"]).values(**values))
             if new_root_id is not None and new_root_id != rp["root_provider_id"]:
                 subtree = _subtree_ids(conn, rp["id"], rp["root_provider_id"])
-                conn.execute(_RP.update().where(_RP.c.id.in_(subtree))
-                             .values(root_provider_id=new_root_id))
+                conn.execute(
+                    _RP.update().where(_RP.c.id.in_(subtree)).values(root_provider_id=new_root_id)
+                )
     except sa.exc.IntegrityError:
         with db.read() as conn:
-            if name is not None and conn.execute(
-                sa.select(_RP.c.id).where(_RP.c.name == name, _RP.c.uuid != uuid)
-            ).first():
+            if (
+                name is not None
+                and conn.execute(
+                    sa.select(_RP.c.id).where(_RP.c.name == name, _RP.c.uuid != uuid)
+                ).first()
+            ):
                 raise DuplicateProvider([("name", name)])
         raise ActionError("update", "parent provider UUID does not exist.")
     with db.read() as conn:
@@ -302,11 +311,15 @@ def delete(db, uuid):
                 raise CannotDeleteParent()
             if conn.execute(
                 sa.select(m.allocations.c.id)
-                .where(m.allocations.c.resource_provider_id == rp_id).limit(1)
+                .where(m.allocations.c.resource_provider_id == rp_id)
+                .limit(1)
             ).first():
                 raise ProviderInUse()
-            for table in (m.inventories, m.resource_provider_traits,
-                          m.resource_provider_aggregates):
+            for table in (
+                m.inventories,
+                m.resource_provider_traits,
+                m.resource_provider_aggregates,
+            ):
                 conn.execute(table.delete().where(table.c.resource_provider_id == rp_id))
             # Node records, hardware and twins go by ON DELETE CASCADE.
             # The row refers to itself as root; clear that so the delete is
@@ -316,11 +329,15 @@ def delete(db, uuid):
     except sa.exc.IntegrityError:
         # A child or an allocation appeared between our checks and the delete.
         with db.read() as conn:
-            if find(conn, uuid) is not None and conn.execute(
-                sa.select(m.allocations.c.id).join(
-                    _RP, _RP.c.id == m.allocations.c.resource_provider_id
-                ).where(_RP.c.uuid == uuid).limit(1)
-            ).first():
+            if (
+                find(conn, uuid) is not None
+                and conn.execute(
+                    sa.select(m.allocations.c.id)
+                    .join(_RP, _RP.c.id == m.allocations.c.resource_provider_id)
+                    .where(_RP.c.uuid == uuid)
+                    .limit(1)
+                ).first()
+            ):
                 raise ProviderInUse()
         raise CannotDeleteParent()
 
@@ -356,9 +373,18 @@ def _trait_ids(conn, names):
     return found
 
 
-def list_providers(db, name=None, uuid=None, in_tree=None, resources=None,
-                   member_of=None, forbidden_aggs=None, required=None,
-                   required_any=None, forbidden_traits=None):
+def list_providers(
+    db,
+    name=None,
+    uuid=None,
+    in_tree=None,
+    resources=None,
+    member_of=None,
+    forbidden_aggs=None,
+    required=None,
+    required_any=None,
+    forbidden_traits=None,
+):
     """Providers matching every given filter, in id order, as dicts.
 
     :param resources: {class name: amount}; a provider matches when it has
@@ -392,27 +418,37 @@ def list_providers(db, name=None, uuid=None, in_tree=None, resources=None,
             all_names = set().union(*trait_groups, forbidden_traits or set())
             ids = _trait_ids(conn, all_names)
             for group in trait_groups:
-                query = query.where(_RP.c.id.in_(
-                    sa.select(rpt.c.resource_provider_id)
-                    .where(rpt.c.trait_id.in_([ids[n] for n in group]))
-                ))
+                query = query.where(
+                    _RP.c.id.in_(
+                        sa.select(rpt.c.resource_provider_id).where(
+                            rpt.c.trait_id.in_([ids[n] for n in group])
+                        )
+                    )
+                )
             if forbidden_traits:
-                query = query.where(_RP.c.id.not_in(
-                    sa.select(rpt.c.resource_provider_id)
-                    .where(rpt.c.trait_id.in_([ids[n] for n in forbidden_traits]))
-                ))
+                query = query.where(
+                    _RP.c.id.not_in(
+                        sa.select(rpt.c.resource_provider_id).where(
+                            rpt.c.trait_id.in_([ids[n] for n in forbidden_traits])
+                        )
+                    )
+                )
         for group in member_of or ():
-            query = query.where(_RP.c.id.in_(
-                sa.select(rpa.c.resource_provider_id)
-                .join(agg, agg.c.id == rpa.c.aggregate_id)
-                .where(agg.c.uuid.in_(sorted(group)))
-            ))
+            query = query.where(
+                _RP.c.id.in_(
+                    sa.select(rpa.c.resource_provider_id)
+                    .join(agg, agg.c.id == rpa.c.aggregate_id)
+                    .where(agg.c.uuid.in_(sorted(group)))
+                )
+            )
         if forbidden_aggs:
-            query = query.where(_RP.c.id.not_in(
-                sa.select(rpa.c.resource_provider_id)
-                .join(agg, agg.c.id == rpa.c.aggregate_id)
-                .where(agg.c.uuid.in_(sorted(forbidden_aggs)))
-            ))
+            query = query.where(
+                _RP.c.id.not_in(
+                    sa.select(rpa.c.resource_provider_id)
+                    .join(agg, agg.c.id == rpa.c.aggregate_id)
+                    .where(agg.c.uuid.in_(sorted(forbidden_aggs)))
+                )
+            )
         for rc_name, amount in (resources or {}).items():
             if not storable(rc_name):
                 raise ResourceClassNotFound(rc_name)
@@ -431,8 +467,10 @@ def _providers_with_capacity(rc_id, amount):
     alloc = m.allocations
     used = (
         sa.select(sa.func.coalesce(sa.func.sum(alloc.c.used), 0))
-        .where(alloc.c.resource_provider_id == inv.c.resource_provider_id,
-               alloc.c.resource_class_id == rc_id)
+        .where(
+            alloc.c.resource_provider_id == inv.c.resource_provider_id,
+            alloc.c.resource_class_id == rc_id,
+        )
         .scalar_subquery()
     )
     return sa.select(inv.c.resource_provider_id).where(

@@ -31,12 +31,18 @@ def put(db, request_id, project_id, report):
     with db.write() as conn:
         found = conn.execute(sa.select(_T.c.id).where(_T.c.request_id == request_id)).first()
         if found is None:
-            conn.execute(_T.insert().values(request_id=request_id, project_id=project_id,
-                                            body=body, created_at=now))
+            conn.execute(
+                _T.insert().values(
+                    request_id=request_id, project_id=project_id, body=body, created_at=now
+                )
+            )
             created = True
         else:
-            conn.execute(_T.update().where(_T.c.id == found.id).values(
-                project_id=project_id, body=body, updated_at=now))
+            conn.execute(
+                _T.update()
+                .where(_T.c.id == found.id)
+                .values(project_id=project_id, body=body, updated_at=now)
+            )
             created = False
         row = conn.execute(sa.select(_T).where(_T.c.request_id == request_id)).one()
     return _to_dict(row), created

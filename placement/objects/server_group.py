@@ -57,15 +57,18 @@ class GroupNotFound(ServerGroupError):
 
 class MemberOfAnotherGroup(ServerGroupError):
     def __init__(self, instance, group_uuid):
-        super().__init__(f"instance {instance} is a member of server group {group_uuid}; "
-                         "an instance belongs to one group only")
+        super().__init__(
+            f"instance {instance} is a member of server group {group_uuid}; "
+            "an instance belongs to one group only"
+        )
 
 
 class PolicyViolation(ServerGroupError):
     def __init__(self, instance, group, detail):
         super().__init__(
             f"server group {group['uuid']} ({_policy_text(group)}) refuses instance "
-            f"{instance}: {detail}")
+            f"{instance}: {detail}"
+        )
 
 
 def _policy_text(group):
@@ -76,12 +79,19 @@ def _policy_text(group):
 
 def _to_dict(row):
     return {
-        "uuid": row.uuid, "name": row.name, "policy": row.policy,
-        "rules": ({"max_server_per_host": row.max_server_per_host}
-                  if row.max_server_per_host is not None else {}),
+        "uuid": row.uuid,
+        "name": row.name,
+        "policy": row.policy,
+        "rules": (
+            {"max_server_per_host": row.max_server_per_host}
+            if row.max_server_per_host is not None
+            else {}
+        ),
         "max_server_per_host": row.max_server_per_host,
-        "project_id": row.project_id, "user_id": row.user_id,
-        "generation": row.generation, "created_at": row.created_at,
+        "project_id": row.project_id,
+        "user_id": row.user_id,
+        "generation": row.generation,
+        "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
 
@@ -96,10 +106,18 @@ def create(db, name, policy, project_id, user_id, max_server_per_host=None, uuid
     with db.write() as conn:
         if conn.execute(sa.select(_G.c.id).where(_G.c.uuid == group_uuid)).first():
             raise Duplicate(group_uuid)
-        conn.execute(_G.insert().values(
-            uuid=group_uuid, name=name, policy=policy, project_id=project_id,
-            user_id=user_id, max_server_per_host=max_server_per_host, generation=0,
-            created_at=now))
+        conn.execute(
+            _G.insert().values(
+                uuid=group_uuid,
+                name=name,
+                policy=policy,
+                project_id=project_id,
+                user_id=user_id,
+                max_server_per_host=max_server_per_host,
+                generation=0,
+                created_at=now,
+            )
+        )
         row = conn.execute(sa.select(_G).where(_G.c.uuid == group_uuid)).one()
     out = _to_dict(row)
     out["members"] = []
@@ -114,9 +132,11 @@ def get(db, group_uuid):
         row = conn.execute(sa.select(_G).where(_G.c.uuid == group_uuid)).first()
         if row is None:
             raise NotFound(group_uuid)
-        members = list(conn.execute(
-            sa.select(_M.c.instance_uuid).where(_M.c.group_id == row.id)
-            .order_by(_M.c.id)).scalars())
+        members = list(
+            conn.execute(
+                sa.select(_M.c.instance_uuid).where(_M.c.group_id == row.id).order_by(_M.c.id)
+            ).scalars()
+        )
         hosts = _member_hosts(conn, row.id)
     out = _to_dict(row)
     out["members"] = members
@@ -138,8 +158,10 @@ def list_groups(db, project_id=None):
         members = collections.defaultdict(list)
         if rows:
             for gid, instance in conn.execute(
-                    sa.select(_M.c.group_id, _M.c.instance_uuid)
-                    .where(_M.c.group_id.in_([r.id for r in rows])).order_by(_M.c.id)):
+                sa.select(_M.c.group_id, _M.c.instance_uuid)
+                .where(_M.c.group_id.in_([r.id for r in rows]))
+                .order_by(_M.c.id)
+            ):
                 members[gid].append(instance)
     out = []
     for row in rows:
@@ -153,8 +175,9 @@ def delete(db, group_uuid):
     """Delete a group and its memberships (the instances keep their
     allocations). :raise NotFound."""
     with db.write() as conn:
-        row = conn.execute(sa.select(_G.c.id).where(_G.c.uuid == group_uuid)
-                           .with_for_update()).first()
+        row = conn.execute(
+            sa.select(_G.c.id).where(_G.c.uuid == group_uuid).with_for_update()
+        ).first()
         if row is None:
             raise NotFound(group_uuid)
         conn.execute(_M.delete().where(_M.c.group_id == row.id))
@@ -166,20 +189,25 @@ def remove_member(db, group_uuid, instance_uuid):
     deleted); bumps the group's generation. :raise NotFound: no such group
     or the instance is not its member."""
     with db.write() as conn:
-        row = conn.execute(sa.select(_G.c.id).where(_G.c.uuid == group_uuid)
-                           .with_for_update()).first()
+        row = conn.execute(
+            sa.select(_G.c.id).where(_G.c.uuid == group_uuid).with_for_update()
+        ).first()
         if row is None:
             raise NotFound(group_uuid)
-        gone = conn.execute(_M.delete().where(
-            _M.c.group_id == row.id, _M.c.instance_uuid == instance_uuid)).rowcount
+        gone = conn.execute(
+            _M.delete().where(_M.c.group_id == row.id, _M.c.instance_uuid == instance_uuid)
+        ).rowcount
         if not gone:
             raise NotFound(instance_uuid)
         _bump(conn, row.id)
 
 
 def _bump(conn, group_id):
-    conn.execute(_G.update().where(_G.c.id == group_id).values(
-        generation=_G.c.generation + 1, updated_at=db_mod.utcnow()))
+    conn.execute(
+        _G.update()
+        .where(_G.c.id == group_id)
+        .values(generation=_G.c.generation + 1, updated_at=db_mod.utcnow())
+    )
 
 
 # --- the claim-time check --------------------------------------------------------
@@ -192,8 +220,8 @@ def _is_host_provider():
     return ~sa.exists(
         sa.select(rpt.c.resource_provider_id)
         .join(t, t.c.id == rpt.c.trait_id)
-        .where(rpt.c.resource_provider_id == m.resource_providers.c.id,
-               t.c.name == SHARING_TRAIT))
+        .where(rpt.c.resource_provider_id == m.resource_providers.c.id, t.c.name == SHARING_TRAIT)
+    )
 
 
 def _member_hosts(conn, group_id, exclude=()):
@@ -203,11 +231,13 @@ def _member_hosts(conn, group_id, exclude=()):
     rp = m.resource_providers
     root = rp.alias("root")
     stmt = (
-        sa.select(_M.c.instance_uuid, root.c.uuid).distinct()
-        .select_from(_M.join(a, a.c.consumer_id == _M.c.instance_uuid)
-                     .join(rp, rp.c.id == a.c.resource_provider_id)
-                     .join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id,
-                                                                 rp.c.id)))
+        sa.select(_M.c.instance_uuid, root.c.uuid)
+        .distinct()
+        .select_from(
+            _M.join(a, a.c.consumer_id == _M.c.instance_uuid)
+            .join(rp, rp.c.id == a.c.resource_provider_id)
+            .join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id, rp.c.id))
+        )
         .where(_M.c.group_id == group_id, _is_host_provider())
     )
     if exclude:
@@ -222,10 +252,11 @@ def _roots_of(conn, rp_uuids):
     """{provider uuid: root uuid} of the host providers among ``rp_uuids``."""
     rp = m.resource_providers
     root = rp.alias("root")
-    stmt = (sa.select(rp.c.uuid, root.c.uuid)
-            .select_from(rp.join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id,
-                                                                       rp.c.id)))
-            .where(rp.c.uuid.in_(list(rp_uuids)), _is_host_provider()))
+    stmt = (
+        sa.select(rp.c.uuid, root.c.uuid)
+        .select_from(rp.join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id, rp.c.id)))
+        .where(rp.c.uuid.in_(list(rp_uuids)), _is_host_provider())
+    )
     return dict(conn.execute(stmt).all())
 
 
@@ -246,9 +277,11 @@ def check_claims(conn, writes):
     """
     uuids = [w.uuid for w in writes]
     named = {w.server_group for w in writes if getattr(w, "server_group", None)}
-    current = dict(conn.execute(
-        sa.select(_M.c.instance_uuid, _M.c.group_id).where(_M.c.instance_uuid.in_(uuids))
-    ).all())
+    current = dict(
+        conn.execute(
+            sa.select(_M.c.instance_uuid, _M.c.group_id).where(_M.c.instance_uuid.in_(uuids))
+        ).all()
+    )
     if not named and not current:
         return
     groups = {}  # id -> group dict
@@ -309,12 +342,18 @@ def _check_one(group, instance, new_hosts, per_host):
     occupied = {h for h, n in per_host.items() if n > 0}
     if group["policy"] == AFFINITY:
         if occupied and not new_hosts <= occupied:
-            raise PolicyViolation(instance, group, (
-                f"its members run on host(s) {', '.join(sorted(occupied))}, not on "
-                f"{', '.join(sorted(new_hosts - occupied))}"))
+            raise PolicyViolation(
+                instance,
+                group,
+                (
+                    f"its members run on host(s) {', '.join(sorted(occupied))}, not on "
+                    f"{', '.join(sorted(new_hosts - occupied))}"
+                ),
+            )
         return
     limit = group["max_server_per_host"] or 1
     for host in sorted(new_hosts):
         if per_host[host] >= limit:
-            raise PolicyViolation(instance, group, (
-                f"host {host} already runs {per_host[host]} member(s)"))
+            raise PolicyViolation(
+                instance, group, (f"host {host} already runs {per_host[host]} member(s)")
+            )

@@ -58,8 +58,9 @@ def delete(db, name):
         trait = get_by_name(conn, name)
         if not name.startswith(CUSTOM_PREFIX):
             raise CannotDeleteStandard(name)
-        if conn.execute(sa.select(_RPT.c.trait_id)
-                        .where(_RPT.c.trait_id == trait["id"]).limit(1)).first():
+        if conn.execute(
+            sa.select(_RPT.c.trait_id).where(_RPT.c.trait_id == trait["id"]).limit(1)
+        ).first():
             raise TraitInUse(name)
         conn.execute(_TR.delete().where(_TR.c.id == trait["id"]))
 
@@ -85,8 +86,10 @@ def list_traits(db, name_in=None, prefix=None, associated=None):
 
 def of_provider(conn, rp_id):
     rows = conn.execute(
-        sa.select(_TR).join(_RPT, _RPT.c.trait_id == _TR.c.id)
-        .where(_RPT.c.resource_provider_id == rp_id).order_by(_TR.c.name)
+        sa.select(_TR)
+        .join(_RPT, _RPT.c.trait_id == _TR.c.id)
+        .where(_RPT.c.resource_provider_id == rp_id)
+        .order_by(_TR.c.name)
     )
     return [dict(r._mapping) for r in rows]
 
@@ -115,19 +118,23 @@ def set_for_provider(db, rp_uuid, seen_generation, names):
             raise rp_obj.ConcurrentUpdate()
         ids = rp_obj._trait_ids(conn, names)
         current = {
-            row.trait_id for row in conn.execute(
-                sa.select(_RPT.c.trait_id).where(_RPT.c.resource_provider_id == rp["id"]))
+            row.trait_id
+            for row in conn.execute(
+                sa.select(_RPT.c.trait_id).where(_RPT.c.resource_provider_id == rp["id"])
+            )
         }
         wanted = set(ids.values())
         generation = rp["generation"]
         if wanted != current:
             generation = rp_obj.bump_generation(conn, rp["id"], seen_generation)
             if current - wanted:
-                conn.execute(_RPT.delete().where(
-                    _RPT.c.resource_provider_id == rp["id"],
-                    _RPT.c.trait_id.in_(list(current - wanted))))
+                conn.execute(
+                    _RPT.delete().where(
+                        _RPT.c.resource_provider_id == rp["id"],
+                        _RPT.c.trait_id.in_(list(current - wanted)),
+                    )
+                )
             for trait_id in sorted(wanted - current):
-                conn.execute(_RPT.insert().values(resource_provider_id=rp["id"],
-                                                  trait_id=trait_id))
+                conn.execute(_RPT.insert().values(resource_provider_id=rp["id"], trait_id=trait_id))
         traits = of_provider(conn, rp["id"])
     return generation, traits

@@ -20,15 +20,17 @@ def for_provider(db, rp_uuid):
     # LEFT JOIN resource_classes rc ON rc.id = inv.resource_class_id WHERE rp.uuid = :uuid
     used = (
         sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
-        .where(a.c.resource_provider_id == rp.c.id,
-               a.c.resource_class_id == inv.c.resource_class_id)
+        .where(
+            a.c.resource_provider_id == rp.c.id, a.c.resource_class_id == inv.c.resource_class_id
+        )
         .scalar_subquery()
     )
     stmt = (
         sa.select(rp.c.generation, rc.c.name, used.label("used"))
         .select_from(
-            rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id)
-            .outerjoin(rc, rc.c.id == inv.c.resource_class_id)
+            rp.outerjoin(inv, inv.c.resource_provider_id == rp.c.id).outerjoin(
+                rc, rc.c.id == inv.c.resource_class_id
+            )
         )
         .where(rp.c.uuid == rp_uuid)
     )
@@ -85,7 +87,9 @@ def totals_by_consumer_type(db, project_id, user_id=None, consumer_type=None):
     # per-class grouping would count a consumer once per class it uses.
     counts_stmt = (
         sa.select(*type_keys, sa.func.count(sa.distinct(a.c.consumer_id)))
-        .select_from(join).where(*conditions).group_by(*type_keys)
+        .select_from(join)
+        .where(*conditions)
+        .group_by(*type_keys)
     )
     usage_stmt = (
         sa.select(*type_keys, rc.c.name, sa.func.sum(a.c.used))

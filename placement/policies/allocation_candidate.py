@@ -12,6 +12,7 @@ LIST = "placement:allocation_candidates:list"
 
 def list_rules():
     return [
-        base.endpoint_rule(LIST, base.ADMIN_OR_SERVICE, "List allocation candidates.",
-                           "GET /allocation_candidates"),
+        base.endpoint_rule(
+            LIST, base.ADMIN_OR_SERVICE, "List allocation candidates.", "GET /allocation_candidates"
+        ),
     ]

@@ -15,10 +15,20 @@ def list_rules():
     r = base.endpoint_rule
     adm = base.ADMIN_OR_SERVICE
     return [
-        r(LIST, adm, "Extension: list build requests or show one.",
-          "GET /build_requests", "GET /build_requests/{instance_uuid}"),
-        r(UPDATE, adm, "Extension: create build requests, take or hand off their lease, "
-          "record their outcome.",
-          "POST /build_requests", "PUT /build_requests", "PUT /build_requests/{instance_uuid}",
-          "PUT /build_requests/{instance_uuid}/lease"),
+        r(
+            LIST,
+            adm,
+            "Extension: list build requests or show one.",
+            "GET /build_requests",
+            "GET /build_requests/{instance_uuid}",
+        ),
+        r(
+            UPDATE,
+            adm,
+            "Extension: create build requests, take or hand off their lease, record their outcome.",
+            "POST /build_requests",
+            "PUT /build_requests",
+            "PUT /build_requests/{instance_uuid}",
+            "PUT /build_requests/{instance_uuid}/lease",
+        ),
     ]

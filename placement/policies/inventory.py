@@ -21,6 +21,5 @@ def list_rules():
         r(SHOW, adm, "Show resource provider inventory.", f"GET {one}"),
         # Replacing all inventories and updating one share a rule, as upstream.
         r(UPDATE, adm, "Update resource provider inventory.", f"PUT {_PATH}", f"PUT {one}"),
-        r(DELETE, adm, "Delete resource provider inventory.", f"DELETE {_PATH}",
-          f"DELETE {one}"),
+        r(DELETE, adm, "Delete resource provider inventory.", f"DELETE {_PATH}", f"DELETE {one}"),
     ]

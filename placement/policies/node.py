@@ -19,12 +19,25 @@ def list_rules():
     adm = base.ADMIN_OR_SERVICE
     return [
         r(LIST, adm, "Extension: list node records.", "GET /nodes"),
-        r(SHOW, adm, "Extension: show a node record, its hardware or its twin.",
-          "GET /nodes/{uuid}", "GET /nodes/{uuid}/hardware", "GET /nodes/{uuid}/twin"),
-        r(UPDATE, adm, "Extension: create or update a node record, its hardware or "
-          "its twin, or many twins at once (a twin also sets the power-profile "
-          "trait).",
-          "PUT /nodes/{uuid}", "PUT /nodes/{uuid}/hardware", "PUT /nodes/{uuid}/twin",
-          "POST /nodes/twins", "POST /nodes/{uuid}/build_outcome"),
+        r(
+            SHOW,
+            adm,
+            "Extension: show a node record, its hardware or its twin.",
+            "GET /nodes/{uuid}",
+            "GET /nodes/{uuid}/hardware",
+            "GET /nodes/{uuid}/twin",
+        ),
+        r(
+            UPDATE,
+            adm,
+            "Extension: create or update a node record, its hardware or "
+            "its twin, or many twins at once (a twin also sets the power-profile "
+            "trait).",
+            "PUT /nodes/{uuid}",
+            "PUT /nodes/{uuid}/hardware",
+            "PUT /nodes/{uuid}/twin",
+            "POST /nodes/twins",
+            "POST /nodes/{uuid}/build_outcome",
+        ),
         r(DELETE, adm, "Extension: delete a node record.", "DELETE /nodes/{uuid}"),
     ]

@@ -12,6 +12,7 @@ RESHAPE = "placement:reshaper:reshape"
 
 def list_rules():
     return [
-        base.endpoint_rule(RESHAPE, base.SERVICE, "Reshape inventory and allocations.",
-                           "POST /reshaper"),
+        base.endpoint_rule(
+            RESHAPE, base.SERVICE, "Reshape inventory and allocations.", "POST /reshaper"
+        ),
     ]

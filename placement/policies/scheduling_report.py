@@ -16,9 +16,16 @@ def list_rules():
     r = base.endpoint_rule
     adm = base.ADMIN_OR_SERVICE
     return [
-        r(SHOW, adm, "Extension: show the scheduling report of a request.",
-          "GET /scheduling_reports/{request_id}"),
-        r(UPDATE, adm, "Extension: store the scheduling report of a request "
-          "(written by the scheduler).",
-          "PUT /scheduling_reports/{request_id}"),
+        r(
+            SHOW,
+            adm,
+            "Extension: show the scheduling report of a request.",
+            "GET /scheduling_reports/{request_id}",
+        ),
+        r(
+            UPDATE,
+            adm,
+            "Extension: store the scheduling report of a request (written by the scheduler).",
+            "PUT /scheduling_reports/{request_id}",
+        ),
     ]

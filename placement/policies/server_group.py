@@ -19,10 +19,18 @@ def list_rules():
     adm = base.ADMIN_OR_SERVICE
     return [
         r(LIST, adm, "Extension: list server groups.", "GET /server_groups"),
-        r(SHOW, adm, "Extension: show a server group, its members and their hosts.",
-          "GET /server_groups/{uuid}"),
+        r(
+            SHOW,
+            adm,
+            "Extension: show a server group, its members and their hosts.",
+            "GET /server_groups/{uuid}",
+        ),
         r(CREATE, adm, "Extension: create a server group.", "POST /server_groups"),
         r(DELETE, adm, "Extension: delete a server group.", "DELETE /server_groups/{uuid}"),
-        r(MEMBER_DELETE, adm, "Extension: take an instance out of its server group.",
-          "DELETE /server_groups/{uuid}/members/{instance_uuid}"),
+        r(
+            MEMBER_DELETE,
+            adm,
+            "Extension: take an instance out of its server group.",
+            "DELETE /server_groups/{uuid}/members/{instance_uuid}",
+        ),
     ]

@@ -15,10 +15,17 @@ TOTAL_USAGES = "placement:usages"
 def list_rules():
     r = base.endpoint_rule
     return [
-        r(PROVIDER_USAGES, base.ADMIN_OR_SERVICE, "List resource provider usages.",
-          "GET /resource_providers/{uuid}/usages"),
-        r(TOTAL_USAGES, base.ADMIN_OR_PROJECT_READER_OR_SERVICE,
-          "List total resource usages for a given project. Admin and service see "
-          "any project; a project reader or member only its own.",
-          "GET /usages"),
+        r(
+            PROVIDER_USAGES,
+            base.ADMIN_OR_SERVICE,
+            "List resource provider usages.",
+            "GET /resource_providers/{uuid}/usages",
+        ),
+        r(
+            TOTAL_USAGES,
+            base.ADMIN_OR_PROJECT_READER_OR_SERVICE,
+            "List total resource usages for a given project. Admin and service see "
+            "any project; a project reader or member only its own.",
+            "GET /usages",
+        ),
     ]

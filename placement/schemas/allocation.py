@@ -21,8 +21,10 @@ GROUP_PATTERN_1_33 = "[a-zA-Z0-9_-]{1,64}"
 
 _WORKLOAD_CLASS = {"type": "string", "enum": list(vocabulary.WORKLOAD_CLASSES)}
 # Extension: the server group the consumer joins (objects/server_group.py).
-_SERVER_GROUP = {"type": "string", "pattern": (
-    "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")}
+_SERVER_GROUP = {
+    "type": "string",
+    "pattern": ("^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"),
+}
 _EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 _AMOUNTS = {
     "type": "object",

@@ -34,29 +34,44 @@ def _groups(suffix, keys):
 
 GET_1_10 = _schema({"resources": _STRING}, required=["resources"])
 GET_1_16 = _schema({"resources": _STRING, "limit": _LIMIT}, required=["resources"])
-GET_1_17 = _schema({"resources": _STRING, "limit": _LIMIT, "required": _STRING},
-                   required=["resources"])
-GET_1_21 = _schema({"resources": _STRING, "limit": _LIMIT, "required": _STRING,
-                    "member_of": _STRING}, required=["resources"])
+GET_1_17 = _schema(
+    {"resources": _STRING, "limit": _LIMIT, "required": _STRING}, required=["resources"]
+)
+GET_1_21 = _schema(
+    {"resources": _STRING, "limit": _LIMIT, "required": _STRING, "member_of": _STRING},
+    required=["resources"],
+)
 _POLICY = {"type": "string", "enum": ["none", "isolate"]}
-GET_1_25 = _schema({"limit": _LIMIT, "group_policy": _POLICY},
-                   _groups(GROUP_SUFFIX, ("resources", "required", "member_of")))
-GET_1_31 = _schema({"limit": _LIMIT, "group_policy": _POLICY},
-                   _groups(GROUP_SUFFIX, ("resources", "required", "member_of", "in_tree")))
-GET_1_33 = _schema({"limit": _LIMIT, "group_policy": _POLICY},
-                   _groups(GROUP_SUFFIX_1_33,
-                           ("resources", "required", "member_of", "in_tree")))
-GET_1_35 = _schema({"limit": _LIMIT, "group_policy": _POLICY, "root_required": _STRING},
-                   _groups(GROUP_SUFFIX_1_33,
-                           ("resources", "required", "member_of", "in_tree")))
-GET_1_36 = _schema({"limit": _LIMIT, "group_policy": _POLICY, "root_required": _STRING,
-                    "same_subtree": _STRING},
-                   _groups(GROUP_SUFFIX_1_33,
-                           ("resources", "required", "member_of", "in_tree")))
+GET_1_25 = _schema(
+    {"limit": _LIMIT, "group_policy": _POLICY},
+    _groups(GROUP_SUFFIX, ("resources", "required", "member_of")),
+)
+GET_1_31 = _schema(
+    {"limit": _LIMIT, "group_policy": _POLICY},
+    _groups(GROUP_SUFFIX, ("resources", "required", "member_of", "in_tree")),
+)
+GET_1_33 = _schema(
+    {"limit": _LIMIT, "group_policy": _POLICY},
+    _groups(GROUP_SUFFIX_1_33, ("resources", "required", "member_of", "in_tree")),
+)
+GET_1_35 = _schema(
+    {"limit": _LIMIT, "group_policy": _POLICY, "root_required": _STRING},
+    _groups(GROUP_SUFFIX_1_33, ("resources", "required", "member_of", "in_tree")),
+)
+GET_1_36 = _schema(
+    {"limit": _LIMIT, "group_policy": _POLICY, "root_required": _STRING, "same_subtree": _STRING},
+    _groups(GROUP_SUFFIX_1_33, ("resources", "required", "member_of", "in_tree")),
+)
 
 _BY_VERSION = [
-    ((1, 36), GET_1_36), ((1, 35), GET_1_35), ((1, 33), GET_1_33), ((1, 31), GET_1_31),
-    ((1, 25), GET_1_25), ((1, 21), GET_1_21), ((1, 17), GET_1_17), ((1, 16), GET_1_16),
+    ((1, 36), GET_1_36),
+    ((1, 35), GET_1_35),
+    ((1, 33), GET_1_33),
+    ((1, 31), GET_1_31),
+    ((1, 25), GET_1_25),
+    ((1, 21), GET_1_21),
+    ((1, 17), GET_1_17),
+    ((1, 16), GET_1_16),
 ]
 
 

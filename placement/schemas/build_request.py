@@ -16,8 +16,12 @@ OWNER = {"type": "string", "minLength": 1, "maxLength": 255}
 LEASE_SECONDS = {"type": "integer", "minimum": 1, "maximum": 86400}
 GENERATION = {"type": "integer", "minimum": 0}
 # The request spec's own rule: the id may end up in a URL path.
-REQUEST_ID = {"type": "string", "minLength": 1, "maxLength": request_spec.REQUEST_ID_MAX,
-              "pattern": request_spec.ID_PATTERN}
+REQUEST_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": request_spec.REQUEST_ID_MAX,
+    "pattern": request_spec.ID_PATTERN,
+}
 # Bulk bodies: issue 12's batches are at most this many instances per call.
 MAX_BULK = 10000
 
@@ -42,9 +46,12 @@ POST_BUILD_REQUEST = {
             "type": "object",
             "properties": {
                 "build_requests": {
-                    "type": "array", "minItems": 1, "maxItems": MAX_BULK,
+                    "type": "array",
+                    "minItems": 1,
+                    "maxItems": MAX_BULK,
                     "items": {
-                        "type": "object", "properties": _RECORD,
+                        "type": "object",
+                        "properties": _RECORD,
                         "required": ["instance_uuid", "request_id", "spec"],
                         "additionalProperties": False,
                     },
@@ -79,7 +86,9 @@ PUT_BUILD_REQUESTS = {
     "type": "object",
     "properties": {
         "build_requests": {
-            "type": "array", "minItems": 1, "maxItems": MAX_BULK,
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_BULK,
             "items": {
                 "type": "object",
                 "properties": {"instance_uuid": UUID, **_FINISH},

@@ -28,7 +28,8 @@ BASE_INVENTORY = {
 # POST names the class in the body and needs no generation.
 POST_INVENTORY = copy.deepcopy(BASE_INVENTORY)
 POST_INVENTORY["properties"]["resource_class"] = {
-    "type": "string", "pattern": common.RC_PATTERN,
+    "type": "string",
+    "pattern": common.RC_PATTERN,
 }
 POST_INVENTORY["required"] = ["total", "resource_class"]
 

@@ -67,8 +67,7 @@ POST_TWINS = {
             "maxItems": 100000,
             "items": {
                 "type": "object",
-                "properties": {"uuid": {"type": "string", "format": "uuid"},
-                               **_TWIN_PROPERTIES},
+                "properties": {"uuid": {"type": "string", "format": "uuid"}, **_TWIN_PROPERTIES},
                 "required": ["uuid", "profile"],
                 "additionalProperties": False,
             },
@@ -89,8 +88,7 @@ LIST_QUERY = {
 # (for its precise message) when one of them does not pass.
 POST_TWINS_ENVELOPE = {
     "type": "object",
-    "properties": {"twins": {"type": "array", "maxItems": 100000,
-                             "items": {"type": "object"}}},
+    "properties": {"twins": {"type": "array", "maxItems": 100000, "items": {"type": "object"}}},
     "required": ["twins"],
     "additionalProperties": False,
 }

@@ -52,8 +52,12 @@ LIST_1_18["properties"]["required"] = {"type": "string"}
 
 def list_schema(version):
     """The query-string schema for the request's microversion."""
-    for minimum, schema in (((1, 18), LIST_1_18), ((1, 14), LIST_1_14), ((1, 4), LIST_1_4),
-                            ((1, 3), LIST_1_3)):
+    for minimum, schema in (
+        ((1, 18), LIST_1_18),
+        ((1, 14), LIST_1_14),
+        ((1, 4), LIST_1_4),
+        ((1, 3), LIST_1_3),
+    ):
         if version >= minimum:
             return schema
     return LIST_1_0

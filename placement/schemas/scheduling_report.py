@@ -8,8 +8,9 @@ object-valued report.
 PUT_REPORT = {
     "type": "object",
     "properties": {
-        "project_id": {"anyOf": [{"type": "string", "minLength": 1, "maxLength": 255},
-                                 {"type": "null"}]},
+        "project_id": {
+            "anyOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]
+        },
         "report": {"type": "object"},
     },
     "required": ["report"],

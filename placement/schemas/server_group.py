@@ -14,14 +14,19 @@ EXTERNAL_ID = {"type": "string", "minLength": 1, "maxLength": 255}
 POST_SERVER_GROUP = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 255,
-                 "pattern": "^[^\\x00-\\x1f\\x7f]*$"},
+        "name": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 255,
+            "pattern": "^[^\\x00-\\x1f\\x7f]*$",
+        },
         "policy": {"type": "string", "enum": list(sg_obj.POLICIES)},
         "rules": {
             "type": "object",
             # The column is a 32-bit integer: a larger value was an overflow (a 500).
-            "properties": {"max_server_per_host": {"type": "integer", "minimum": 1,
-                                                   "maximum": common.MAX_INT}},
+            "properties": {
+                "max_server_per_host": {"type": "integer", "minimum": 1, "maximum": common.MAX_INT}
+            },
             "additionalProperties": False,
         },
         "uuid": UUID,

@@ -31,9 +31,18 @@ ALL_AVAILABLE = "all"
 
 # Ours, in the default chain order (cheap, selective ones first); each is
 # an entry point of NAMESPACE in setup.cfg.
-DEFAULT_CHAIN = ("ComputeFilter", "ForceHostsFilter", "CellFilter", "AvailabilityZoneFilter",
-                 "NodeSelectorFilter", "JoulieFilter", "ServerGroupAntiAffinityFilter",
-                 "ServerGroupAffinityFilter", "SameHostFilter", "DifferentHostFilter")
+DEFAULT_CHAIN = (
+    "ComputeFilter",
+    "ForceHostsFilter",
+    "CellFilter",
+    "AvailabilityZoneFilter",
+    "NodeSelectorFilter",
+    "JoulieFilter",
+    "ServerGroupAntiAffinityFilter",
+    "ServerGroupAffinityFilter",
+    "SameHostFilter",
+    "DifferentHostFilter",
+)
 
 
 class UnknownFilter(ValueError):
@@ -44,12 +53,15 @@ def installed():
     """{entry point name: filter class} of every installed filter. An entry
     point whose module fails to import is left out (and logged), so one
     broken plugin does not hide the others; naming it is then an error."""
-    def failed(_manager, entrypoint, exc):
-        LOG.warning("filter entry point %s (%s) failed to load: %s", entrypoint.name,
-                    entrypoint.value, exc)
 
-    mgr = extension.ExtensionManager(NAMESPACE, invoke_on_load=False,
-                                     on_load_failure_callback=failed)
+    def failed(_manager, entrypoint, exc):
+        LOG.warning(
+            "filter entry point %s (%s) failed to load: %s", entrypoint.name, entrypoint.value, exc
+        )
+
+    mgr = extension.ExtensionManager(
+        NAMESPACE, invoke_on_load=False, on_load_failure_callback=failed
+    )
     return {ext.name: ext.plugin for ext in mgr}
 
 
@@ -72,7 +84,8 @@ def load(names, available_filters=(ALL_AVAILABLE,)):
             raise UnknownFilter(
                 f"filter {name!r} in [filter_scheduler] enabled_filters is not installed "
                 f"or not in available_filters; available: {', '.join(sorted(known))}"
-                + _reinstall_hint(known))
+                + _reinstall_hint(known)
+            )
         out.append(cls())
     return out
 
@@ -98,12 +111,18 @@ def run_filters(hosts, spec, filters):
         # hot: runs per candidate host per request; no logging inside.
         hosts = [h for h in hosts if flt.host_passes(h, spec)]
         removed = before - len(hosts)
-        records.append({"name": flt.name, "before": before, "after": len(hosts),
-                        "removed": removed, "reason": flt.reason})
+        records.append(
+            {
+                "name": flt.name,
+                "before": before,
+                "after": len(hosts),
+                "removed": removed,
+                "reason": flt.reason,
+            }
+        )
         LOG.debug("filter %s: %d -> %d hosts", flt.name, before, len(hosts))
         if not hosts:
-            LOG.info("filter %s removed all remaining candidates of %s", flt.name,
-                     spec.request_id)
+            LOG.info("filter %s removed all remaining candidates of %s", flt.name, spec.request_id)
             break
     return hosts, records
 
@@ -115,8 +134,13 @@ def add_records(total, records):
     for rec in records:
         have = by_name.get(rec["name"])
         if have is None:
-            have = {"name": rec["name"], "before": 0, "after": 0, "removed": 0,
-                    "reason": rec["reason"]}
+            have = {
+                "name": rec["name"],
+                "before": 0,
+                "after": 0,
+                "removed": 0,
+                "reason": rec["reason"],
+            }
             by_name[rec["name"]] = have
             total.append(have)
         for key in ("before", "after", "removed"):

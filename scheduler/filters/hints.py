@@ -59,7 +59,10 @@ class ForceHostsFilter:
             return True
         if hints.force_hosts and host.name not in hints.force_hosts:
             return False
-        if hints.force_nodes and host.name not in hints.force_nodes \
-                and host.uuid not in hints.force_nodes:
+        if (
+            hints.force_nodes
+            and host.name not in hints.force_nodes
+            and host.uuid not in hints.force_nodes
+        ):
             return False
         return True

@@ -15,15 +15,15 @@ ours uses its class attribute ``default_multiplier`` (1.0 without one).
 """
 
 import logging
-
 import math
+
+from stevedore import extension
 
 from joule import vocabulary
 from scheduler.hosts import FREE_DISK
 from scheduler.hosts import FREE_RAM
 from scheduler.hosts import FREE_VCPU
 from scheduler.weighers.normalize import normalize
-from stevedore import extension
 
 LOG = logging.getLogger(__name__)
 
@@ -35,8 +35,15 @@ ALL_INSTALLED = "all"
 
 # Ours, in the order "all" runs them (their entry points are in setup.cfg);
 # other installed weighers follow, by name.
-OURS = ("RAMWeigher", "CPUWeigher", "DiskWeigher", "PowerWeigher", "BuildFailureWeigher",
-        "ServerGroupSoftAffinityWeigher", "ServerGroupSoftAntiAffinityWeigher")
+OURS = (
+    "RAMWeigher",
+    "CPUWeigher",
+    "DiskWeigher",
+    "PowerWeigher",
+    "BuildFailureWeigher",
+    "ServerGroupSoftAffinityWeigher",
+    "ServerGroupSoftAntiAffinityWeigher",
+)
 
 
 class FreeResourceWeigher:
@@ -145,12 +152,15 @@ def installed():
     """{entry point name: weigher class} of every installed weigher, ours
     first in OURS order, then the others by name; one that fails to import
     is logged and left out."""
-    def failed(_manager, entrypoint, exc):
-        LOG.warning("weigher entry point %s (%s) failed to load: %s", entrypoint.name,
-                    entrypoint.value, exc)
 
-    mgr = extension.ExtensionManager(NAMESPACE, invoke_on_load=False,
-                                     on_load_failure_callback=failed)
+    def failed(_manager, entrypoint, exc):
+        LOG.warning(
+            "weigher entry point %s (%s) failed to load: %s", entrypoint.name, entrypoint.value, exc
+        )
+
+    mgr = extension.ExtensionManager(
+        NAMESPACE, invoke_on_load=False, on_load_failure_callback=failed
+    )
     return {ext.name: ext.plugin for ext in sorted(mgr, key=_order)}
 
 
@@ -170,7 +180,8 @@ def load(group):
         if cls is None:
             raise UnknownWeigher(
                 f"weigher {name!r} in [filter_scheduler] weight_classes is not installed; "
-                f"installed: {', '.join(found)}")
+                f"installed: {', '.join(found)}"
+            )
         option = cls.multiplier_option
         if option in group:
             multiplier = getattr(group, option)
@@ -209,8 +220,9 @@ def weigh_hosts(hosts, spec, weighers):
         if applies is not None and not applies(spec):
             continue  # e.g. a server group weigher for a request without a group
         # hot: runs per host per request.
-        normalized = normalize([weigher.raw(h, spec) for h in hosts],
-                               minval=getattr(weigher, "minval", None))
+        normalized = normalize(
+            [weigher.raw(h, spec) for h in hosts], minval=getattr(weigher, "minval", None)
+        )
         key = MULTIPLIER_LABEL_PREFIX + weigher.multiplier_option
         for i, value in enumerate(normalized):
             weighted = host_multiplier(hosts[i], key, multiplier) * value

@@ -42,17 +42,26 @@ def api_server(db_url, db, tmp_path):
     port = _free_port()
     conf = tmp_path / "placement.conf"
     conf.write_text(
-        "[placement_database]\n"
-        f"connection = {db_url}\n"
-        "[api]\n"
-        "auth_strategy = noauth2\n"
+        f"[placement_database]\nconnection = {db_url}\n[api]\nauth_strategy = noauth2\n"
     )
     workers = "3" if db.is_postgres else "1"
     log = open(tmp_path / "api.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "placement.cmd.api", "--config-file", str(conf),
-         "--port", str(port), "--workers", workers, "--threads", "8"],
-        stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "placement.cmd.api",
+            "--config-file",
+            str(conf),
+            "--port",
+            str(port),
+            "--workers",
+            workers,
+            "--threads",
+            "8",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -86,9 +95,15 @@ def test_no_overcommit_under_concurrent_claims(api_server, db, db_url):
     sampler = claimload.UsageSampler(db_url, providers, interval=0.005)
     sampler.start()
     try:
-        outcome = claimload.run(api_server, providers, CLIENTS, OPS_PER_CLIENT,
-                                release_probability=0.4, max_held_per_client=4,
-                                seed=int(os.environ.get("STRESS_SEED", "7")))
+        outcome = claimload.run(
+            api_server,
+            providers,
+            CLIENTS,
+            OPS_PER_CLIENT,
+            release_probability=0.4,
+            max_held_per_client=4,
+            seed=int(os.environ.get("STRESS_SEED", "7")),
+        )
     finally:
         sampler.stop()
 
@@ -114,6 +129,9 @@ def test_no_overcommit_under_concurrent_claims(api_server, db, db_url):
         assert final[rp_uuid][1] == expected <= CAPACITY
     # And the API agrees with the database.
     for rp_uuid in providers:
-        resp = requests.get(f"{api_server}/resource_providers/{rp_uuid}/usages",
-                            headers=claimload.HEADERS, timeout=10)
+        resp = requests.get(
+            f"{api_server}/resource_providers/{rp_uuid}/usages",
+            headers=claimload.HEADERS,
+            timeout=10,
+        )
         assert resp.json()["usages"]["VCPU"] == final[rp_uuid][1]

@@ -23,14 +23,33 @@ class Api:
     def __init__(self, tmp_path, db_url, conf_lines=(), args=(), env=None):
         self.port = slow_clients.free_port()
         conf = tmp_path / f"api-{self.port}.conf"
-        conf.write_text("\n".join(["[placement_database]", f"connection = {db_url}",
-                                   "sync_on_startup = true", *conf_lines]) + "\n")
+        conf.write_text(
+            "\n".join(
+                [
+                    "[placement_database]",
+                    f"connection = {db_url}",
+                    "sync_on_startup = true",
+                    *conf_lines,
+                ]
+            )
+            + "\n"
+        )
         self.log = tmp_path / f"api-{self.port}.log"
         full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), **(env or {}))
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [os.path.join(BIN, "placement-api"), "--config-file", str(conf),
-                 "--port", str(self.port), *args], env=full_env, stdout=log, stderr=log)
+                [
+                    os.path.join(BIN, "placement-api"),
+                    "--config-file",
+                    str(conf),
+                    "--port",
+                    str(self.port),
+                    *args,
+                ],
+                env=full_env,
+                stdout=log,
+                stderr=log,
+            )
         try:
             slow_clients.wait_ready(self.port, self.proc, seconds=90)
         except Exception:
@@ -106,13 +125,32 @@ def test_slow_and_idle_clients_do_not_stall_others(api_factory, db_url):
     1 s. The run lasts past the default 10 s header deadline, so slowloris
     clients are cut off (and reconnect) while it measures."""
     api = api_factory(db_url)
-    result = asyncio.run(slow_clients.measure(
-        api.port, idle=200, slowloris=48, slow_body=48, requests=300, timeout=10.0,
-        min_seconds=12.0))
-    summary = {k: result[k] for k in ("p50", "p99", "max", "failures", "failure_kinds",
-                                      "hostile_open_at_start", "hostile_connects")}
-    assert result["hostile_open_at_start"] == {"idle": 200, "slowloris": 48,
-                                               "slow_body": 48}, summary
+    result = asyncio.run(
+        slow_clients.measure(
+            api.port,
+            idle=200,
+            slowloris=48,
+            slow_body=48,
+            requests=300,
+            timeout=10.0,
+            min_seconds=12.0,
+        )
+    )
+    summary = {
+        k: result[k]
+        for k in (
+            "p50",
+            "p99",
+            "max",
+            "failures",
+            "failure_kinds",
+            "hostile_open_at_start",
+            "hostile_connects",
+        )
+    }
+    assert result["hostile_open_at_start"] == {"idle": 200, "slowloris": 48, "slow_body": 48}, (
+        summary
+    )
     assert result["failures"] == 0, summary
     assert result["p99"] < 1.0, summary
     # The header deadline (10 s by default) cut every slowloris off at least once.
@@ -121,14 +159,21 @@ def test_slow_and_idle_clients_do_not_stall_others(api_factory, db_url):
 
 
 def test_read_deadlines_are_configurable(api_factory, tmp_path):
-    api = api_factory(f"sqlite:///{tmp_path}/p.sqlite", "[api]", "client_header_timeout = 1",
-                      "client_body_timeout = 1.5", "keepalive_timeout = 2")
+    api = api_factory(
+        f"sqlite:///{tmp_path}/p.sqlite",
+        "[api]",
+        "client_header_timeout = 1",
+        "client_body_timeout = 1.5",
+        "keepalive_timeout = 2",
+    )
     opened = time.monotonic()
     idle, loris, body = api.connect(), api.connect(), api.connect()
     loris.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
-    body.sendall(b"POST /resource_providers HTTP/1.1\r\nHost: localhost\r\n"
-                 b"X-Auth-Token: admin\r\nContent-Type: application/json\r\n"
-                 b"Content-Length: 100\r\n\r\n{")
+    body.sendall(
+        b"POST /resource_providers HTTP/1.1\r\nHost: localhost\r\n"
+        b"X-Auth-Token: admin\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 100\r\n\r\n{"
+    )
     status, headers, payload = _read_response(body)
     assert status == 408
     assert headers["content-type"] == "application/json"
@@ -150,8 +195,10 @@ def test_oversized_body_is_refused_unread(api_factory, db_url):
     body is never sent), and for a chunked body as soon as it passes the
     limit; then the connection closes."""
     api = api_factory(db_url, "[api]", "max_request_body_size = 4096")
-    head = (b"POST /resource_providers HTTP/1.1\r\nHost: localhost\r\nX-Auth-Token: admin\r\n"
-            b"OpenStack-API-Version: placement 1.39\r\nContent-Type: application/json\r\n")
+    head = (
+        b"POST /resource_providers HTTP/1.1\r\nHost: localhost\r\nX-Auth-Token: admin\r\n"
+        b"OpenStack-API-Version: placement 1.39\r\nContent-Type: application/json\r\n"
+    )
     sock = api.connect()
     sock.sendall(head + b"Content-Length: 104857600\r\n\r\n")
     status, _headers, payload = _read_response(sock)
@@ -177,16 +224,27 @@ def test_oversized_body_is_refused_unread(api_factory, db_url):
     # A body within the limit, chunked, is read whole and served.
     sock = api.connect()
     body = b'{"name": "chunked-rp"}'
-    sock.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n"
-                 + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+    sock.sendall(
+        head + b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body)
+    )
     assert _read_response(sock)[0] == 200
 
 
 def test_noauth_refuses_non_loopback_bind(tmp_path):
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
-    res = subprocess.run([os.path.join(BIN, "placement-api"), "--host", "0.0.0.0",
-                          "--port", str(slow_clients.free_port())],
-                         capture_output=True, text=True, env=env, timeout=60)
+    res = subprocess.run(
+        [
+            os.path.join(BIN, "placement-api"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(slow_clients.free_port()),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0, res.stderr
     assert "allow_insecure_noauth" in res.stderr and "0.0.0.0" in res.stderr
@@ -194,11 +252,16 @@ def test_noauth_refuses_non_loopback_bind(tmp_path):
 
 
 def test_noauth_on_all_addresses_with_the_explicit_option(api_factory, tmp_path):
-    api = api_factory(f"sqlite:///{tmp_path}/p.sqlite", args=("--host", "0.0.0.0"),
-                      env={"OS_API__ALLOW_INSECURE_NOAUTH": "true"})
+    api = api_factory(
+        f"sqlite:///{tmp_path}/p.sqlite",
+        args=("--host", "0.0.0.0"),
+        env={"OS_API__ALLOW_INSECURE_NOAUTH": "true"},
+    )
     sock = api.connect()
-    sock.sendall(b"GET /resource_providers HTTP/1.1\r\nHost: placement.example.test\r\n"
-                 b"X-Auth-Token: admin\r\n\r\n")
+    sock.sendall(
+        b"GET /resource_providers HTTP/1.1\r\nHost: placement.example.test\r\n"
+        b"X-Auth-Token: admin\r\n\r\n"
+    )
     assert _read_response(sock)[0] == 200
     out = api.output()
     assert out.count("auth_strategy = noauth2") == 1, out
@@ -207,13 +270,21 @@ def test_noauth_on_all_addresses_with_the_explicit_option(api_factory, tmp_path)
 
 def test_noauth_answers_loopback_hosts_only(api_factory, tmp_path):
     api = api_factory(f"sqlite:///{tmp_path}/p.sqlite")
-    for host, expected in [(b"localhost", 200), (b"LOCALHOST:8778", 200), (b"127.0.0.1", 200),
-                           (b"127.9.8.7:1", 200), (b"[::1]:8778", 200),
-                           (b"evil.example", 400), (b"127.0.0.1.evil.example", 400),
-                           (b"10.0.0.1:8778", 400)]:
+    for host, expected in [
+        (b"localhost", 200),
+        (b"LOCALHOST:8778", 200),
+        (b"127.0.0.1", 200),
+        (b"127.9.8.7:1", 200),
+        (b"[::1]:8778", 200),
+        (b"evil.example", 400),
+        (b"127.0.0.1.evil.example", 400),
+        (b"10.0.0.1:8778", 400),
+    ]:
         sock = api.connect()
-        sock.sendall(b"GET /resource_providers HTTP/1.1\r\nHost: %s\r\nX-Auth-Token: admin"
-                     b"\r\nOpenStack-API-Version: placement 1.39\r\n\r\n" % host)
+        sock.sendall(
+            b"GET /resource_providers HTTP/1.1\r\nHost: %s\r\nX-Auth-Token: admin"
+            b"\r\nOpenStack-API-Version: placement 1.39\r\n\r\n" % host
+        )
         status, _headers, payload = _read_response(sock)
         assert status == expected, (host, payload)
         if expected == 400:
@@ -300,6 +371,7 @@ def test_server_tells_the_app_when_its_client_hung_up():
             time.sleep(0.05)
         assert seen == {"/gone": True, "/stays": False}
     finally:
+
         async def shut_down():
             server.close()
             http.stop_accepting_requests()

@@ -41,37 +41,52 @@ class FakeKeystone:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         # Placement's own service user, with the service role (auth_token
         # requires it when service_token_roles_required is set).
-        self.issue(self.SERVICE_TOKEN, ["service", "admin"], SERVICE_PROJECT,
-                   user_name="placement")
+        self.issue(self.SERVICE_TOKEN, ["service", "admin"], SERVICE_PROJECT, user_name="placement")
 
     def issue(self, token_id, roles, project_id, expires=None, user_name="user"):
         """Remember a project-scoped v3 token body, as keystone would return it."""
         expires = expires or _now() + datetime.timedelta(hours=1)
         domain = {"id": "default", "name": "Default"}
         endpoints = [
-            {"id": uuid.uuid4().hex, "interface": interface, "region": "RegionOne",
-             "region_id": "RegionOne", "url": self.url + "/v3"}
+            {
+                "id": uuid.uuid4().hex,
+                "interface": interface,
+                "region": "RegionOne",
+                "region_id": "RegionOne",
+                "url": self.url + "/v3",
+            }
             for interface in ("public", "internal", "admin")
         ]
-        token = {"token": {
-            "methods": ["password"],
-            "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
-            "issued_at": _now().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
-            "user": {"id": uuid.uuid4().hex, "name": user_name, "domain": domain},
-            "project": {"id": project_id, "name": "p-" + project_id[:8], "domain": domain},
-            "roles": [{"id": uuid.uuid4().hex, "name": role} for role in roles],
-            "catalog": [{"id": uuid.uuid4().hex, "type": "identity", "name": "keystone",
-                         "endpoints": endpoints}],
-        }}
+        token = {
+            "token": {
+                "methods": ["password"],
+                "expires_at": expires.strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+                "issued_at": _now().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+                "user": {"id": uuid.uuid4().hex, "name": user_name, "domain": domain},
+                "project": {"id": project_id, "name": "p-" + project_id[:8], "domain": domain},
+                "roles": [{"id": uuid.uuid4().hex, "name": role} for role in roles],
+                "catalog": [
+                    {
+                        "id": uuid.uuid4().hex,
+                        "type": "identity",
+                        "name": "keystone",
+                        "endpoints": endpoints,
+                    }
+                ],
+            }
+        }
         self.tokens[token_id] = token
         return token
 
     def discovery(self):
         return {
-            "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
+            "id": "v3.14",
+            "status": "stable",
+            "updated": "2020-04-07T00:00:00Z",
             "links": [{"rel": "self", "href": self.url + "/v3/"}],
-            "media-types": [{"base": "application/json",
-                             "type": "application/vnd.openstack.identity-v3+json"}],
+            "media-types": [
+                {"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}
+            ],
         }
 
     def _handler(self):
@@ -105,8 +120,9 @@ class FakeKeystone:
                     fake.validations.append(subject)
                     token = fake.tokens.get(subject)
                     if token is None:
-                        return self._send(404, {"error": {"code": 404,
-                                                          "message": "token not found"}})
+                        return self._send(
+                            404, {"error": {"code": 404, "message": "token not found"}}
+                        )
                     return self._send(200, token, {"X-Subject-Token": subject})
                 return self._send(404, {"error": {"code": 404}})
 
@@ -181,8 +197,9 @@ def _get(client, path, token=None, **headers):
 
 def _provider_count(db):
     with db.read() as conn:
-        return conn.execute(sa.select(sa.func.count()).select_from(
-            models.resource_providers)).scalar()
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(models.resource_providers)
+        ).scalar()
 
 
 def test_valid_token_passes(client, keystone):
@@ -193,11 +210,13 @@ def test_valid_token_passes(client, keystone):
     assert "admin-token" in keystone.validations
 
 
-@pytest.mark.parametrize("token", [None, "never-issued", "expired-token"],
-                         ids=["missing", "invalid", "expired"])
+@pytest.mark.parametrize(
+    "token", [None, "never-issued", "expired-token"], ids=["missing", "invalid", "expired"]
+)
 def test_bad_token_gets_401(client, keystone, token):
-    keystone.issue("expired-token", ["admin"], PROJECT,
-                   expires=_now() - datetime.timedelta(minutes=5))
+    keystone.issue(
+        "expired-token", ["admin"], PROJECT, expires=_now() - datetime.timedelta(minutes=5)
+    )
     resp = _get(client, "/resource_providers", token)
     assert resp.status_code == 401
     # The client is told where to authenticate.
@@ -236,13 +255,16 @@ def test_metrics_need_no_token_from_loopback_only(client):
 def test_reader_token_cannot_write(client, keystone, db):
     keystone.issue("reader-token", ["reader"], PROJECT)
     before = _provider_count(db)
-    resp = client.post("/resource_providers", json={"name": "sneaky"},
-                       headers={"x-auth-token": "reader-token",
-                                "openstack-api-version": "placement latest"})
+    resp = client.post(
+        "/resource_providers",
+        json={"name": "sneaky"},
+        headers={"x-auth-token": "reader-token", "openstack-api-version": "placement latest"},
+    )
     assert resp.status_code == 403
     error = resp.get_json()["errors"][0]
     assert error["detail"].endswith(
-        "Policy does not allow placement:resource_providers:create to be performed.  ")
+        "Policy does not allow placement:resource_providers:create to be performed.  "
+    )
     assert _provider_count(db) == before
     # A reader reads its own project's usages, as upstream lets it.
     resp = _get(client, f"/usages?project_id={PROJECT}", "reader-token")
@@ -252,18 +274,27 @@ def test_reader_token_cannot_write(client, keystone, db):
 def test_client_cannot_claim_roles_with_headers(client, keystone, db):
     """Identity headers sent by the client are stripped; only the token counts."""
     keystone.issue("member-token", ["member", "reader"], PROJECT)
-    resp = client.post("/resource_providers", json={"name": "sneaky"},
-                       headers={"x-auth-token": "member-token", "x-roles": "admin",
-                                "x-project-id": PROJECT, "x-user-id": "admin",
-                                "openstack-api-version": "placement latest"})
+    resp = client.post(
+        "/resource_providers",
+        json={"name": "sneaky"},
+        headers={
+            "x-auth-token": "member-token",
+            "x-roles": "admin",
+            "x-project-id": PROJECT,
+            "x-user-id": "admin",
+            "openstack-api-version": "placement latest",
+        },
+    )
     assert resp.status_code == 403
     assert _provider_count(db) == 0
 
 
 def test_admin_token_writes(client, keystone, db):
     keystone.issue("admin-token", ["admin", "member", "reader"], PROJECT)
-    resp = client.post("/resource_providers", json={"name": "rp-1"},
-                       headers={"x-auth-token": "admin-token",
-                                "openstack-api-version": "placement latest"})
+    resp = client.post(
+        "/resource_providers",
+        json={"name": "rp-1"},
+        headers={"x-auth-token": "admin-token", "openstack-api-version": "placement latest"},
+    )
     assert resp.status_code == 200, resp.get_data(as_text=True)
     assert _provider_count(db) == 1

@@ -59,37 +59,110 @@ def _seed(client, db):
 
     ok(client.put("/traits/CUSTOM_FUZZ"), 201)
     gen = ok(client.get(f"/resource_providers/{root}"), 200)["generation"]
-    gen = ok(client.put(f"/resource_providers/{root}/traits", json={
-        "traits": ["CUSTOM_FUZZ", "HW_CPU_X86_AVX2"], "resource_provider_generation": gen}),
-        200)["resource_provider_generation"]
+    gen = ok(
+        client.put(
+            f"/resource_providers/{root}/traits",
+            json={
+                "traits": ["CUSTOM_FUZZ", "HW_CPU_X86_AVX2"],
+                "resource_provider_generation": gen,
+            },
+        ),
+        200,
+    )["resource_provider_generation"]
     agg = str(uuid_lib.uuid4())
-    ok(client.put(f"/resource_providers/{root}/aggregates", json={
-        "aggregates": [agg], "resource_provider_generation": gen}), 200)
+    ok(
+        client.put(
+            f"/resource_providers/{root}/aggregates",
+            json={"aggregates": [agg], "resource_provider_generation": gen},
+        ),
+        200,
+    )
     consumer = str(uuid_lib.uuid4())
-    ok(client.put(f"/allocations/{consumer}", json={
-        "allocations": {root: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}},
-                        child: {"resources": {"CUSTOM_FUZZ_GPU": 1}}},
-        "project_id": PROJECT, "user_id": USER, "consumer_generation": None,
-        "consumer_type": "INSTANCE"}), 204)
+    ok(
+        client.put(
+            f"/allocations/{consumer}",
+            json={
+                "allocations": {
+                    root: {"resources": {"VCPU": 2, "MEMORY_MB": 1024}},
+                    child: {"resources": {"CUSTOM_FUZZ_GPU": 1}},
+                },
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+                "consumer_type": "INSTANCE",
+            },
+        ),
+        204,
+    )
     ok(client.put(f"/nodes/{root}", json={"cell": "cell1", "labels": {"rack": "r1"}}), 201)
-    ok(client.put(f"/nodes/{root}/hardware", json={
-        "cpu_model": "EPYC", "cpu_sockets": 2, "cpu_cores": 64, "memory_gib": 512,
-        "gpu_vendor": "nvidia", "gpu_model": "H100", "gpu_count": 4,
-        "gpu_min_cap_watts": 200.0, "gpu_max_cap_watts": 400.0}), 201)
+    ok(
+        client.put(
+            f"/nodes/{root}/hardware",
+            json={
+                "cpu_model": "EPYC",
+                "cpu_sockets": 2,
+                "cpu_cores": 64,
+                "memory_gib": 512,
+                "gpu_vendor": "nvidia",
+                "gpu_model": "H100",
+                "gpu_count": 4,
+                "gpu_min_cap_watts": 200.0,
+                "gpu_max_cap_watts": 400.0,
+            },
+        ),
+        201,
+    )
     ok(client.put(f"/nodes/{root}/twin", json={"profile": "performance"}), 201)
     instance = str(uuid_lib.uuid4())
-    ok(client.post("/build_requests", json={
-        "instance_uuid": instance, "request_id": "req-fuzz", "workload_class": "performance",
-        "spec": {"version": "1.0", "request_id": "req-fuzz", "instance_uuids": [instance],
-                 "workload_class": "performance", "resources": {"VCPU": 1},
-                 "project_id": PROJECT, "user_id": USER}}), 201)
-    ok(client.put("/scheduling_reports/req-fuzz", json={
-        "project_id": PROJECT, "report": {"hosts": 3}}), 201)
-    group = ok(client.post("/server_groups", json={
-        "name": "fuzz-group", "policy": "anti-affinity", "rules": {"max_server_per_host": 2},
-        "project_id": PROJECT, "user_id": USER}), 201)["uuid"]
-    return {"root": root, "child": child, "other": other, "agg": agg, "consumer": consumer,
-            "instance": instance, "request_id": "req-fuzz", "group": group}
+    ok(
+        client.post(
+            "/build_requests",
+            json={
+                "instance_uuid": instance,
+                "request_id": "req-fuzz",
+                "workload_class": "performance",
+                "spec": {
+                    "version": "1.0",
+                    "request_id": "req-fuzz",
+                    "instance_uuids": [instance],
+                    "workload_class": "performance",
+                    "resources": {"VCPU": 1},
+                    "project_id": PROJECT,
+                    "user_id": USER,
+                },
+            },
+        ),
+        201,
+    )
+    ok(
+        client.put(
+            "/scheduling_reports/req-fuzz", json={"project_id": PROJECT, "report": {"hosts": 3}}
+        ),
+        201,
+    )
+    group = ok(
+        client.post(
+            "/server_groups",
+            json={
+                "name": "fuzz-group",
+                "policy": "anti-affinity",
+                "rules": {"max_server_per_host": 2},
+                "project_id": PROJECT,
+                "user_id": USER,
+            },
+        ),
+        201,
+    )["uuid"]
+    return {
+        "root": root,
+        "child": child,
+        "other": other,
+        "agg": agg,
+        "consumer": consumer,
+        "instance": instance,
+        "request_id": "req-fuzz",
+        "group": group,
+    }
 
 
 def _snapshot(db):
@@ -115,52 +188,112 @@ def _diff(before, after):
 # --- strategies ------------------------------------------------------------
 
 BAD_STRINGS = [
-    "", " ", "\x00", "a\x00b", "CUSTOM_\x00", "é", "ünïcødé ☃", "\U0001f600", "x" * 256,
-    "x" * 5000, "CUSTOM_" + "A" * 300, "VCPU", "CUSTOM_NOPE", "in:", "!", "null", "1e400",
-    "-1", "0", "9" * 30, "../..", "%", "%00", "'; DROP TABLE traits; --", "{}", "[]",
-    "not-a-uuid", "00000000-0000-0000-0000-00000000000g", "{12345678-1234-5678-1234-567812345678}",
-    "12345678123456781234567812345678", "in:not-a-uuid,", ",", "a,,b", ":", "1:", "VCPU:",
-    "VCPU:-1", "VCPU:1.5", "VCPU:99999999999999999999", "VCPU:1,VCPU:2", "!CUSTOM_FUZZ",
-    "in:CUSTOM_FUZZ,!HW_CPU_X86_AVX2", "any", "none", "isolate", "true", "1.5",
+    "",
+    " ",
+    "\x00",
+    "a\x00b",
+    "CUSTOM_\x00",
+    "é",
+    "ünïcødé ☃",
+    "\U0001f600",
+    "x" * 256,
+    "x" * 5000,
+    "CUSTOM_" + "A" * 300,
+    "VCPU",
+    "CUSTOM_NOPE",
+    "in:",
+    "!",
+    "null",
+    "1e400",
+    "-1",
+    "0",
+    "9" * 30,
+    "../..",
+    "%",
+    "%00",
+    "'; DROP TABLE traits; --",
+    "{}",
+    "[]",
+    "not-a-uuid",
+    "00000000-0000-0000-0000-00000000000g",
+    "{12345678-1234-5678-1234-567812345678}",
+    "12345678123456781234567812345678",
+    "in:not-a-uuid,",
+    ",",
+    "a,,b",
+    ":",
+    "1:",
+    "VCPU:",
+    "VCPU:-1",
+    "VCPU:1.5",
+    "VCPU:99999999999999999999",
+    "VCPU:1,VCPU:2",
+    "!CUSTOM_FUZZ",
+    "in:CUSTOM_FUZZ,!HW_CPU_X86_AVX2",
+    "any",
+    "none",
+    "isolate",
+    "true",
+    "1.5",
 ]
 
 ints = st.one_of(
-    st.integers(-3, 3), st.integers(min_value=-(2**70), max_value=2**70),
+    st.integers(-3, 3),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.sampled_from([2**31 - 1, 2**31, 2**63 - 1, 2**63, 2**64, -(2**63) - 1, 10**400]),
 )
-floats = st.one_of(st.floats(allow_nan=False, allow_infinity=False),
-                   st.sampled_from([0.5, -0.0, 1e308, -1e-308, 1.0000001]))
-texts = st.one_of(st.sampled_from(BAD_STRINGS), st.text(max_size=12),
-                  st.text(min_size=250, max_size=300))
+floats = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.5, -0.0, 1e308, -1e-308, 1.0000001]),
+)
+texts = st.one_of(
+    st.sampled_from(BAD_STRINGS), st.text(max_size=12), st.text(min_size=250, max_size=300)
+)
 # Unpaired UTF-16 surrogates: valid JSON escapes, but no database can store them.
 LONE_SURROGATES = ["\ud800", "a\udfffb", "\udc00\ud800", "CUSTOM_\udbff"]
-scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts,
-                    st.sampled_from(LONE_SURROGATES))
+scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts, st.sampled_from(LONE_SURROGATES))
 json_values = st.recursive(
     scalars,
-    lambda inner: st.one_of(st.lists(inner, max_size=3),
-                            st.dictionaries(texts, inner, max_size=3)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(texts, inner, max_size=3)),
     max_leaves=6,
 )
 
 
 def _seeded_uuid(ctx):
-    return st.sampled_from([ctx["root"], ctx["child"], ctx["other"], ctx["consumer"],
-                            ctx["instance"], ctx["agg"], ctx["group"]])
+    return st.sampled_from(
+        [
+            ctx["root"],
+            ctx["child"],
+            ctx["other"],
+            ctx["consumer"],
+            ctx["instance"],
+            ctx["agg"],
+            ctx["group"],
+        ]
+    )
 
 
 def path_param(ctx, kind):
-    bad = st.one_of(st.sampled_from(BAD_STRINGS).filter(lambda s: s and "/" not in s),
-                    st.text(min_size=1, max_size=20).filter(lambda s: "/" not in s),
-                    st.uuids().map(str), st.uuids().map(lambda u: u.hex.upper()))
+    bad = st.one_of(
+        st.sampled_from(BAD_STRINGS).filter(lambda s: s and "/" not in s),
+        st.text(min_size=1, max_size=20).filter(lambda s: "/" not in s),
+        st.uuids().map(str),
+        st.uuids().map(lambda u: u.hex.upper()),
+    )
     if kind in ("uuid", "consumer_uuid", "instance_uuid"):
         return st.one_of(_seeded_uuid(ctx), bad)
     if kind == "resource_class":
-        return st.one_of(st.sampled_from(["VCPU", "MEMORY_MB", "CUSTOM_FUZZ_GPU", "DISK_GB",
-                                          "CUSTOM_MISSING"]), bad)
+        return st.one_of(
+            st.sampled_from(["VCPU", "MEMORY_MB", "CUSTOM_FUZZ_GPU", "DISK_GB", "CUSTOM_MISSING"]),
+            bad,
+        )
     if kind == "name":
-        return st.one_of(st.sampled_from(["CUSTOM_FUZZ", "CUSTOM_FUZZ_GPU", "VCPU",
-                                          "HW_CPU_X86_AVX2", "CUSTOM_NEW_ONE"]), bad)
+        return st.one_of(
+            st.sampled_from(
+                ["CUSTOM_FUZZ", "CUSTOM_FUZZ_GPU", "VCPU", "HW_CPU_X86_AVX2", "CUSTOM_NEW_ONE"]
+            ),
+            bad,
+        )
     return st.one_of(st.just(ctx["request_id"]), bad)
 
 
@@ -169,81 +302,176 @@ def _valid_bodies(ctx, gens):
     root, child, other = ctx["root"], ctx["child"], ctx["other"]
     rg = gens.get(root, 0)
     new_instance = str(uuid_lib.uuid4())
-    alloc = {"allocations": {root: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
-             "user_id": USER, "consumer_generation": 1, "consumer_type": "INSTANCE"}
-    twin = {"profile": "eco", "schedulable_class": "eco", "cpu_cap_watts": 100.0,
-            "gpu_cap_watts": None, "managed_by": "fuzz", "generation": 0}
+    alloc = {
+        "allocations": {root: {"resources": {"VCPU": 1}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": 1,
+        "consumer_type": "INSTANCE",
+    }
+    twin = {
+        "profile": "eco",
+        "schedulable_class": "eco",
+        "cpu_cap_watts": 100.0,
+        "gpu_cap_watts": None,
+        "managed_by": "fuzz",
+        "generation": 0,
+    }
     return {
-        ("POST", "/resource_providers"): {"name": "fuzz-new", "uuid": str(uuid_lib.uuid4()),
-                                          "parent_provider_uuid": root},
-        ("PUT", "/resource_providers/<uuid>"): {"name": "fuzz-renamed",
-                                                "parent_provider_uuid": root},
+        ("POST", "/resource_providers"): {
+            "name": "fuzz-new",
+            "uuid": str(uuid_lib.uuid4()),
+            "parent_provider_uuid": root,
+        },
+        ("PUT", "/resource_providers/<uuid>"): {
+            "name": "fuzz-renamed",
+            "parent_provider_uuid": root,
+        },
         ("POST", "/resource_classes"): {"name": "CUSTOM_FUZZ_NEW"},
         ("PUT", "/resource_classes/<name>"): {"name": "CUSTOM_FUZZ_NEW"},
         ("POST", "/resource_providers/<uuid>/inventories"): {
-            "resource_class": "DISK_GB", "total": 100, "reserved": 0, "min_unit": 1,
-            "max_unit": 10, "step_size": 1, "allocation_ratio": 1.0},
+            "resource_class": "DISK_GB",
+            "total": 100,
+            "reserved": 0,
+            "min_unit": 1,
+            "max_unit": 10,
+            "step_size": 1,
+            "allocation_ratio": 1.0,
+        },
         ("PUT", "/resource_providers/<uuid>/inventories"): {
             "resource_provider_generation": rg,
-            "inventories": {"VCPU": {"total": 16}, "MEMORY_MB": {"total": 65536,
-                                                                 "max_unit": 8192}}},
+            "inventories": {"VCPU": {"total": 16}, "MEMORY_MB": {"total": 65536, "max_unit": 8192}},
+        },
         ("PUT", "/resource_providers/<uuid>/inventories/<resource_class>"): {
-            "resource_provider_generation": rg, "total": 32, "reserved": 1,
-            "allocation_ratio": 2.0},
+            "resource_provider_generation": rg,
+            "total": 32,
+            "reserved": 1,
+            "allocation_ratio": 2.0,
+        },
         ("PUT", "/resource_providers/<uuid>/aggregates"): {
-            "aggregates": [ctx["agg"]], "resource_provider_generation": rg},
-        ("POST", "/allocations"): {ctx["consumer"]: alloc,
-                                   str(uuid_lib.uuid4()): {**alloc, "consumer_generation": None}},
+            "aggregates": [ctx["agg"]],
+            "resource_provider_generation": rg,
+        },
+        ("POST", "/allocations"): {
+            ctx["consumer"]: alloc,
+            str(uuid_lib.uuid4()): {**alloc, "consumer_generation": None},
+        },
         ("PUT", "/allocations/<consumer_uuid>"): alloc,
         ("PUT", "/resource_providers/<uuid>/traits"): {
-            "traits": ["CUSTOM_FUZZ"], "resource_provider_generation": rg},
+            "traits": ["CUSTOM_FUZZ"],
+            "resource_provider_generation": rg,
+        },
         ("POST", "/reshaper"): {
-            "inventories": {root: {"resource_provider_generation": rg,
-                                   "inventories": {"VCPU": {"total": 16}}},
-                            child: {"resource_provider_generation": gens.get(child, 0),
-                                    "inventories": {"CUSTOM_FUZZ_GPU": {"total": 4}}}},
-            "allocations": {ctx["consumer"]: alloc}},
+            "inventories": {
+                root: {"resource_provider_generation": rg, "inventories": {"VCPU": {"total": 16}}},
+                child: {
+                    "resource_provider_generation": gens.get(child, 0),
+                    "inventories": {"CUSTOM_FUZZ_GPU": {"total": 4}},
+                },
+            },
+            "allocations": {ctx["consumer"]: alloc},
+        },
         ("POST", "/nodes/twins"): {"twins": [{**twin, "uuid": root}, {**twin, "uuid": other}]},
-        ("PUT", "/nodes/<uuid>"): {"cell": "cell2", "labels": {"a": "b"}, "reserved": False,
-                                   "unschedulable": True, "generation": 0},
-        ("PUT", "/nodes/<uuid>/hardware"): {"cpu_model": "x", "cpu_sockets": 1, "gpu_count": 0,
-                                            "cpu_min_cap_watts": 10, "cpu_max_cap_watts": 20},
+        ("PUT", "/nodes/<uuid>"): {
+            "cell": "cell2",
+            "labels": {"a": "b"},
+            "reserved": False,
+            "unschedulable": True,
+            "generation": 0,
+        },
+        ("PUT", "/nodes/<uuid>/hardware"): {
+            "cpu_model": "x",
+            "cpu_sockets": 1,
+            "gpu_count": 0,
+            "cpu_min_cap_watts": 10,
+            "cpu_max_cap_watts": 20,
+        },
         ("PUT", "/nodes/<uuid>/twin"): twin,
-        ("POST", "/build_requests"): {"instance_uuid": new_instance,
-                                      "request_id": "req-2", "workload_class": "standard",
-                                      "spec": {"version": "1.0", "request_id": "req-2",
-                                               "instance_uuids": [new_instance],
-                                               "resources": {"VCPU": 1},
-                                               "project_id": PROJECT, "user_id": USER}},
-        ("PUT", "/build_requests/<instance_uuid>"): {"status": "placed", "host_uuid": root,
-                                                     "reason": None},
-        ("PUT", "/build_requests"): {"build_requests": [
-            {"instance_uuid": ctx["instance"], "status": "failed", "reason": "fuzz"}]},
+        ("POST", "/build_requests"): {
+            "instance_uuid": new_instance,
+            "request_id": "req-2",
+            "workload_class": "standard",
+            "spec": {
+                "version": "1.0",
+                "request_id": "req-2",
+                "instance_uuids": [new_instance],
+                "resources": {"VCPU": 1},
+                "project_id": PROJECT,
+                "user_id": USER,
+            },
+        },
+        ("PUT", "/build_requests/<instance_uuid>"): {
+            "status": "placed",
+            "host_uuid": root,
+            "reason": None,
+        },
+        ("PUT", "/build_requests"): {
+            "build_requests": [
+                {"instance_uuid": ctx["instance"], "status": "failed", "reason": "fuzz"}
+            ]
+        },
         ("PUT", "/build_requests/<instance_uuid>/lease"): {
-            "owner": "conductor-fuzz", "generation": 0, "lease_seconds": 30,
-            "hand_off": False},
+            "owner": "conductor-fuzz",
+            "generation": 0,
+            "lease_seconds": 30,
+            "hand_off": False,
+        },
         ("POST", "/nodes/<uuid>/build_outcome"): {"succeeded": False},
-        ("POST", "/server_groups"): {"name": "fuzz-group-2", "policy": "anti-affinity",
-                                     "rules": {"max_server_per_host": 1},
-                                     "uuid": str(uuid_lib.uuid4()),
-                                     "project_id": PROJECT, "user_id": USER},
-        ("PUT", "/scheduling_reports/<request_id>"): {"project_id": PROJECT,
-                                                      "report": {"hosts": 1}},
+        ("POST", "/server_groups"): {
+            "name": "fuzz-group-2",
+            "policy": "anti-affinity",
+            "rules": {"max_server_per_host": 1},
+            "uuid": str(uuid_lib.uuid4()),
+            "project_id": PROJECT,
+            "user_id": USER,
+        },
+        ("PUT", "/scheduling_reports/<request_id>"): {
+            "project_id": PROJECT,
+            "report": {"hosts": 1},
+        },
     }
 
 
 QUERY_KEYS = {
-    "/resource_providers": ["name", "uuid", "member_of", "resources", "in_tree", "required",
-                            "limit"],
-    "/allocation_candidates": ["resources", "resources1", "resources_X", "required",
-                               "required1", "member_of", "member_of1", "in_tree", "in_tree1",
-                               "limit", "group_policy", "root_required", "same_subtree",
-                               "page_size", "page_marker", "page_start", "node_data"],
+    "/resource_providers": [
+        "name",
+        "uuid",
+        "member_of",
+        "resources",
+        "in_tree",
+        "required",
+        "limit",
+    ],
+    "/allocation_candidates": [
+        "resources",
+        "resources1",
+        "resources_X",
+        "required",
+        "required1",
+        "member_of",
+        "member_of1",
+        "in_tree",
+        "in_tree1",
+        "limit",
+        "group_policy",
+        "root_required",
+        "same_subtree",
+        "page_size",
+        "page_marker",
+        "page_start",
+        "node_data",
+    ],
     "/usages": ["project_id", "user_id", "consumer_type"],
     "/traits": ["name", "associated"],
     "/resource_providers/<uuid>/usages": ["consumer_type"],
-    "/build_requests": ["status", "workload_class", "request_id", "owner", "lease_expired",
-                        "limit"],
+    "/build_requests": [
+        "status",
+        "workload_class",
+        "request_id",
+        "owner",
+        "lease_expired",
+        "limit",
+    ],
     "/nodes": ["cell"],
     "/workload_usages": ["in_tree"],
     "/server_groups": ["project_id"],
@@ -281,8 +509,9 @@ def query_strings(draw, ctx, route, bad):
     out = []
     for key in pairs:
         good = st.sampled_from(_good_values(ctx, key))
-        value = draw(st.one_of(good, st.sampled_from(BAD_STRINGS), st.text(max_size=10))
-                     if bad else good)
+        value = draw(
+            st.one_of(good, st.sampled_from(BAD_STRINGS), st.text(max_size=10)) if bad else good
+        )
         out.append((key, value))
         if bad and draw(st.integers(0, 4)) == 0:
             out.append((key, value))  # repeated key
@@ -316,12 +545,26 @@ def bodies(draw, valid):
     """(kind, payload): "json" with a Python value, or "raw" with bytes."""
     choice = draw(st.integers(0, 19))
     if choice == 0:
-        raw = draw(st.sampled_from([b"", b"{", b"{'a': 1}", b"[1,", b"\xff\xfe", b"nul",
-                                    b'{"a": NaN}', b'{"a": Infinity}', b'{"a": 1e999}',
-                                    b'{"a": "\\ud800"}', b'{"a": 1, "a": 2}',
-                                    b"[" * 1000 + b"]" * 1000,
-                                    b'{"a":' * 450 + b"1" + b"}" * 450,
-                                    b" " * BODY_LIMIT + b"{}"]))
+        raw = draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"{",
+                    b"{'a': 1}",
+                    b"[1,",
+                    b"\xff\xfe",
+                    b"nul",
+                    b'{"a": NaN}',
+                    b'{"a": Infinity}',
+                    b'{"a": 1e999}',
+                    b'{"a": "\\ud800"}',
+                    b'{"a": 1, "a": 2}',
+                    b"[" * 1000 + b"]" * 1000,
+                    b'{"a":' * 450 + b"1" + b"}" * 450,
+                    b" " * BODY_LIMIT + b"{}",
+                ]
+            )
+        )
         return "raw", raw
     if choice == 1 or valid is None:
         return "json", draw(json_values)
@@ -331,8 +574,7 @@ def bodies(draw, valid):
         where = draw(st.sampled_from(paths))
         action = draw(st.integers(0, 5))
         if action == 0 and isinstance(body, dict):  # an extra key, at the top or deeper
-            target = draw(st.sampled_from([p for p in paths if isinstance(
-                _get(body, p), dict)]))
+            target = draw(st.sampled_from([p for p in paths if isinstance(_get(body, p), dict)]))
             extra = _get(body, target)
             extra = {**extra, draw(texts): draw(json_values)}
             body = _set_path(body, target, extra)
@@ -342,8 +584,7 @@ def bodies(draw, valid):
                 parent = {k: v for k, v in parent.items() if k != where[-1]}
                 body = _set_path(body, where[:-1], parent)
         elif action == 2:  # NaN / infinity as a number (Python's json accepts them)
-            body = _set_path(body, where, draw(st.sampled_from([math.nan, math.inf,
-                                                                -math.inf])))
+            body = _set_path(body, where, draw(st.sampled_from([math.nan, math.inf, -math.inf])))
         else:
             body = _set_path(body, where, draw(json_values))
     return "json", body
@@ -359,8 +600,20 @@ def microversions(bad):
     good = st.one_of(st.integers(0, MAX_MINOR).map(lambda n: f"1.{n}"), st.just("latest"))
     if not bad:
         return good
-    return st.sampled_from(["1.40", "2.0", "1.", "1.01", "abc", "1.999999999999999999999", "",
-                            "placement", "1.-1", "１.５"])
+    return st.sampled_from(
+        [
+            "1.40",
+            "2.0",
+            "1.",
+            "1.01",
+            "abc",
+            "1.999999999999999999999",
+            "",
+            "placement",
+            "1.-1",
+            "１.５",
+        ]
+    )
 
 
 def _minor(version):
@@ -372,8 +625,13 @@ def _minor(version):
     return None
 
 
-EXTENSION_PREFIXES = ("/nodes", "/build_requests", "/scheduling_reports", "/workload_usages",
-                      "/server_groups")
+EXTENSION_PREFIXES = (
+    "/nodes",
+    "/build_requests",
+    "/scheduling_reports",
+    "/workload_usages",
+    "/server_groups",
+)
 
 
 def _route_list(extensions):
@@ -406,8 +664,11 @@ def requests(draw, ctx, gens, extensions):
             if method == "DELETE":
                 # Deleting a seeded object is good input, not the point here.
                 if bad["path"]:
-                    strategy = strategy.filter(lambda v: v not in ctx.values() and v not in (
-                        "CUSTOM_FUZZ", "CUSTOM_FUZZ_GPU"))
+                    strategy = strategy.filter(
+                        lambda v: (
+                            v not in ctx.values() and v not in ("CUSTOM_FUZZ", "CUSTOM_FUZZ_GPU")
+                        )
+                    )
                 else:
                     strategy = st.one_of(st.uuids().map(str), st.just("CUSTOM_NEW_ONE"))
             path = path.replace(part, urllib.parse.quote(draw(strategy), safe=""), 1)
@@ -444,8 +705,10 @@ def _generations(db):
 
 def _send(client, method, path, body, version):
     # The service role lets the fuzz past the reshaper's (service-only) policy.
-    headers = {"openstack-api-version": f"placement {version}" if version else None,
-               "x-roles": "admin,service"}
+    headers = {
+        "openstack-api-version": f"placement {version}" if version else None,
+        "x-roles": "admin,service",
+    }
     if body is None:
         return client.request(method, path, headers=headers, version="")
     kind, payload = body
@@ -474,16 +737,18 @@ def _check(resp, method, path, body, version, before, db):
     if status < 400:
         return None
     data = resp.get_json(silent=True)
-    assert isinstance(data, dict) and data.get("errors"), \
+    assert isinstance(data, dict) and data.get("errors"), (
         f"{status} without an error body for {where}: {resp.get_data(as_text=True)[:300]}"
+    )
     error = data["errors"][0]
     assert error.get("status") == status, where
     assert isinstance(error.get("title"), str) and error["title"], where
     assert isinstance(error.get("detail"), str), where
     minor = _minor(version) if version else 0
     if minor is not None and minor >= 23 and status != 406:
-        assert isinstance(error.get("code"), str) and error["code"].startswith("placement."), \
+        assert isinstance(error.get("code"), str) and error["code"].startswith("placement."), (
             f"no code at {version} for {where}: {error}"
+        )
     after = _snapshot(db)
     assert after == before, f"{status} changed the database for {where}: {_diff(before, after)}"
     return after
@@ -499,9 +764,13 @@ def _fuzz(client, db, extensions, max_examples):
     state = {"snapshot": _snapshot(db)}
     seen = collections.Counter()
 
-    @hypothesis.settings(max_examples=HUNT or max_examples, deadline=None,
-                         derandomize=not HUNT,
-                         database=None, suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=HUNT or max_examples,
+        deadline=None,
+        derandomize=not HUNT,
+        database=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
     @hypothesis.given(data=st.data())
     def run(data):
         gens = _generations(db)
@@ -534,8 +803,9 @@ def test_fuzz_covers_every_route():
     every = {(meth, path) for path, methods in routes.ROUTES.items() for meth in methods}
     assert covered == every
     writes = {key for key in every if key[0] in ("PUT", "POST")}
-    ctx = dict.fromkeys(["root", "child", "other", "agg", "consumer", "instance", "group"],
-                        str(uuid_lib.uuid4()))
+    ctx = dict.fromkeys(
+        ["root", "child", "other", "agg", "consumer", "instance", "group"], str(uuid_lib.uuid4())
+    )
     ctx["request_id"] = "r"
     no_template = writes - set(_valid_bodies(ctx, {}))
     # Bodyless writes (PUT /traits/{name}) and the pre-1.7 resource class PUT.
@@ -559,19 +829,32 @@ def test_post_twins_unhashable_enum_value_is_400(client, db, field, value):
     assert _snapshot(db) == before
 
 
-@pytest.mark.parametrize("method,path,raw", [
-    ("POST", "/resource_providers/{rp}/inventories",
-     '{"resource_class": "VCPU", "total": 8, "allocation_ratio": NaN}'),
-    ("PUT", "/resource_providers/{rp}/inventories/DISK_GB",
-     '{"resource_provider_generation": 1, "total": 8, "allocation_ratio": NaN}'),
-    ("PUT", "/nodes/{rp}/twin", '{"profile": "eco", "cpu_cap_watts": NaN}'),
-    ("PUT", "/nodes/{rp}/hardware", '{"cpu_min_cap_watts": NaN, "cpu_max_cap_watts": 5}'),
-    ("PUT", "/scheduling_reports/r1", '{"report": {"a": NaN}}'),
-    ("PUT", "/scheduling_reports/r1", '{"report": {"a": -Infinity}}'),
-    ("PUT", "/scheduling_reports/r1", '{"report": {"a": 1e999}}'),
-    ("POST", "/build_requests", '{"instance_uuid": "9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11", '
-     '"request_id": "x", "spec": {"a": Infinity}}'),
-])
+@pytest.mark.parametrize(
+    "method,path,raw",
+    [
+        (
+            "POST",
+            "/resource_providers/{rp}/inventories",
+            '{"resource_class": "VCPU", "total": 8, "allocation_ratio": NaN}',
+        ),
+        (
+            "PUT",
+            "/resource_providers/{rp}/inventories/DISK_GB",
+            '{"resource_provider_generation": 1, "total": 8, "allocation_ratio": NaN}',
+        ),
+        ("PUT", "/nodes/{rp}/twin", '{"profile": "eco", "cpu_cap_watts": NaN}'),
+        ("PUT", "/nodes/{rp}/hardware", '{"cpu_min_cap_watts": NaN, "cpu_max_cap_watts": 5}'),
+        ("PUT", "/scheduling_reports/r1", '{"report": {"a": NaN}}'),
+        ("PUT", "/scheduling_reports/r1", '{"report": {"a": -Infinity}}'),
+        ("PUT", "/scheduling_reports/r1", '{"report": {"a": 1e999}}'),
+        (
+            "POST",
+            "/build_requests",
+            '{"instance_uuid": "9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11", '
+            '"request_id": "x", "spec": {"a": Infinity}}',
+        ),
+    ],
+)
 def test_nan_and_infinity_are_malformed_json(client, db, method, path, raw):
     """Python's json takes NaN/Infinity (and 1e999 as inf): an allocation_ratio
     of NaN was a 500 (int(NaN) in the capacity check), and NaN twin watts or
@@ -579,12 +862,14 @@ def test_nan_and_infinity_are_malformed_json(client, db, method, path, raw):
     rp = builders.create_provider(db, name="cn1")
     builders.set_inventory(db, rp, "DISK_GB", 10)
     before = _snapshot(db)
-    resp = client.request(method, path.format(rp=rp), data=raw.encode(),
-                          headers={"content-type": "application/json"})
+    resp = client.request(
+        method, path.format(rp=rp), data=raw.encode(), headers={"content-type": "application/json"}
+    )
     assert resp.status_code == 400, resp.get_data(as_text=True)
     detail = resp.get_json()["errors"][0]["detail"]
-    assert "Malformed JSON" in detail and ("not a JSON number" in detail
-                                           or "out of range" in detail), detail
+    assert "Malformed JSON" in detail and (
+        "not a JSON number" in detail or "out of range" in detail
+    ), detail
     assert _snapshot(db) == before
 
 
@@ -595,10 +880,19 @@ def test_reshaper_inventory_key_not_a_class_name_is_400(client, db, key, record)
     rp = builders.create_provider(db, name="cn1")
     builders.set_inventory(db, rp, "VCPU", 8)
     before = _snapshot(db)
-    resp = client.post("/reshaper", headers={"x-roles": "admin,service"}, json={
-        "inventories": {rp: {"resource_provider_generation": 1,
-                             "inventories": {"VCPU": {"total": 8}, key: record}}},
-        "allocations": {}})
+    resp = client.post(
+        "/reshaper",
+        headers={"x-roles": "admin,service"},
+        json={
+            "inventories": {
+                rp: {
+                    "resource_provider_generation": 1,
+                    "inventories": {"VCPU": {"total": 8}, key: record},
+                }
+            },
+            "allocations": {},
+        },
+    )
     assert resp.status_code == 400, resp.get_data(as_text=True)
     detail = resp.get_json()["errors"][0]["detail"]
     assert "JSON does not validate" in detail and "does not match any of the regexes" in detail
@@ -611,13 +905,17 @@ def test_reshaper_inventory_key_not_a_class_name_is_400(client, db, key, record)
 def _write_routes(ctx, gens, read_body=True):
     """(method, route), valid body; with ``read_body`` only the routes that
     read a body at 1.39 (from 1.7 PUT /resource_classes/{name} ignores it)."""
-    return sorted(item for item in _valid_bodies(ctx, gens).items()
-                  if not read_body or item[0] != ("PUT", "/resource_classes/<name>"))
+    return sorted(
+        item
+        for item in _valid_bodies(ctx, gens).items()
+        if not read_body or item[0] != ("PUT", "/resource_classes/<name>")
+    )
 
 
 def _assert_refused(resp, status, where, before, db, code=None):
-    assert resp.status_code == status, f"{where}: {resp.status_code} " \
-        f"{resp.get_data(as_text=True)[:300]}"
+    assert resp.status_code == status, (
+        f"{where}: {resp.status_code} {resp.get_data(as_text=True)[:300]}"
+    )
     error = resp.get_json()["errors"][0]
     assert error["status"] == status
     if code:
@@ -739,8 +1037,13 @@ def test_huge_numbers_are_refused_on_every_write_route(client, db):
             for number in (2**63, 2**64, 10**30, -(2**63) - 1):
                 body = _set_path(valid, leaf, number)
                 resp = _send(client, method, path, ("json", body), "1.39")
-                assert resp.status_code in (400, 409), (method, path, leaf, number,
-                                                        resp.get_data(as_text=True)[:300])
+                assert resp.status_code in (400, 409), (
+                    method,
+                    path,
+                    leaf,
+                    number,
+                    resp.get_data(as_text=True)[:300],
+                )
                 _assert_refused(resp, resp.status_code, f"{method} {path}", before, db)
 
 
@@ -767,8 +1070,9 @@ def test_bodies_over_the_limit_are_413_on_every_write_route(client, db):
         raw = json.dumps(valid).encode()
         raw += b" " * (BODY_LIMIT + 1 - len(raw))
         resp = _send(client, method, path, ("raw", raw), "1.39")
-        error = _assert_refused(resp, 413, f"{method} {path}", before, db,
-                                code="placement.request.too_large")
+        error = _assert_refused(
+            resp, 413, f"{method} {path}", before, db, code="placement.request.too_large"
+        )
         assert str(BODY_LIMIT) in error["detail"]
         # Exactly at the limit it is read and handled as usual.
         resp = _send(client, method, path, ("raw", raw[:-1]), "1.39")

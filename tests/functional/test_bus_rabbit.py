@@ -63,8 +63,7 @@ def vhost():
             pytest.fail(f"CI=true requires RabbitMQ: {reason}")
         pytest.skip(reason)
     name = f"joule-test-{uuid.uuid4().hex[:12]}"
-    for args in (["add_vhost", name], ["set_permissions", "-p", name, "guest", ".*", ".*",
-                                        ".*"]):
+    for args in (["add_vhost", name], ["set_permissions", "-p", name, "guest", ".*", ".*", ".*"]):
         res = subprocess.run([ctl, *args], capture_output=True, text=True, timeout=60)
         if res.returncode != 0:
             pytest.skip(f"rabbitmqctl {args[0]} failed: {res.stderr.strip()[:200]}")
@@ -82,8 +81,12 @@ class Processes:
 
     def start(self, name, *args):
         log = open(self.tmp_path / f"{name}.log", "ab")
-        proc = subprocess.Popen([os.path.join(BIN, args[0]), *args[1:]], stdout=log,
-                                stderr=subprocess.STDOUT, env=self.env)
+        proc = subprocess.Popen(
+            [os.path.join(BIN, args[0]), *args[1:]],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
         proc.name = name
         self.procs.append(proc)
         return proc
@@ -132,13 +135,23 @@ def _wait_ready(tmp_path, proc, timeout=120):
 
 def _write_conf(path, vhost, placement_url, state_dir, **extra):
     lines = [
-        "[DEFAULT]", f"transport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}",
+        "[DEFAULT]",
+        f"transport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}",
         "executor_thread_pool_size = 4",
-        "[placement_client]", f"endpoint = {placement_url}", "timeout = 60",
-        "[conductor]", "simulated_failure_rate = 0.1", f"simulated_state_dir = {state_dir}",
-        "lease_seconds = 15", "sweep_interval = 1.0",
-        "[rpc]", "call_timeout = 15", "call_retries = 4",
-        "[filter_scheduler]", "host_subset_size = 3", "write_reports = false",
+        "[placement_client]",
+        f"endpoint = {placement_url}",
+        "timeout = 60",
+        "[conductor]",
+        "simulated_failure_rate = 0.1",
+        f"simulated_state_dir = {state_dir}",
+        "lease_seconds = 15",
+        "sweep_interval = 1.0",
+        "[rpc]",
+        "call_timeout = 15",
+        "call_retries = 4",
+        "[filter_scheduler]",
+        "host_subset_size = 3",
+        "write_reports = false",
     ]
     for key, value in extra.items():
         lines.append(f"{key} = {value}")
@@ -164,8 +177,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
     state_dir.mkdir()
     try:
         port = _free_port()
-        api = procs.start("placement-api", "placement-api", "--port", str(port),
-                          "--workers", "2")
+        api = procs.start("placement-api", "placement-api", "--port", str(port), "--workers", "2")
         placement_url = f"http://127.0.0.1:{port}"
         _wait_http(placement_url + "/", api)
         conf = tmp_path / "services.conf"
@@ -173,8 +185,11 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
         cf = ["--config-file", str(conf)]
         scheds = [procs.start(f"scheduler-{n}", "scheduler-worker", *cf) for n in range(3)]
         supers = [procs.start(f"super-{n}", "conductor-worker", *cf) for n in range(2)]
-        cells = [procs.start(f"{cell}-{n}", "conductor-worker", *cf, "--cell", cell)
-                 for cell in ("cell1", "cell2") for n in range(2)]
+        cells = [
+            procs.start(f"{cell}-{n}", "conductor-worker", *cf, "--cell", cell)
+            for cell in ("cell1", "cell2")
+            for n in range(2)
+        ]
         for proc in scheds + supers + cells:
             _wait_ready(tmp_path, proc)
 
@@ -184,9 +199,21 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
         start = time.monotonic()
         with open(out_path, "w") as out:
             submit = subprocess.Popen(
-                [os.path.join(BIN, "build-submit"), *cf, "--requests", str(specs), "--json",
-                 "--timeout", "400", "--resend-after", "20"],
-                stdout=out, stderr=open(tmp_path / "submit.err", "w"), env=env)
+                [
+                    os.path.join(BIN, "build-submit"),
+                    *cf,
+                    "--requests",
+                    str(specs),
+                    "--json",
+                    "--timeout",
+                    "400",
+                    "--resend-after",
+                    "20",
+                ],
+                stdout=out,
+                stderr=open(tmp_path / "submit.err", "w"),
+                env=env,
+            )
             # Kill one of each kind once a third of the outcomes are in.
             while submit.poll() is None:
                 if sum(1 for _ in open(out_path)) >= INSTANCES // 3:
@@ -213,11 +240,17 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
         counts = bus.check_invariants(db, outcomes, running)
         assert counts["placed"] == summary["placed"]
         assert len(running) == counts["placed"]  # each built once, nothing else runs
-        audit = subprocess.run([os.path.join(BIN, "placement-manage"), "allocations",
-                                "audit"], capture_output=True, text=True, env=env,
-                               timeout=120)
+        audit = subprocess.run(
+            [os.path.join(BIN, "placement-manage"), "allocations", "audit"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert audit.returncode == 0, audit.stdout + audit.stderr
-        print(f"\n{INSTANCES} instances through the bus in {seconds:.1f} s "
-              f"({summary['instances_per_second']}/s): {summary}")
+        print(
+            f"\n{INSTANCES} instances through the bus in {seconds:.1f} s "
+            f"({summary['instances_per_second']}/s): {summary}"
+        )
     finally:
         procs.stop_all()

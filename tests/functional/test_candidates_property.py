@@ -27,6 +27,7 @@ SHARE = "MISC_SHARES_VIA_AGGREGATE"
 
 # -- cluster model --------------------------------------------------------
 
+
 @st.composite
 def clusters(draw):
     providers = []  # dicts: name, parent index or None, inv, traits, aggs, used
@@ -55,7 +56,9 @@ def _provider(draw, name, parent):
         used = min(used, total)
         inv[rc] = (total, used)
     return {
-        "name": name, "parent": parent, "inv": inv,
+        "name": name,
+        "parent": parent,
+        "inv": inv,
         "traits": set(draw(st.sets(st.sampled_from(TRAITS)))),
         "aggs": set(draw(st.sets(st.sampled_from(AGGS)))),
     }
@@ -74,25 +77,37 @@ def requests(draw):
 
 
 def _group(draw):
-    resources = {rc: draw(st.sampled_from([1, 1, 2]))
-                 for rc in draw(st.sets(st.sampled_from(RCS), min_size=1, max_size=2))}
+    resources = {
+        rc: draw(st.sampled_from([1, 1, 2]))
+        for rc in draw(st.sets(st.sampled_from(RCS), min_size=1, max_size=2))
+    }
     required = draw(st.sampled_from([set(), set(), {"CUSTOM_A"}]))
     forbidden = draw(st.sampled_from([set(), set(), {"CUSTOM_B"}]))
-    member_of = draw(st.sampled_from([None, None, AGGS[0], "!" + AGGS[1],
-                                      "in:" + ",".join(AGGS)]))
-    return {"resources": resources, "required": required, "forbidden": forbidden,
-            "member_of": member_of}
+    member_of = draw(st.sampled_from([None, None, AGGS[0], "!" + AGGS[1], "in:" + ",".join(AGGS)]))
+    return {
+        "resources": resources,
+        "required": required,
+        "forbidden": forbidden,
+        "member_of": member_of,
+    }
 
 
 # -- database -------------------------------------------------------------
 
+
 def _wipe(db):
     with db.write() as conn:
-        for table in (m.allocations, m.consumers, m.resource_provider_traits,
-                      m.resource_provider_aggregates, m.inventories):
+        for table in (
+            m.allocations,
+            m.consumers,
+            m.resource_provider_traits,
+            m.resource_provider_aggregates,
+            m.inventories,
+        ):
             conn.execute(table.delete())
-        conn.execute(m.resource_providers.update().values(
-            parent_provider_id=None, root_provider_id=None))
+        conn.execute(
+            m.resource_providers.update().values(parent_provider_id=None, root_provider_id=None)
+        )
         conn.execute(m.resource_providers.delete())
 
 
@@ -101,67 +116,113 @@ def _load(db, cluster):
     now = db_mod.utcnow()
     uuids = [str(uuid_lib.uuid4()) for _ in cluster]
     with db.write() as conn:
-        rc_ids = dict(tuple(r) for r in conn.execute(
-            sa.select(m.resource_classes.c.name, m.resource_classes.c.id)))
+        rc_ids = dict(
+            tuple(r)
+            for r in conn.execute(sa.select(m.resource_classes.c.name, m.resource_classes.c.id))
+        )
         tids = {}
         for name in TRAITS + [SHARE]:
-            tid = conn.execute(sa.select(m.traits.c.id).where(
-                m.traits.c.name == name)).scalar_one_or_none()
+            tid = conn.execute(
+                sa.select(m.traits.c.id).where(m.traits.c.name == name)
+            ).scalar_one_or_none()
             if tid is None:
-                tid = conn.execute(m.traits.insert().values(
-                    name=name, created_at=now)).inserted_primary_key[0]
+                tid = conn.execute(
+                    m.traits.insert().values(name=name, created_at=now)
+                ).inserted_primary_key[0]
             tids[name] = tid
         aids = {}
         for agg in AGGS:
-            aid = conn.execute(sa.select(m.placement_aggregates.c.id).where(
-                m.placement_aggregates.c.uuid == agg)).scalar_one_or_none()
+            aid = conn.execute(
+                sa.select(m.placement_aggregates.c.id).where(m.placement_aggregates.c.uuid == agg)
+            ).scalar_one_or_none()
             if aid is None:
-                aid = conn.execute(m.placement_aggregates.insert().values(
-                    uuid=agg)).inserted_primary_key[0]
+                aid = conn.execute(
+                    m.placement_aggregates.insert().values(uuid=agg)
+                ).inserted_primary_key[0]
             aids[agg] = aid
         ids = []
         proj = conn.execute(sa.select(m.projects.c.id)).scalar()
         if proj is None:
-            proj = conn.execute(m.projects.insert().values(
-                external_id="p")).inserted_primary_key[0]
+            proj = conn.execute(m.projects.insert().values(external_id="p")).inserted_primary_key[0]
             conn.execute(m.users.insert().values(id=proj, external_id="u"))
         for i, p in enumerate(cluster):
             parent_id = ids[p["parent"]] if p["parent"] is not None else None
             root_id = None
             if parent_id is not None:
-                root_id = conn.execute(sa.select(m.resource_providers.c.root_provider_id).where(
-                    m.resource_providers.c.id == parent_id)).scalar_one()
-            new = conn.execute(m.resource_providers.insert().values(
-                uuid=uuids[i], name=p["name"] + uuids[i][:6], generation=0,
-                parent_provider_id=parent_id, root_provider_id=root_id,
-                created_at=now)).inserted_primary_key[0]
+                root_id = conn.execute(
+                    sa.select(m.resource_providers.c.root_provider_id).where(
+                        m.resource_providers.c.id == parent_id
+                    )
+                ).scalar_one()
+            new = conn.execute(
+                m.resource_providers.insert().values(
+                    uuid=uuids[i],
+                    name=p["name"] + uuids[i][:6],
+                    generation=0,
+                    parent_provider_id=parent_id,
+                    root_provider_id=root_id,
+                    created_at=now,
+                )
+            ).inserted_primary_key[0]
             if root_id is None:
-                conn.execute(m.resource_providers.update().where(
-                    m.resource_providers.c.id == new).values(root_provider_id=new))
+                conn.execute(
+                    m.resource_providers.update()
+                    .where(m.resource_providers.c.id == new)
+                    .values(root_provider_id=new)
+                )
             ids.append(new)
             for rc, (total, used) in p["inv"].items():
-                conn.execute(m.inventories.insert().values(
-                    resource_provider_id=new, resource_class_id=rc_ids[rc], total=total,
-                    reserved=0, min_unit=1, max_unit=total, step_size=1,
-                    allocation_ratio=1.0, created_at=now))
+                conn.execute(
+                    m.inventories.insert().values(
+                        resource_provider_id=new,
+                        resource_class_id=rc_ids[rc],
+                        total=total,
+                        reserved=0,
+                        min_unit=1,
+                        max_unit=total,
+                        step_size=1,
+                        allocation_ratio=1.0,
+                        created_at=now,
+                    )
+                )
                 if used:
                     consumer = str(uuid_lib.uuid4())
-                    conn.execute(m.consumers.insert().values(
-                        uuid=consumer, project_id=proj, user_id=proj, generation=0,
-                        workload_class="standard", created_at=now))
-                    conn.execute(m.allocations.insert().values(
-                        resource_provider_id=new, consumer_id=consumer,
-                        resource_class_id=rc_ids[rc], used=used, created_at=now))
+                    conn.execute(
+                        m.consumers.insert().values(
+                            uuid=consumer,
+                            project_id=proj,
+                            user_id=proj,
+                            generation=0,
+                            workload_class="standard",
+                            created_at=now,
+                        )
+                    )
+                    conn.execute(
+                        m.allocations.insert().values(
+                            resource_provider_id=new,
+                            consumer_id=consumer,
+                            resource_class_id=rc_ids[rc],
+                            used=used,
+                            created_at=now,
+                        )
+                    )
             for t in p["traits"]:
-                conn.execute(m.resource_provider_traits.insert().values(
-                    resource_provider_id=new, trait_id=tids[t]))
+                conn.execute(
+                    m.resource_provider_traits.insert().values(
+                        resource_provider_id=new, trait_id=tids[t]
+                    )
+                )
             for agg in p["aggs"]:
-                conn.execute(m.resource_provider_aggregates.insert().values(
-                    resource_provider_id=new, aggregate_id=aids[agg]))
+                conn.execute(
+                    m.resource_provider_aggregates.insert().values(
+                        resource_provider_id=new, aggregate_id=aids[agg]
+                    )
+                )
     return uuids
 
 
 # -- reference ------------------------------------------------------------
+
 
 def _root(cluster, i):
     while cluster[i]["parent"] is not None:
@@ -234,11 +295,15 @@ def reference(cluster, groups, policy, root_required):
                     for rc, amt in g["resources"].items():
                         if free(p, rc) < amt:
                             ok = False
-                    if not traits_ok(cluster[p]["traits"], g) or \
-                            cluster[p]["traits"] & g["forbidden"]:
+                    if (
+                        not traits_ok(cluster[p]["traits"], g)
+                        or cluster[p]["traits"] & g["forbidden"]
+                    ):
                         ok = False
-                    if not all(cluster[p]["aggs"] & a for a in any_of) or \
-                            cluster[p]["aggs"] & forbidden_aggs:
+                    if (
+                        not all(cluster[p]["aggs"] & a for a in any_of)
+                        or cluster[p]["aggs"] & forbidden_aggs
+                    ):
                         ok = False
                     for rc, amt in g["resources"].items():
                         amounts[(p, rc)] = amounts.get((p, rc), 0) + amt
@@ -251,8 +316,11 @@ def reference(cluster, groups, policy, root_required):
                             ok = False
                         pa, ra = cluster[p]["aggs"], cluster[anchor]["aggs"]
                         in_own_tree = _root(cluster, p) == anchor
-                        if any_of and not all(pa & a for a in any_of) and not (
-                                in_own_tree and all(ra & a for a in any_of)):
+                        if (
+                            any_of
+                            and not all(pa & a for a in any_of)
+                            and not (in_own_tree and all(ra & a for a in any_of))
+                        ):
                             ok = False
                         if pa & forbidden_aggs or ra & forbidden_aggs:
                             ok = False
@@ -277,11 +345,13 @@ def reference(cluster, groups, policy, root_required):
 
 # -- the test -------------------------------------------------------------
 
+
 def _query(groups, policy, root_required):
     parts = []
     for s, g in sorted(groups.items()):
-        parts.append(f"resources{s}=" + ",".join(f"{rc}:{a}" for rc, a in
-                                                 sorted(g["resources"].items())))
+        parts.append(
+            f"resources{s}=" + ",".join(f"{rc}:{a}" for rc, a in sorted(g["resources"].items()))
+        )
         traits = sorted(g["required"]) + ["!" + t for t in sorted(g["forbidden"])]
         if traits:
             parts.append(f"required{s}=" + ",".join(traits))
@@ -298,8 +368,12 @@ def _query(groups, policy, root_required):
 def test_engine_matches_brute_force(client, db, page_size):
     seen = []
 
-    @hypothesis.settings(max_examples=25, deadline=None, derandomize=True,
-                         suppress_health_check=list(hypothesis.HealthCheck))
+    @hypothesis.settings(
+        max_examples=25,
+        deadline=None,
+        derandomize=True,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
     @hypothesis.given(cluster=clusters(), request=requests())
     def check(cluster, request):
         groups, policy, root_required = request
@@ -307,8 +381,10 @@ def test_engine_matches_brute_force(client, db, page_size):
         uuids = _load(db, cluster)
         expected = reference(cluster, groups, policy, root_required)
         expected = {
-            (frozenset((uuids[p], rc, a) for (p, rc), a in amounts),
-             frozenset((s, frozenset(uuids[p] for p in ps)) for s, ps in maps))
+            (
+                frozenset((uuids[p], rc, a) for (p, rc), a in amounts),
+                frozenset((s, frozenset(uuids[p] for p in ps)) for s, ps in maps),
+            )
             for amounts, maps in expected
         }
         url = "/allocation_candidates?" + _query(groups, policy, root_required)
@@ -324,23 +400,30 @@ def test_engine_matches_brute_force(client, db, page_size):
             nxt = [link["href"] for link in body.get("links", [])]
             url = nxt[0] if nxt else None
         got_set = {
-            (frozenset((rp, rc, a) for rp, v in ar["allocations"].items()
-                       for rc, a in v["resources"].items()),
-             frozenset((s, frozenset(ps)) for s, ps in ar["mappings"].items()))
+            (
+                frozenset(
+                    (rp, rc, a)
+                    for rp, v in ar["allocations"].items()
+                    for rc, a in v["resources"].items()
+                ),
+                frozenset((s, frozenset(ps)) for s, ps in ar["mappings"].items()),
+            )
             for ar in got
         }
         assert len(got_set) == len(got), "a candidate was listed twice"
         assert got_set == expected
         seen.append(len(expected))
         # Summaries: every provider of every tree that serves a candidate.
-        used_roots = {_root(cluster, uuids.index(rp)) for amounts, _ in expected
-                      for rp, _rc, _a in amounts}
+        used_roots = {
+            _root(cluster, uuids.index(rp)) for amounts, _ in expected for rp, _rc, _a in amounts
+        }
         want = {uuids[i] for i in range(len(cluster)) if _root(cluster, i) in used_roots}
         assert set(summaries) == want
         for u in want:
             p = cluster[uuids.index(u)]
             assert summaries[u]["resources"] == {
-                rc: {"capacity": t, "used": used} for rc, (t, used) in p["inv"].items()}
+                rc: {"capacity": t, "used": used} for rc, (t, used) in p["inv"].items()
+            }
             assert set(summaries[u]["traits"]) == p["traits"]
 
     check()

@@ -18,7 +18,8 @@ import uuid
 import pytest
 
 openstack_connection = pytest.importorskip(
-    "openstack.connection", reason="openstacksdk not installed (pip install .[test])")
+    "openstack.connection", reason="openstacksdk not installed (pip install .[test])"
+)
 from openstack import exceptions as sdk_exc  # noqa: E402
 
 PLACELOAD = os.path.join(os.path.dirname(sys.executable), "placeload")
@@ -34,8 +35,8 @@ pytestmark = pytest.mark.filterwarnings(
 def _sdk(url):
     # cloud=None: no clouds.yaml and no OS_* variables are read.
     conn = openstack_connection.Connection(
-        auth_type="none", placement_endpoint_override=url,
-        placement_api_version="1.39")
+        auth_type="none", placement_endpoint_override=url, placement_api_version="1.39"
+    )
     return conn.placement
 
 
@@ -59,20 +60,28 @@ def test_openstacksdk_placement_proxy(live_server, client):
     assert inv.total == 8 and inv.resource_provider_generation == 1
     # The proxy sends the generation it is given (None -> a 400, as upstream).
     inv = p.update_resource_provider_inventory(
-        inv, resource_provider=rp, resource_provider_generation=1,
-        total=16, allocation_ratio=2.0)
+        inv, resource_provider=rp, resource_provider_generation=1, total=16, allocation_ratio=2.0
+    )
     assert (inv.total, inv.allocation_ratio, inv.resource_provider_generation) == (16, 2.0, 2)
     rp = p.set_resource_provider_inventories(
-        rp, {"VCPU": {"total": 16}, "MEMORY_MB": {"total": 4096, "reserved": 512},
-             "DISK_GB": {"total": 100}}, resource_provider_generation=2)
+        rp,
+        {
+            "VCPU": {"total": 16},
+            "MEMORY_MB": {"total": 4096, "reserved": 512},
+            "DISK_GB": {"total": 100},
+        },
+        resource_provider_generation=2,
+    )
     assert rp.generation == 3
     assert {i.resource_class: i.total for i in p.resource_provider_inventories(rp)} == {
-        "VCPU": 16, "MEMORY_MB": 4096, "DISK_GB": 100}
+        "VCPU": 16,
+        "MEMORY_MB": 4096,
+        "DISK_GB": 100,
+    }
     got = p.get_resource_provider_inventory("MEMORY_MB", resource_provider=rp)
     assert (got.total, got.reserved, got.min_unit, got.step_size) == (4096, 512, 1, 1)
     p.delete_resource_provider_inventory("DISK_GB", resource_provider=rp)
-    assert {i.resource_class for i in p.resource_provider_inventories(rp)} == {
-        "VCPU", "MEMORY_MB"}
+    assert {i.resource_class for i in p.resource_provider_inventories(rp)} == {"VCPU", "MEMORY_MB"}
 
     # Traits: create a custom one, list, set on the provider, clear.
     trait = p.create_trait("CUSTOM_FAST")
@@ -81,7 +90,8 @@ def test_openstacksdk_placement_proxy(live_server, client):
     rp_traits = p.get_resource_provider_trait(rp)
     gen = rp_traits.resource_provider_generation
     rp_traits = p.set_resource_provider_trait(
-        rp_traits, traits=["CUSTOM_FAST", "HW_CPU_X86_AVX2"], resource_provider_generation=gen)
+        rp_traits, traits=["CUSTOM_FAST", "HW_CPU_X86_AVX2"], resource_provider_generation=gen
+    )
     assert sorted(rp_traits.traits) == ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
     assert rp_traits.resource_provider_generation == gen + 1
     assert sorted(p.get_resource_provider_trait(rp).traits) == ["CUSTOM_FAST", "HW_CPU_X86_AVX2"]
@@ -121,12 +131,14 @@ def test_openstacksdk_placement_proxy(live_server, client):
     assert client.get("/resource_providers").get_json()["resource_providers"] == []
 
 
-@pytest.mark.skipif(not os.path.exists(PLACELOAD),
-                    reason="placeload not installed (pip install .[test])")
+@pytest.mark.skipif(
+    not os.path.exists(PLACELOAD), reason="placeload not installed (pip install .[test])"
+)
 def test_placeload(live_server, client):
     count = 6
-    run = subprocess.run([PLACELOAD, live_server.url, str(count), "3"],
-                         capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [PLACELOAD, live_server.url, str(count), "3"], capture_output=True, text=True, timeout=120
+    )
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     # Progress letters: r(provider) i(nventory) a(ggregates) t(raits); a
@@ -141,7 +153,10 @@ def test_placeload(live_server, client):
         assert rp["name"] == rp["uuid"] and rp["generation"] == 3
         inv = client.get(f"/resource_providers/{rp['uuid']}/inventories").get_json()
         assert {rc: i["total"] for rc, i in inv["inventories"].items()} == {
-            "VCPU": 32, "MEMORY_MB": 8192, "DISK_GB": 8192}
+            "VCPU": 32,
+            "MEMORY_MB": 8192,
+            "DISK_GB": 8192,
+        }
         aggs = client.get(f"/resource_providers/{rp['uuid']}/aggregates").get_json()
         assert aggs["aggregates"] and set(aggs["aggregates"]) <= set(aggregates)
         traits = client.get(f"/resource_providers/{rp['uuid']}/traits").get_json()

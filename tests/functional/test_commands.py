@@ -20,8 +20,13 @@ BIN = os.path.dirname(sys.executable)
 def _run(args, env=None, timeout=60):
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run([os.path.join(BIN, args[0])] + args[1:], capture_output=True,
-                          text=True, env=full_env, timeout=timeout)
+    return subprocess.run(
+        [os.path.join(BIN, args[0])] + args[1:],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+    )
 
 
 def test_manage_missing_config_file_is_one_line():
@@ -33,8 +38,10 @@ def test_manage_missing_config_file_is_one_line():
 
 
 def test_manage_unreachable_database_is_one_line():
-    res = _run(["placement-manage", "db", "sync"], env={
-        "OS_PLACEMENT_DATABASE__CONNECTION": "postgresql+psycopg://postgres@127.0.0.1:1/x"})
+    res = _run(
+        ["placement-manage", "db", "sync"],
+        env={"OS_PLACEMENT_DATABASE__CONNECTION": "postgresql+psycopg://postgres@127.0.0.1:1/x"},
+    )
     assert res.returncode != 0
     assert "cannot connect to database" in res.stderr
     assert "Traceback" not in res.stderr
@@ -68,8 +75,12 @@ def _free_port():
 def test_api_serves_on_embedded_default(tmp_path):
     port = _free_port()
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
-    proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [os.path.join(BIN, "placement-api"), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         url = f"http://127.0.0.1:{port}/"
         for _ in range(100):
@@ -122,8 +133,10 @@ def test_api_on_database_of_unknown_revision_refuses(empty_db_url):
             conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
     finally:
         db.dispose()
-    res = _run(["placement-api", "--port", str(_free_port())],
-               env={"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url})
+    res = _run(
+        ["placement-api", "--port", str(_free_port())],
+        env={"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url},
+    )
     assert res.returncode == 2
     line = _one_line_naming_sync(res)
     assert "revision 9999" in line and "does not know" in line
@@ -137,8 +150,10 @@ def test_app_on_database_behind_head_names_db_sync(empty_db_url):
             app_mod.create_app(conftest.make_conf(empty_db_url), db=db, sync=False)
         migration.upgrade(db, migration.revisions()[0])
         if migration.head() != migration.revisions()[0]:
-            with pytest.raises(migration.SchemaNotCurrent,
-                               match=f"needs {migration.head()}; run 'placement-manage db sync'"):
+            with pytest.raises(
+                migration.SchemaNotCurrent,
+                match=f"needs {migration.head()}; run 'placement-manage db sync'",
+            ):
                 app_mod.create_app(conftest.make_conf(empty_db_url), db=db, sync=False)
         else:
             migration.upgrade(db)

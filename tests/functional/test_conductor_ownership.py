@@ -36,11 +36,14 @@ def cloud(db, live_server, tmp_path):
         builders.set_inventory(db, rp, "VCPU", 8)
         builders.set_inventory(db, rp, "MEMORY_MB", 8192)
         hosts[name] = rp
-    conf = cconf.make_conf(overrides={
-        ("placement", "endpoint_override"): live_server.url,
-        (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-        ("conductor", "lease_seconds"): 60,
-        ("scheduler", "max_attempts"): 2})
+    conf = cconf.make_conf(
+        overrides={
+            ("placement", "endpoint_override"): live_server.url,
+            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+            ("conductor", "lease_seconds"): 60,
+            ("scheduler", "max_attempts"): 2,
+        }
+    )
     pc = sconf.placement_client_of(conf)
     for rp in hosts.values():
         pc.request("PUT", f"/nodes/{rp}", json={"cell": "cell1"}, ok=(200, 201))
@@ -49,8 +52,9 @@ def cloud(db, live_server, tmp_path):
 
     def conductor(name, failure_rate=0.0):
         driver = driver_mod.SimulatedDriver(failure_rate=failure_rate, state_dir=state)
-        return cond_service.Conductor(conf, sconf.placement_client_of(conf),
-                                      transport, driver, name)
+        return cond_service.Conductor(
+            conf, sconf.placement_client_of(conf), transport, driver, name
+        )
 
     yield {"conf": conf, "hosts": hosts, "client": pc, "conductor": conductor}
     transport.cleanup()
@@ -61,14 +65,27 @@ def _scheduled(cloud, super_conductor):
     held, claimed on its selected host, handed off; returns the cast's
     (instance, spec message, selections message)."""
     instance = str(uuid.uuid4())
-    spec = spec_mod.load_request_spec({
-        "version": "1.0", "request_id": f"req-{instance[:8]}", "project_id": "p",
-        "user_id": "u", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-        "instance_uuids": [instance]})
+    spec = spec_mod.load_request_spec(
+        {
+            "version": "1.0",
+            "request_id": f"req-{instance[:8]}",
+            "project_id": "p",
+            "user_id": "u",
+            "resources": {"VCPU": 1, "MEMORY_MB": 512},
+            "instance_uuids": [instance],
+        }
+    )
     wire = spec_mod.dump_request_spec(spec)
-    gens = super_conductor.records.create_held([{
-        "instance_uuid": instance, "request_id": spec.request_id,
-        "workload_class": spec.workload_class, "spec": wire}])
+    gens = super_conductor.records.create_held(
+        [
+            {
+                "instance_uuid": instance,
+                "request_id": spec.request_id,
+                "workload_class": spec.workload_class,
+                "spec": wire,
+            }
+        ]
+    )
     selections = worker_mod.Scheduler(cloud["conf"], cloud["client"]).select_destinations(spec)
     assert super_conductor.records.take(instance, gens[instance], hand_off=True) is not None
     return instance, wire, spec_mod.dump_selections(spec.request_id, selections)
@@ -128,9 +145,11 @@ def _held_in_flight(cloud, a, spawned):
 
 def _expire(db, instance):
     with db.write() as conn:
-        conn.execute(models.build_requests.update()
-                     .where(models.build_requests.c.instance_uuid == instance)
-                     .values(lease_expires_at=datetime.datetime(2000, 1, 1)))
+        conn.execute(
+            models.build_requests.update()
+            .where(models.build_requests.c.instance_uuid == instance)
+            .values(lease_expires_at=datetime.datetime(2000, 1, 1))
+        )
 
 
 def test_second_conductor_leaves_live_work_alone_and_finishes_dead_work_once(cloud, db):

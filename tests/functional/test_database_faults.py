@@ -35,13 +35,19 @@ VERSION = "1.27"  # dict allocations with project/user, no consumer generations
 CAPACITY = 8  # VCPU per provider
 
 # Short limits, so that the test is short.
-LIMITS = {"connect_timeout": 2, "pool_timeout": 1, "statement_timeout": 2,
-          "lock_timeout": 1, "idle_in_transaction_timeout": 3}
+LIMITS = {
+    "connect_timeout": 2,
+    "pool_timeout": 1,
+    "statement_timeout": 2,
+    "lock_timeout": 1,
+    "idle_in_transaction_timeout": 3,
+}
 # The longest a request may wait on the database (docs/architecture.md,
 # "Database faults"): a pool wait, a failed check and a reconnect, then one
 # statement to a server that does not answer (statement_timeout + 2 s).
-TIME_LIMIT = (LIMITS["pool_timeout"] + 2 * LIMITS["connect_timeout"]
-              + LIMITS["statement_timeout"] + 2)
+TIME_LIMIT = (
+    LIMITS["pool_timeout"] + 2 * LIMITS["connect_timeout"] + LIMITS["statement_timeout"] + 2
+)
 SLACK = 3.0  # a busy 2-core machine
 RECOVERY = 5.0
 # Longer than any request may wait: a request held for the whole pause fails.
@@ -74,15 +80,24 @@ def _env(pg):
 @pytest.fixture
 def api(private_pg, tmp_path):
     env = _env(private_pg)
-    sync = subprocess.run([os.path.join(BIN, "placement-manage"), "db", "sync"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    sync = subprocess.run(
+        [os.path.join(BIN, "placement-manage"), "db", "sync"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sync.returncode == 0, sync.stderr
     port = private_postgres.free_port()
     log_path = tmp_path / "api.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "2"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -109,8 +124,13 @@ def api(private_pg, tmp_path):
 
 def _session():
     s = requests.Session()
-    s.headers.update({"x-auth-token": "admin", "accept": "application/json",
-                      "openstack-api-version": f"placement {VERSION}"})
+    s.headers.update(
+        {
+            "x-auth-token": "admin",
+            "accept": "application/json",
+            "openstack-api-version": f"placement {VERSION}",
+        }
+    )
     return s
 
 
@@ -138,7 +158,8 @@ class Ledger:
         if state not in self.possible(consumer):
             self.violations.append(
                 f"{when}: consumer {consumer} holds {state}, acknowledged "
-                f"{self.acked.get(consumer, {})}, unacknowledged {self.pending.get(consumer)}")
+                f"{self.acked.get(consumer, {})}, unacknowledged {self.pending.get(consumer)}"
+            )
         self.ack(consumer, state)
 
 
@@ -151,9 +172,14 @@ class Load:
         self.ledger = Ledger()
         self.results = []  # (start, end, method, status or exception text, problem or None)
         self.usage_samples = []
-        self.threads = [threading.Thread(target=self._client, args=(
-            [str(uuid.uuid4()) for _ in range(consumers_each)], random.Random(i)), daemon=True)
-            for i in range(clients)]
+        self.threads = [
+            threading.Thread(
+                target=self._client,
+                args=([str(uuid.uuid4()) for _ in range(consumers_each)], random.Random(i)),
+                daemon=True,
+            )
+            for i in range(clients)
+        ]
         self.threads.append(threading.Thread(target=self._monitor, daemon=True))
 
     def start(self):
@@ -168,13 +194,13 @@ class Load:
     def _call(self, session, method, path, **kw):
         start = time.monotonic()
         try:
-            resp = session.request(method, self.url + path, timeout=TIME_LIMIT + SLACK + 5,
-                                   **kw)
+            resp = session.request(method, self.url + path, timeout=TIME_LIMIT + SLACK + 5, **kw)
         except requests.RequestException as exc:
             end = time.monotonic()
             with self.lock:
-                self.results.append((start, end, method, type(exc).__name__,
-                                     f"{method} {path}: no answer: {exc}"))
+                self.results.append(
+                    (start, end, method, type(exc).__name__, f"{method} {path}: no answer: {exc}")
+                )
             return None
         end = time.monotonic()
         problem = None
@@ -183,8 +209,9 @@ class Load:
         elif resp.status_code >= 500 or resp.status_code in (400, 401, 403):
             problem = f"{resp.status_code} {resp.text[:300]}"
         with self.lock:
-            self.results.append((start, end, method, resp.status_code,
-                                 problem and f"{method} {path}: {problem}"))
+            self.results.append(
+                (start, end, method, resp.status_code, problem and f"{method} {path}: {problem}")
+            )
         return resp
 
     def _read(self, session, consumer):
@@ -217,9 +244,11 @@ class Load:
                         ledger.unknown(consumer, {})
             else:
                 target = {rnd.choice(self.providers): rnd.randint(1, 3)}
-                body = {"allocations": {rp: {"resources": {"VCPU": n}}
-                                        for rp, n in target.items()},
-                        "project_id": PROJECT, "user_id": USER}
+                body = {
+                    "allocations": {rp: {"resources": {"VCPU": n}} for rp, n in target.items()},
+                    "project_id": PROJECT,
+                    "user_id": USER,
+                }
                 resp = self._call(session, "PUT", f"/allocations/{consumer}", json=body)
                 with self.lock:
                     if resp is not None and resp.status_code == 204:
@@ -234,8 +263,9 @@ class Load:
         while not self.stop.is_set():
             for rp in self.providers:
                 try:
-                    resp = session.get(f"{self.url}/resource_providers/{rp}/usages",
-                                       timeout=TIME_LIMIT + SLACK + 5)
+                    resp = session.get(
+                        f"{self.url}/resource_providers/{rp}/usages", timeout=TIME_LIMIT + SLACK + 5
+                    )
                 except requests.RequestException:
                     continue
                 if resp.status_code == 200:
@@ -261,21 +291,34 @@ def _wait_recovered(url, providers, since):
     """Seconds from ``since`` until a read and a write both succeed."""
     session = _session()
     probe = str(uuid.uuid4())
-    body = {"allocations": {providers[0]: {"resources": {"VCPU": 1}}},
-            "project_id": PROJECT, "user_id": USER}
+    body = {
+        "allocations": {providers[0]: {"resources": {"VCPU": 1}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+    }
     read_ok = write_ok = False
     deadline = since + 30
     while time.monotonic() < deadline:
         try:
             if not read_ok:
-                read_ok = session.get(f"{url}/resource_providers/{providers[0]}/usages",
-                                      timeout=TIME_LIMIT + SLACK).status_code == 200
+                read_ok = (
+                    session.get(
+                        f"{url}/resource_providers/{providers[0]}/usages",
+                        timeout=TIME_LIMIT + SLACK,
+                    ).status_code
+                    == 200
+                )
             if read_ok and not write_ok:
-                put = session.put(f"{url}/allocations/{probe}", json=body,
-                                  timeout=TIME_LIMIT + SLACK)
+                put = session.put(
+                    f"{url}/allocations/{probe}", json=body, timeout=TIME_LIMIT + SLACK
+                )
                 if put.status_code == 204:
-                    write_ok = session.delete(f"{url}/allocations/{probe}",
-                                              timeout=TIME_LIMIT + SLACK).status_code == 204
+                    write_ok = (
+                        session.delete(
+                            f"{url}/allocations/{probe}", timeout=TIME_LIMIT + SLACK
+                        ).status_code
+                        == 204
+                    )
                 elif put.status_code == 409:  # full: reading and writing all the same
                     write_ok = True
             if read_ok and write_ok:
@@ -293,11 +336,19 @@ def test_restarts_and_pause_under_load(private_pg, api):
     providers = []
     for i in range(3):
         rp = str(uuid.uuid4())
-        assert admin.post(f"{url}/resource_providers",
-                          json={"name": f"contended-{i}", "uuid": rp}).status_code == 200
-        resp = admin.put(f"{url}/resource_providers/{rp}/inventories", json={
-            "resource_provider_generation": 0,
-            "inventories": {"VCPU": {"total": CAPACITY, "max_unit": CAPACITY}}})
+        assert (
+            admin.post(
+                f"{url}/resource_providers", json={"name": f"contended-{i}", "uuid": rp}
+            ).status_code
+            == 200
+        )
+        resp = admin.put(
+            f"{url}/resource_providers/{rp}/inventories",
+            json={
+                "resource_provider_generation": 0,
+                "inventories": {"VCPU": {"total": CAPACITY, "max_unit": CAPACITY}},
+            },
+        )
         assert resp.status_code == 200, resp.text
         providers.append(rp)
 
@@ -307,10 +358,11 @@ def test_restarts_and_pause_under_load(private_pg, api):
     load.start()
     try:
         time.sleep(2)
-        for name, fault in (("fast restart", lambda: private_pg.restart("fast")),
-                            ("immediate restart", lambda: private_pg.restart("immediate")),
-                            ("pause", lambda: (private_pg.pause(), time.sleep(PAUSE),
-                                               private_pg.resume()))):
+        for name, fault in (
+            ("fast restart", lambda: private_pg.restart("fast")),
+            ("immediate restart", lambda: private_pg.restart("immediate")),
+            ("pause", lambda: (private_pg.pause(), time.sleep(PAUSE), private_pg.resume())),
+        ):
             start = time.monotonic()
             fault()
             back = time.monotonic()
@@ -326,8 +378,11 @@ def test_restarts_and_pause_under_load(private_pg, api):
 
     problems = [r[4] for r in load.results if r[4]]
     assert problems == [], problems[:10]
-    slow = [(method, status, round(end - start, 1)) for start, end, method, status, _p
-            in load.results if end - start > TIME_LIMIT + SLACK]
+    slow = [
+        (method, status, round(end - start, 1))
+        for start, end, method, status, _p in load.results
+        if end - start > TIME_LIMIT + SLACK
+    ]
     assert slow == [], f"answered later than {TIME_LIMIT} s (+{SLACK} s slack): {slow[:10]}"
     assert all(seconds <= RECOVERY for seconds in recovery.values()), recovery
 
@@ -355,8 +410,11 @@ def test_restarts_and_pause_under_load(private_pg, api):
     assert load.usage_samples, "the usage monitor read nothing"
     assert max(used for _rp, used in load.usage_samples) <= CAPACITY
     for rp in providers:
-        used = session.get(f"{url}/resource_providers/{rp}/usages",
-                           timeout=10).json()["usages"].get("VCPU", 0)
+        used = (
+            session.get(f"{url}/resource_providers/{rp}/usages", timeout=10)
+            .json()["usages"]
+            .get("VCPU", 0)
+        )
         assert used == sum(state.get(rp, 0) for state in final.values())
         assert used <= CAPACITY
 
@@ -368,5 +426,7 @@ def test_restarts_and_pause_under_load(private_pg, api):
     statuses = {}
     for r in load.results:
         statuses[r[3]] = statuses.get(r[3], 0) + 1
-    print(f"\nrequests {len(load.results)} {statuses}; max latency {latencies[-1]:.2f} s; "
-          f"recovery {({k: round(v, 2) for k, v in recovery.items()})}")
+    print(
+        f"\nrequests {len(load.results)} {statuses}; max latency {latencies[-1]:.2f} s; "
+        f"recovery { ({k: round(v, 2) for k, v in recovery.items()}) }"
+    )

@@ -46,8 +46,9 @@ def _assert_unavailable(resp):
 
 
 def _client(url, db):
-    return conftest.ApiClient(app_mod.create_app(conftest.make_conf(url), db=db,
-                                                 check_database=False).test_client())
+    return conftest.ApiClient(
+        app_mod.create_app(conftest.make_conf(url), db=db, check_database=False).test_client()
+    )
 
 
 def _closed_port():
@@ -102,8 +103,9 @@ def _hold_provider(holder, db, rp):
     conn = holder.connect()
     if db.is_postgres:
         trans = conn.begin()
-        conn.execute(sa.text("SELECT id FROM resource_providers WHERE uuid = :u FOR UPDATE"),
-                     {"u": rp})
+        conn.execute(
+            sa.text("SELECT id FROM resource_providers WHERE uuid = :u FOR UPDATE"), {"u": rp}
+        )
     else:
         conn.connection.dbapi_connection.isolation_level = None
         conn.exec_driver_sql("BEGIN IMMEDIATE")
@@ -126,9 +128,16 @@ def test_lock_held_past_lock_timeout_is_503_and_writes_nothing(limited, db_url):
     conn, trans = _hold_provider(holder, db, rp)
     try:
         start = time.monotonic()
-        resp = client.put(f"/allocations/{consumer}", version="1.28", json={
-            "allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None})
+        resp = client.put(
+            f"/allocations/{consumer}",
+            version="1.28",
+            json={
+                "allocations": {rp: {"resources": {"VCPU": 2}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+        )
         elapsed = time.monotonic() - start
     finally:
         _release(conn, trans)
@@ -137,9 +146,16 @@ def test_lock_held_past_lock_timeout_is_503_and_writes_nothing(limited, db_url):
     assert elapsed < 3.5, elapsed
     assert client.get(f"/allocations/{consumer}").get_json()["allocations"] == {}
     # The lock gone, the same write goes through.
-    resp = client.put(f"/allocations/{consumer}", version="1.28", json={
-        "allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-        "user_id": USER, "consumer_generation": None})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        version="1.28",
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 2}}},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": None,
+        },
+    )
     assert resp.status_code == 204
 
 
@@ -156,8 +172,9 @@ def test_postgres_sessions_carry_the_limits(pg_database_url):
         assert "statement timeout" in db_mod.unavailable_reason(info.value)
         with db.read() as conn:
             assert conn.exec_driver_sql("SHOW lock_timeout").scalar() == "5s"
-            assert conn.exec_driver_sql(
-                "SHOW idle_in_transaction_session_timeout").scalar() == "10s"
+            assert (
+                conn.exec_driver_sql("SHOW idle_in_transaction_session_timeout").scalar() == "10s"
+            )
     finally:
         db.dispose()
 
@@ -165,8 +182,7 @@ def test_postgres_sessions_carry_the_limits(pg_database_url):
 def test_session_idle_in_transaction_is_ended(pg_database_url):
     """A transaction left idle (a stalled worker holding locks) is ended by the
     server after idle_in_transaction_timeout; its next statement is a 503 reason."""
-    db = db_mod.Database(pg_database_url,
-                         limits=db_mod.Limits(idle_in_transaction_timeout=0.5))
+    db = db_mod.Database(pg_database_url, limits=db_mod.Limits(idle_in_transaction_timeout=0.5))
     try:
         with pytest.raises(sa.exc.DBAPIError) as info:
             with db.read() as conn:
@@ -195,13 +211,21 @@ def test_stalled_holder_of_provider_locks_is_ended(pg_database_url):
         client = _client(pg_database_url, db)
         holder = stalled.engine.connect()
         trans = holder.begin()
-        holder.execute(sa.text("SELECT id FROM resource_providers WHERE uuid = :u "
-                               "FOR UPDATE"), {"u": rp})
+        holder.execute(
+            sa.text("SELECT id FROM resource_providers WHERE uuid = :u FOR UPDATE"), {"u": rp}
+        )
         # ... and the holder stalls here, idle in its transaction.
         start = time.monotonic()
-        resp = client.put(f"/allocations/{uuid.uuid4()}", version="1.28", json={
-            "allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None})
+        resp = client.put(
+            f"/allocations/{uuid.uuid4()}",
+            version="1.28",
+            json={
+                "allocations": {rp: {"resources": {"VCPU": 2}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+        )
         elapsed = time.monotonic() - start
         assert resp.status_code == 204, resp.get_data(as_text=True)
         assert 0.5 < elapsed < 4, elapsed
@@ -222,8 +246,9 @@ def test_programming_errors_stay_500(db):
     assert db_mod.unavailable_reason(info.value) is None
     with pytest.raises(sa.exc.IntegrityError) as info:
         with db.write() as conn:
-            conn.exec_driver_sql("INSERT INTO traits (id, name, created_at) VALUES "
-                                 "(1, NULL, '2026-01-01')")
+            conn.exec_driver_sql(
+                "INSERT INTO traits (id, name, created_at) VALUES (1, NULL, '2026-01-01')"
+            )
     assert db_mod.unavailable_reason(info.value) is None
 
 
@@ -231,23 +256,31 @@ def _raw_put(port, path, body):
     """Send a PUT over a raw socket and return the socket, unread."""
     payload = json.dumps(body).encode()
     sock = socket.create_connection(("127.0.0.1", port))
-    sock.sendall((f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-auth-token: admin\r\n"
-                  "openstack-api-version: placement 1.28\r\n"
-                  "Content-Type: application/json\r\n"
-                  f"Content-Length: {len(payload)}\r\n\r\n").encode() + payload)
+    sock.sendall(
+        (
+            f"PUT {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nx-auth-token: admin\r\n"
+            "openstack-api-version: placement 1.28\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n\r\n"
+        ).encode()
+        + payload
+    )
     return sock
 
 
 def test_write_for_a_client_that_hung_up_is_rolled_back(limited, db_url, caplog):
     db, rp, holder = limited
     # Long enough for the write to wait on the lock while the client leaves.
-    db = db_mod.Database(db_url, limits=db_mod.Limits(lock_timeout=10,
-                                                      sqlite_busy_timeout=10))
+    db = db_mod.Database(db_url, limits=db_mod.Limits(lock_timeout=10, sqlite_busy_timeout=10))
     app = app_mod.create_app(conftest.make_conf(db_url), db=db, check_database=False)
     server = conftest.LiveServer(app).start()
     gone, stays = str(uuid.uuid4()), str(uuid.uuid4())
-    body = {"allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None}
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": None,
+    }
     try:
         with caplog.at_level(logging.WARNING):
             conn, trans = _hold_provider(holder, db, rp)
@@ -273,31 +306,43 @@ def test_write_for_a_client_that_hung_up_is_rolled_back(limited, db_url, caplog)
         assert client.get(f"/allocations/{stays}").get_json()["allocations"] != {}
         usage = client.get(f"/resource_providers/{rp}/usages").get_json()["usages"]
         assert usage == {"VCPU": 2}
-        assert any("client closed the connection before the write committed" in r.getMessage()
-                   for r in caplog.records)
+        assert any(
+            "client closed the connection before the write committed" in r.getMessage()
+            for r in caplog.records
+        )
     finally:
         server.stop()
         db.dispose()
 
 
-def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db_url,
-                                                                     tmp_path):
+def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db_url, tmp_path):
     """The same through placement-api's own server, a real process."""
     db, rp, holder = limited
     port = _closed_port()
     log_path = tmp_path / "api.log"
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url,
-               OS_PLACEMENT_DATABASE__LOCK_TIMEOUT="10",
-               OS_PLACEMENT_DATABASE__SQLITE_BUSY_TIMEOUT="10",
-               XDG_STATE_HOME=str(tmp_path / "state"))
+    env = dict(
+        os.environ,
+        OS_PLACEMENT_DATABASE__CONNECTION=db_url,
+        OS_PLACEMENT_DATABASE__LOCK_TIMEOUT="10",
+        OS_PLACEMENT_DATABASE__SQLITE_BUSY_TIMEOUT="10",
+        XDG_STATE_HOME=str(tmp_path / "state"),
+    )
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port),
-                                 "--workers", "1"], env=env, stdout=log, stderr=log)
+        proc = subprocess.Popen(
+            [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "1"],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
     url = f"http://127.0.0.1:{port}"
     headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
     gone = str(uuid.uuid4())
-    body = {"allocations": {rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None}
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": None,
+    }
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -320,13 +365,11 @@ def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db
         deadline = time.monotonic() + 15
         while "rolled back" not in log_path.read_text() and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert "client closed the connection before the write committed" in \
-            log_path.read_text()
+        assert "client closed the connection before the write committed" in log_path.read_text()
         resp = requests.get(f"{url}/allocations/{gone}", headers=headers, timeout=10)
         assert resp.json()["allocations"] == {}
         # A client that stays gets its write.
-        resp = requests.put(f"{url}/allocations/{gone}", headers=headers, json=body,
-                            timeout=30)
+        resp = requests.put(f"{url}/allocations/{gone}", headers=headers, json=body, timeout=30)
         assert resp.status_code == 204, resp.text
     finally:
         proc.terminate()

@@ -10,8 +10,15 @@ def test_demo_json_summary_is_the_last_line(capsys):
     out, err = capsys.readouterr()
     assert rc == 0
     summary = json.loads(out.strip().splitlines()[-1])
-    for key in ("requests", "placed", "failed", "rescheduled", "races_lost",
-                "performance_on_eco", "families"):
+    for key in (
+        "requests",
+        "placed",
+        "failed",
+        "rescheduled",
+        "races_lost",
+        "performance_on_eco",
+        "families",
+    ):
         assert key in summary
     assert summary["requests"] == 24
     assert summary["placed"] + summary["failed"] == summary["instances"] == 24
@@ -21,8 +28,10 @@ def test_demo_json_summary_is_the_last_line(capsys):
     assert summary["rescheduled"] > 0
     fams = summary["families"]
     assert sum(f["nodes"] for f in fams.values()) == 41
-    assert sum(f["performance_placed"] + f["standard_placed"] for f in fams.values()) == \
-        summary["placed"]
+    assert (
+        sum(f["performance_placed"] + f["standard_placed"] for f in fams.values())
+        == summary["placed"]
+    )
     # The table and the progress report are there for humans.
     assert "performance on eco/draining" in out
     assert "temporary, removed at exit" in err and "24/24" in err

@@ -30,8 +30,12 @@ from tests.functional.test_scheduler_e2e import add_hosts
 
 PREFIX = "/placement"
 
-GOOD = {"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 256}, "project_id": "p",
-        "user_id": "u"}
+GOOD = {
+    "version": "1.0",
+    "resources": {"VCPU": 1, "MEMORY_MB": 256},
+    "project_id": "p",
+    "user_id": "u",
+}
 # (changes to a good spec, the start of the problem the answer must name)
 HOSTILE = [
     ({"request_id": "../traits/CUSTOM_X"}, "request_id: '../traits/CUSTOM_X' is not a valid"),
@@ -40,8 +44,10 @@ HOSTILE = [
     ({"request_id": "req#frag"}, "request_id: 'req#frag' is not a valid request id"),
     ({"request_id": "..%2Ftraits%2FCUSTOM_X"}, "request_id: '..%2Ftraits%2FCUSTOM_X' is not"),
     ({"request_id": "req x\n"}, "request_id: 'req x\\n' is not a valid request id"),
-    ({"instance_uuids": ["../../traits/CUSTOM_Y"]},
-     "instance_uuids.0: '../../traits/CUSTOM_Y' is not a uuid"),
+    (
+        {"instance_uuids": ["../../traits/CUSTOM_Y"]},
+        "instance_uuids.0: '../../traits/CUSTOM_Y' is not a uuid",
+    ),
     ({"project_id": "p/../../traits"}, "project_id: 'p/../../traits' is not a valid"),
     ({"user_id": "u\x00"}, "user_id: 'u\\x00' is not a valid user id"),
     ({"cell": "cell1/../x"}, "cell: 'cell1/../x' is not a valid cell name"),
@@ -87,11 +93,19 @@ def _spec_lines(tag):
 
 
 def _run_batch(specs, out, url):
-    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=url,
-               OS_FILTER_SCHEDULER__PAGE_SIZE="1", OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS="0")
-    res = subprocess.run([sys.executable, "-m", "scheduler.batch", "--requests", str(specs),
-                          "--output", str(out)], capture_output=True, text=True, env=env,
-                         timeout=300)
+    env = dict(
+        os.environ,
+        OS_PLACEMENT__ENDPOINT_OVERRIDE=url,
+        OS_FILTER_SCHEDULER__PAGE_SIZE="1",
+        OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS="0",
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "scheduler.batch", "--requests", str(specs), "--output", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert "Traceback" not in res.stderr, res.stderr
     return res, [json.loads(line) for line in out.read_text().splitlines()]
 
@@ -114,8 +128,7 @@ def _rows(db, table):
 
 
 def test_hostile_specs_are_refused_and_nothing_leaves_the_prefix(db, client, app, tmp_path):
-    hosts = add_hosts(db, client, [(f"h{i}", "cell1", "performance", 8, 8192)
-                                   for i in range(3)])
+    hosts = add_hosts(db, client, [(f"h{i}", "cell1", "performance", 8, 8192) for i in range(3)])
     server = PrefixedPlacement(app)
     try:
         specs = tmp_path / "specs.jsonl"
@@ -124,30 +137,42 @@ def test_hostile_specs_are_refused_and_nothing_leaves_the_prefix(db, client, app
         specs.write_text("\n".join(_spec_lines("sched")) + "\n")
         res, answers = _run_batch(specs, tmp_path / "sched.jsonl", server.url)
         assert res.returncode == 1, res.stderr  # some lines were invalid
-        assert [a["status"] for a in answers] == \
-            ["placed"] + ["invalid"] * (len(HOSTILE) + 1) + ["placed"]
+        assert [a["status"] for a in answers] == ["placed"] + ["invalid"] * (len(HOSTILE) + 1) + [
+            "placed"
+        ]
         _assert_invalid_answers(answers[1:-1])
         summary = json.loads(res.stderr.strip().splitlines()[-1])
-        assert (summary["placed"], summary["invalid"], summary["failed"]) == \
-            (2, len(HOSTILE) + 1, 0)
+        assert (summary["placed"], summary["invalid"], summary["failed"]) == (
+            2,
+            len(HOSTILE) + 1,
+            0,
+        )
         assert answers[0]["version"] == "1.0" and answers[0]["selections"][0][0]["claimed"]
 
         # build-submit's reader, the scheduler-worker service and the
         # conductors: bad lines answered at once and sent nowhere, the good
         # instances built and recorded.
-        overrides = {("filter_scheduler", "page_size"): 1,
-                     ("filter_scheduler", "max_placement_results"): 0}
+        overrides = {
+            ("filter_scheduler", "page_size"): 1,
+            ("filter_scheduler", "max_placement_results"): 0,
+        }
         with bus.in_process(server.url, cells=("cell1",), overrides=overrides) as cloud:
             counts, answers = cloud.submit(_spec_lines("cond"))
-        assert (counts["placed"], counts["invalid"], counts["failed"], counts["unanswered"]) \
-            == (2, len(HOSTILE) + 1, 0, 0), counts
+        assert (counts["placed"], counts["invalid"], counts["failed"], counts["unanswered"]) == (
+            2,
+            len(HOSTILE) + 1,
+            0,
+            0,
+        ), counts
         invalid = [a for a in answers if a["status"] == "invalid"]
         _assert_invalid_answers(invalid)
-        built = sorted((a for a in answers if a["status"] != "invalid"),
-                       key=lambda a: a["request_id"])
+        built = sorted(
+            (a for a in answers if a["status"] != "invalid"), key=lambda a: a["request_id"]
+        )
         assert [b["request_id"] for b in built] == ["req-cond-1", "req-cond-2"]
-        assert all(b["status"] == "placed" and b["host_uuid"] in hosts.values()
-                   for b in built), built
+        assert all(b["status"] == "placed" and b["host_uuid"] in hosts.values() for b in built), (
+            built
+        )
     finally:
         server.stop()
 
@@ -158,15 +183,20 @@ def test_hostile_specs_are_refused_and_nothing_leaves_the_prefix(db, client, app
     reports = {r.request_id for r in _rows(db, models.scheduling_reports)}
     assert reports == {"req-sched-1", "req-sched-2", "req-cond-1", "req-cond-2"}
     records = _rows(db, models.build_requests)
-    assert sorted((r.request_id, r.status) for r in records) == \
-        [("req-cond-1", "placed"), ("req-cond-2", "placed")]
-    used = sum(client.get(f"/resource_providers/{h}/usages").get_json()["usages"]["VCPU"]
-               for h in hosts.values())
+    assert sorted((r.request_id, r.status) for r in records) == [
+        ("req-cond-1", "placed"),
+        ("req-cond-2", "placed"),
+    ]
+    used = sum(
+        client.get(f"/resource_providers/{h}/usages").get_json()["usages"]["VCPU"]
+        for h in hosts.values()
+    )
     assert used == 4
 
     # Every request either tool sent stayed under the prefix, the next links
     # (one host per page) included.
     assert server.targets
-    assert all(t.startswith(PREFIX + "/") for t in server.targets), \
-        [t for t in server.targets if not t.startswith(PREFIX + "/")]
+    assert all(t.startswith(PREFIX + "/") for t in server.targets), [
+        t for t in server.targets if not t.startswith(PREFIX + "/")
+    ]
     assert any("page_marker" in t or "page=" in t for t in server.targets)

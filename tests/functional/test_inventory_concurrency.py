@@ -16,9 +16,17 @@ CLIENTS = 16
 
 def _request(method, url, body=None):
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method, headers={
-        "x-auth-token": "admin", "openstack-api-version": "placement 1.39",
-        "content-type": "application/json", "accept": "application/json"})
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={
+            "x-auth-token": "admin",
+            "openstack-api-version": "placement 1.39",
+            "content-type": "application/json",
+            "accept": "application/json",
+        },
+    )
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
             return resp.status, json.loads(resp.read() or b"null")
@@ -33,8 +41,10 @@ def test_same_generation_only_one_wins(live_server):
     barrier = threading.Barrier(CLIENTS)
 
     def put(i):
-        body = {"resource_provider_generation": 0,
-                "inventories": {"VCPU": {"total": 10 + i}, "MEMORY_MB": {"total": 1000 + i}}}
+        body = {
+            "resource_provider_generation": 0,
+            "inventories": {"VCPU": {"total": 10 + i}, "MEMORY_MB": {"total": 1000 + i}},
+        }
         barrier.wait()
         return i, _request("PUT", url, body)
 
@@ -53,4 +63,6 @@ def test_same_generation_only_one_wins(live_server):
     status, stored = _request("GET", url)
     assert stored["resource_provider_generation"] == 1
     assert {rc: inv["total"] for rc, inv in stored["inventories"].items()} == {
-        "VCPU": 10 + winner, "MEMORY_MB": 1000 + winner}
+        "VCPU": 10 + winner,
+        "MEMORY_MB": 1000 + winner,
+    }

@@ -18,13 +18,19 @@ LARGE = os.path.join(DATA, "cluster-nodes-5k.yaml")
 
 def _manage(db_url, *args):
     env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
-    return subprocess.run([os.path.join(BIN, "placement-manage"), *args], capture_output=True,
-                          text=True, env=env, timeout=300)
+    return subprocess.run(
+        [os.path.join(BIN, "placement-manage"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def _providers(client):
-    return {p["name"]: p for p in client.get("/resource_providers").get_json()[
-        "resource_providers"]}
+    return {
+        p["name"]: p for p in client.get("/resource_providers").get_json()["resource_providers"]
+    }
 
 
 def test_load_is_complete_and_idempotent(db_url, client):
@@ -36,12 +42,17 @@ def test_load_is_complete_and_idempotent(db_url, client):
     h100 = rps["kwok-h100-nvl-0"]
     inv = client.get(f"/resource_providers/{h100['uuid']}/inventories").get_json()
     assert {rc: v["total"] for rc, v in inv["inventories"].items()} == {
-        "VCPU": 192, "MEMORY_MB": 1536 * 1024, "PGPU": 8}
+        "VCPU": 192,
+        "MEMORY_MB": 1536 * 1024,
+        "PGPU": 8,
+    }
     assert inv["inventories"]["VCPU"]["max_unit"] == 2147483647  # upstream's default
     nodes = {n["name"]: n for n in client.get("/nodes").get_json()["nodes"]}
     assert {n["cell"] for n in nodes.values()} == {"cell1", "cell2"}
     assert nodes["kwok-h100-nvl-0"]["labels"] == {
-        "joulie.io/managed": "true", "family": "gpu:NVIDIA H100 NVL"}
+        "joulie.io/managed": "true",
+        "family": "gpu:NVIDIA H100 NVL",
+    }
     assert nodes["kwok-h100-nvl-0"]["hardware"]["gpu_model"] == "NVIDIA H100 NVL"
     gens = {name: p["generation"] for name, p in rps.items()}
     # Candidates see the loaded capacity.
@@ -55,12 +66,30 @@ def test_load_is_complete_and_idempotent(db_url, client):
 
 
 def test_changed_file_updates_only_what_changed(db_url, client, tmp_path):
-    data = {"nodes": [
-        {"node_name_prefix": "cpu", "replicas": 2, "cpu": "EPYC", "cpu_sockets": 1,
-         "cpu_cores": 16, "memory_gib": 64, "gpu_count": 0},
-        {"node_name_prefix": "gpu", "replicas": 1, "vendor": "nvidia", "product": "L4",
-         "cpu": "EPYC", "cpu_sockets": 1, "cpu_cores": 32, "memory_gib": 128,
-         "gpu_count": 2}]}
+    data = {
+        "nodes": [
+            {
+                "node_name_prefix": "cpu",
+                "replicas": 2,
+                "cpu": "EPYC",
+                "cpu_sockets": 1,
+                "cpu_cores": 16,
+                "memory_gib": 64,
+                "gpu_count": 0,
+            },
+            {
+                "node_name_prefix": "gpu",
+                "replicas": 1,
+                "vendor": "nvidia",
+                "product": "L4",
+                "cpu": "EPYC",
+                "cpu_sockets": 1,
+                "cpu_cores": 32,
+                "memory_gib": 128,
+                "gpu_count": 2,
+            },
+        ]
+    }
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
     assert _manage(db_url, "inventory", "load", str(path)).returncode == 0
@@ -80,21 +109,45 @@ def test_changed_file_updates_only_what_changed(db_url, client, tmp_path):
 
 
 def test_in_use_inventory_is_refused_and_nothing_changes(db_url, client, tmp_path):
-    data = {"nodes": [{"node_name_prefix": "n", "replicas": 2, "cpu": "X", "cpu_cores": 8,
-                       "memory_gib": 16, "gpu_count": 0}]}
+    data = {
+        "nodes": [
+            {
+                "node_name_prefix": "n",
+                "replicas": 2,
+                "cpu": "X",
+                "cpu_cores": 8,
+                "memory_gib": 16,
+                "gpu_count": 0,
+            }
+        ]
+    }
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
     assert _manage(db_url, "inventory", "load", str(path)).returncode == 0
     rps = _providers(client)
-    resp = client.put("/allocations/" + "11111111-2222-3333-4444-555555555555", json={
-        "allocations": {rps["n-0"]["uuid"]: {"resources": {"VCPU": 6}}},
-        "project_id": "p", "user_id": "u", "consumer_generation": None,
-        "consumer_type": "INSTANCE"})
+    resp = client.put(
+        "/allocations/" + "11111111-2222-3333-4444-555555555555",
+        json={
+            "allocations": {rps["n-0"]["uuid"]: {"resources": {"VCPU": 6}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.get_json()
     rps = _providers(client)  # the claim moved n-0's generation
     data["nodes"][0]["cpu_cores"] = 4
-    data["nodes"].append({"node_name_prefix": "new", "replicas": 1, "cpu": "X",
-                          "cpu_cores": 8, "memory_gib": 16, "gpu_count": 0})
+    data["nodes"].append(
+        {
+            "node_name_prefix": "new",
+            "replicas": 1,
+            "cpu": "X",
+            "cpu_cores": 8,
+            "memory_gib": 16,
+            "gpu_count": 0,
+        }
+    )
     path.write_text(yaml.safe_dump(data))
     res = _manage(db_url, "inventory", "load", str(path))
     assert res.returncode == 1

@@ -51,7 +51,8 @@ def test_exactly_one_head():
     heads = migration.heads()
     assert len(heads) == 1, (
         f"migrations/versions has {len(heads)} heads {heads}: set the newer revision's "
-        "down_revision to the other head so upgrades have one path")
+        "down_revision to the other head so upgrades have one path"
+    )
     order = migration.revisions()
     assert order[0] == "0001"
     assert order[-1] == heads[0]
@@ -64,7 +65,8 @@ def test_released_revisions_are_frozen():
         with open(os.path.join(versions, name), "rb") as fh:
             got = hashlib.sha256(fh.read()).hexdigest()
         assert got == digest, (
-            f"{name} was edited; released revisions are frozen: add a new revision instead")
+            f"{name} was edited; released revisions are frozen: add a new revision instead"
+        )
 
 
 # -- a database populated at 0001 --------------------------------------------
@@ -94,8 +96,10 @@ def _populate_at_0001(conn):
     written = {}
 
     def insert(table, rows):
-        rows = [dict(row, **({"created_at": STAMP} if "created_at" in t[table].c else {}))
-                for row in rows]
+        rows = [
+            dict(row, **({"created_at": STAMP} if "created_at" in t[table].c else {}))
+            for row in rows
+        ]
         ids = []
         for row in rows:
             result = conn.execute(t[table].insert().values(**row))
@@ -104,77 +108,212 @@ def _populate_at_0001(conn):
         written.setdefault(table, []).extend(rows)
         return ids
 
-    insert("resource_classes", [
-        {"id": VCPU, "name": "VCPU"}, {"id": MEMORY_MB, "name": "MEMORY_MB"},
-        {"id": DISK_GB, "name": "DISK_GB"}, {"id": CUSTOM_FPGA, "name": "CUSTOM_FPGA"}])
+    insert(
+        "resource_classes",
+        [
+            {"id": VCPU, "name": "VCPU"},
+            {"id": MEMORY_MB, "name": "MEMORY_MB"},
+            {"id": DISK_GB, "name": "DISK_GB"},
+            {"id": CUSTOM_FPGA, "name": "CUSTOM_FPGA"},
+        ],
+    )
     avx2, fast = insert("traits", [{"name": "HW_CPU_X86_AVX2"}, {"name": "CUSTOM_FAST"}])
-    (compute,) = insert("resource_providers", [
-        {"uuid": COMPUTE, "name": "compute-1", "generation": 5}])
-    conn.execute(t["resource_providers"].update()
-                 .where(t["resource_providers"].c.id == compute)
-                 .values(root_provider_id=compute))
-    numa, shared = insert("resource_providers", [
-        {"uuid": NUMA, "name": "compute-1-numa0", "generation": 2,
-         "root_provider_id": compute, "parent_provider_id": compute},
-        {"uuid": SHARED, "name": "shared-disk", "generation": 1}])
-    conn.execute(t["resource_providers"].update()
-                 .where(t["resource_providers"].c.id == shared)
-                 .values(root_provider_id=shared))
+    (compute,) = insert(
+        "resource_providers", [{"uuid": COMPUTE, "name": "compute-1", "generation": 5}]
+    )
+    conn.execute(
+        t["resource_providers"]
+        .update()
+        .where(t["resource_providers"].c.id == compute)
+        .values(root_provider_id=compute)
+    )
+    numa, shared = insert(
+        "resource_providers",
+        [
+            {
+                "uuid": NUMA,
+                "name": "compute-1-numa0",
+                "generation": 2,
+                "root_provider_id": compute,
+                "parent_provider_id": compute,
+            },
+            {"uuid": SHARED, "name": "shared-disk", "generation": 1},
+        ],
+    )
+    conn.execute(
+        t["resource_providers"]
+        .update()
+        .where(t["resource_providers"].c.id == shared)
+        .values(root_provider_id=shared)
+    )
     for row in written["resource_providers"]:
         row["root_provider_id"] = {COMPUTE: compute, NUMA: compute, SHARED: shared}[row["uuid"]]
 
     inv = {"reserved": 0, "min_unit": 1, "step_size": 1}
-    insert("inventories", [
-        dict(inv, resource_provider_id=compute, resource_class_id=MEMORY_MB, total=65536,
-             reserved=512, max_unit=65536, allocation_ratio=1.5),
-        dict(inv, resource_provider_id=numa, resource_class_id=VCPU, total=32, max_unit=32,
-             allocation_ratio=4.0),
-        dict(inv, resource_provider_id=numa, resource_class_id=CUSTOM_FPGA, total=2,
-             max_unit=1, allocation_ratio=1.0),
-        dict(inv, resource_provider_id=shared, resource_class_id=DISK_GB, total=2000,
-             max_unit=500, step_size=10, allocation_ratio=1.0)])
+    insert(
+        "inventories",
+        [
+            dict(
+                inv,
+                resource_provider_id=compute,
+                resource_class_id=MEMORY_MB,
+                total=65536,
+                reserved=512,
+                max_unit=65536,
+                allocation_ratio=1.5,
+            ),
+            dict(
+                inv,
+                resource_provider_id=numa,
+                resource_class_id=VCPU,
+                total=32,
+                max_unit=32,
+                allocation_ratio=4.0,
+            ),
+            dict(
+                inv,
+                resource_provider_id=numa,
+                resource_class_id=CUSTOM_FPGA,
+                total=2,
+                max_unit=1,
+                allocation_ratio=1.0,
+            ),
+            dict(
+                inv,
+                resource_provider_id=shared,
+                resource_class_id=DISK_GB,
+                total=2000,
+                max_unit=500,
+                step_size=10,
+                allocation_ratio=1.0,
+            ),
+        ],
+    )
     (agg,) = insert("placement_aggregates", [{"uuid": AGGREGATE}])
-    insert("resource_provider_aggregates", [
-        {"resource_provider_id": compute, "aggregate_id": agg},
-        {"resource_provider_id": shared, "aggregate_id": agg}])
-    insert("resource_provider_traits", [
-        {"resource_provider_id": numa, "trait_id": avx2},
-        {"resource_provider_id": compute, "trait_id": fast}])
+    insert(
+        "resource_provider_aggregates",
+        [
+            {"resource_provider_id": compute, "aggregate_id": agg},
+            {"resource_provider_id": shared, "aggregate_id": agg},
+        ],
+    )
+    insert(
+        "resource_provider_traits",
+        [
+            {"resource_provider_id": numa, "trait_id": avx2},
+            {"resource_provider_id": compute, "trait_id": fast},
+        ],
+    )
 
     (project,) = insert("projects", [{"external_id": PROJECT}])
     (user,) = insert("users", [{"external_id": USER}])
     (ctype,) = insert("consumer_types", [{"name": "INSTANCE"}])
-    insert("consumers", [{"uuid": CONSUMER, "project_id": project, "user_id": user,
-                          "generation": 3, "consumer_type_id": ctype,
-                          "workload_class": "performance"}])
-    insert("allocations", [
-        {"resource_provider_id": numa, "consumer_id": CONSUMER, "resource_class_id": VCPU,
-         "used": 4},
-        {"resource_provider_id": compute, "consumer_id": CONSUMER,
-         "resource_class_id": MEMORY_MB, "used": 8192},
-        {"resource_provider_id": numa, "consumer_id": CONSUMER,
-         "resource_class_id": CUSTOM_FPGA, "used": 1},
-        {"resource_provider_id": shared, "consumer_id": CONSUMER, "resource_class_id": DISK_GB,
-         "used": 100}])
+    insert(
+        "consumers",
+        [
+            {
+                "uuid": CONSUMER,
+                "project_id": project,
+                "user_id": user,
+                "generation": 3,
+                "consumer_type_id": ctype,
+                "workload_class": "performance",
+            }
+        ],
+    )
+    insert(
+        "allocations",
+        [
+            {
+                "resource_provider_id": numa,
+                "consumer_id": CONSUMER,
+                "resource_class_id": VCPU,
+                "used": 4,
+            },
+            {
+                "resource_provider_id": compute,
+                "consumer_id": CONSUMER,
+                "resource_class_id": MEMORY_MB,
+                "used": 8192,
+            },
+            {
+                "resource_provider_id": numa,
+                "consumer_id": CONSUMER,
+                "resource_class_id": CUSTOM_FPGA,
+                "used": 1,
+            },
+            {
+                "resource_provider_id": shared,
+                "consumer_id": CONSUMER,
+                "resource_class_id": DISK_GB,
+                "used": 100,
+            },
+        ],
+    )
 
-    insert("nodes", [{"resource_provider_id": compute, "cell": "cell-a",
-                      "labels": json.dumps({"rack": "r1"}), "reserved": False,
-                      "unschedulable": True, "generation": 1}])
-    insert("node_hardware", [{"resource_provider_id": compute, "cpu_model": "EPYC 9654",
-                              "cpu_sockets": 2, "cpu_cores": 96, "memory_gib": 64,
-                              "gpu_vendor": "nvidia", "gpu_model": "H100", "gpu_count": 4,
-                              "gpu_min_cap_watts": 200.0, "gpu_max_cap_watts": 700.0,
-                              "cpu_min_cap_watts": 150.0, "cpu_max_cap_watts": 400.0}])
-    insert("node_twins", [{"resource_provider_id": compute, "profile": "performance",
-                           "cpu_cap_watts": 380.0, "gpu_cap_watts": 650.0,
-                           "managed_by": "power-controller",
-                           "schedulable_class": "performance", "generation": 7}])
-    insert("build_requests", [{"instance_uuid": INSTANCE, "request_id": "req-build-1",
-                               "workload_class": "performance", "status": "placed",
-                               "spec": json.dumps({"resources": {"VCPU": 4}}),
-                               "host_uuid": COMPUTE}])
-    insert("scheduling_reports", [{"request_id": "req-build-1", "project_id": PROJECT,
-                                   "body": json.dumps({"hosts": 1})}])
+    insert(
+        "nodes",
+        [
+            {
+                "resource_provider_id": compute,
+                "cell": "cell-a",
+                "labels": json.dumps({"rack": "r1"}),
+                "reserved": False,
+                "unschedulable": True,
+                "generation": 1,
+            }
+        ],
+    )
+    insert(
+        "node_hardware",
+        [
+            {
+                "resource_provider_id": compute,
+                "cpu_model": "EPYC 9654",
+                "cpu_sockets": 2,
+                "cpu_cores": 96,
+                "memory_gib": 64,
+                "gpu_vendor": "nvidia",
+                "gpu_model": "H100",
+                "gpu_count": 4,
+                "gpu_min_cap_watts": 200.0,
+                "gpu_max_cap_watts": 700.0,
+                "cpu_min_cap_watts": 150.0,
+                "cpu_max_cap_watts": 400.0,
+            }
+        ],
+    )
+    insert(
+        "node_twins",
+        [
+            {
+                "resource_provider_id": compute,
+                "profile": "performance",
+                "cpu_cap_watts": 380.0,
+                "gpu_cap_watts": 650.0,
+                "managed_by": "power-controller",
+                "schedulable_class": "performance",
+                "generation": 7,
+            }
+        ],
+    )
+    insert(
+        "build_requests",
+        [
+            {
+                "instance_uuid": INSTANCE,
+                "request_id": "req-build-1",
+                "workload_class": "performance",
+                "status": "placed",
+                "spec": json.dumps({"resources": {"VCPU": 4}}),
+                "host_uuid": COMPUTE,
+            }
+        ],
+    )
+    insert(
+        "scheduling_reports",
+        [{"request_id": "req-build-1", "project_id": PROJECT, "body": json.dumps({"hosts": 1})}],
+    )
     return written
 
 
@@ -192,11 +331,17 @@ def _missing_rows(conn, written):
         table = meta.tables[name]
         for row in rows:
             cols = {k: v for k, v in row.items() if k in table.c}
-            cond = [table.c[k] == sa.bindparam(f"p_{k}", v, type_=table.c[k].type)
-                    if v is not None else table.c[k].is_(None)
-                    for k, v in cols.items() if k not in ("created_at",)]
-            if conn.execute(sa.select(sa.func.count()).select_from(table)
-                            .where(*cond)).scalar() != 1:
+            cond = [
+                table.c[k] == sa.bindparam(f"p_{k}", v, type_=table.c[k].type)
+                if v is not None
+                else table.c[k].is_(None)
+                for k, v in cols.items()
+                if k not in ("created_at",)
+            ]
+            if (
+                conn.execute(sa.select(sa.func.count()).select_from(table).where(*cond)).scalar()
+                != 1
+            ):
                 missing.append((name, cols))
     return missing
 
@@ -260,16 +405,32 @@ def _check_through_the_api(url, db):
 
     # Writes on top of the upgraded rows: ids and sequences carry on.
     new_rp = "c0ffee00-0000-4000-8000-0000000000ff"
-    assert client.post("/resource_providers",
-                       json={"name": "compute-2", "uuid": new_rp}).status_code == 200
-    resp = client.put(f"/resource_providers/{new_rp}/inventories", json={
-        "resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}})
+    assert (
+        client.post("/resource_providers", json={"name": "compute-2", "uuid": new_rp}).status_code
+        == 200
+    )
+    resp = client.put(
+        f"/resource_providers/{new_rp}/inventories",
+        json={"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 8}}},
+    )
     assert resp.status_code == 200, resp.get_data(as_text=True)
     consumer = "0c0c0c00-0000-4000-8000-0000000000ff"
-    resp = client.put(f"/allocations/{consumer}", json={
-        "allocations": {new_rp: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-        "user_id": USER, "consumer_generation": None, "consumer_type": "INSTANCE"})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        json={
+            "allocations": {new_rp: {"resources": {"VCPU": 2}}},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
     assert resp.status_code == 204, resp.get_data(as_text=True)
     usages = client.get(f"/usages?project_id={PROJECT}").get_json()["usages"]
-    assert usages["INSTANCE"] == {"consumer_count": 2, "VCPU": 6, "MEMORY_MB": 8192,
-                                  "CUSTOM_FPGA": 1, "DISK_GB": 100}
+    assert usages["INSTANCE"] == {
+        "consumer_count": 2,
+        "VCPU": 6,
+        "MEMORY_MB": 8192,
+        "CUSTOM_FPGA": 1,
+        "DISK_GB": 100,
+    }

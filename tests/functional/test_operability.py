@@ -96,8 +96,10 @@ def test_access_line_has_request_id_status_and_latency(flask_client, log_lines):
     # A 401 made before the app looked at the request is logged too.
     resp = _get(flask_client, "/resource_providers")
     assert resp.status_code == 401
-    assert any("status: 401" in line and resp.headers["x-openstack-request-id"] in line
-               for line in log_lines)
+    assert any(
+        "status: 401" in line and resp.headers["x-openstack-request-id"] in line
+        for line in log_lines
+    )
 
 
 def test_error_lines_carry_the_request_id(app, flask_client, log_lines, monkeypatch):
@@ -161,11 +163,15 @@ def test_metrics_show_the_database_pool(flask_client, db):
     assert _samples(text, "placement_db_pool_overflow")[frozenset()] == 0
 
 
-@pytest.mark.parametrize("remote,headers", [
-    ("192.0.2.7", {}),
-    ("127.0.0.1", {"X-Forwarded-For": "192.0.2.7"}),
-    ("127.0.0.1", {"Forwarded": "for=192.0.2.7"}),
-], ids=["foreign-address", "x-forwarded-for", "forwarded"])
+@pytest.mark.parametrize(
+    "remote,headers",
+    [
+        ("192.0.2.7", {}),
+        ("127.0.0.1", {"X-Forwarded-For": "192.0.2.7"}),
+        ("127.0.0.1", {"Forwarded": "for=192.0.2.7"}),
+    ],
+    ids=["foreign-address", "x-forwarded-for", "forwarded"],
+)
 def test_metrics_hidden_from_other_sources(flask_client, remote, headers):
     # Like any unknown path: 404 with a token (401 without, auth comes first).
     resp = _get(flask_client, "/metrics", {**ADMIN, **headers}, remote=remote)
@@ -227,8 +233,9 @@ def test_healthcheck_detailed_only_when_configured(db, db_url):
 def test_healthcheck_unhealthy_when_database_refuses(db):
     # The API's own pool is fine; the database the service is configured
     # for refuses connections (nothing listens on port 1).
-    conf = make_conf("postgresql+psycopg://postgres@127.0.0.1:1/placement",
-                     **{"healthcheck.detailed": True})
+    conf = make_conf(
+        "postgresql+psycopg://postgres@127.0.0.1:1/placement", **{"healthcheck.detailed": True}
+    )
     client = app_mod.create_app(conf, db=db, sync=False).test_client()
     resp = client.get("/healthcheck")
     assert resp.status_code == 503
@@ -256,8 +263,9 @@ def test_healthcheck_unhealthy_without_schema(db, db_url):
 
 def test_healthcheck_backends_are_configurable(db):
     # Without our database backend oslo.middleware reports healthy on its own.
-    conf = make_conf("postgresql+psycopg://postgres@127.0.0.1:1/placement",
-                     **{"healthcheck.backends": []})
+    conf = make_conf(
+        "postgresql+psycopg://postgres@127.0.0.1:1/placement", **{"healthcheck.backends": []}
+    )
     client = app_mod.create_app(conf, db=db, sync=False).test_client()
     assert client.get("/healthcheck").status_code == 200
 

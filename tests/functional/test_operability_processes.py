@@ -48,7 +48,8 @@ def pg_url():
     with admin.connect() as conn:
         conn.exec_driver_sql(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()")
+            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
+        )
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
     admin.dispose()
 
@@ -89,20 +90,40 @@ def _metric(text, name, **labels):
 
 @pytest.mark.slow
 def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_path):
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=pg_url,
-               # 2 x (60 + 60) connections cannot fit PostgreSQL's default 100.
-               OS_PLACEMENT_DATABASE__POOL_SIZE="60", TMPDIR=str(tmp_path))
+    env = dict(
+        os.environ,
+        OS_PLACEMENT_DATABASE__CONNECTION=pg_url,
+        # 2 x (60 + 60) connections cannot fit PostgreSQL's default 100.
+        OS_PLACEMENT_DATABASE__POOL_SIZE="60",
+        TMPDIR=str(tmp_path),
+    )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    sync = subprocess.run([os.path.join(BIN, "placement-manage"), "db", "sync"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    sync = subprocess.run(
+        [os.path.join(BIN, "placement-manage"), "db", "sync"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sync.returncode == 0, sync.stderr
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "api.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port),
-                                 "--workers", "2", "--threads", "2"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [
+                os.path.join(BIN, "placement-api"),
+                "--port",
+                str(port),
+                "--workers",
+                "2",
+                "--threads",
+                "2",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_until_up(url, proc, log_path)
         sent = 1  # GET / above
@@ -111,8 +132,10 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
         pids = set()
         while len(pids) < 2 and sent < 400:
             for _ in range(10):
-                assert requests.get(url + "/resource_providers", headers=ADMIN,
-                                    timeout=30).status_code == 200
+                assert (
+                    requests.get(url + "/resource_providers", headers=ADMIN, timeout=30).status_code
+                    == 200
+                )
                 sent += 1
             time.sleep(0.3)  # let the access lines reach the file
             pids = set(re.findall(r" (\d+) INFO placement\.access ", log_path.read_text()))
@@ -120,17 +143,32 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
 
         text = requests.get(url + "/metrics", timeout=30).text
         # One scrape, answered by one worker, counts what both served.
-        assert _metric(text, "placement_api_requests_total", route="/resource_providers",
-                       method="GET", status="200") == sent - 1
+        assert (
+            _metric(
+                text,
+                "placement_api_requests_total",
+                route="/resource_providers",
+                method="GET",
+                status="200",
+            )
+            == sent - 1
+        )
         assert _metric(text, "placement_api_requests_total", route="/", status="200") == 1
         # Both workers' pools: 2 x pool_size.
         assert _metric(text, "placement_db_pool_size") == 120
-        assert _metric(text, "placement_api_request_duration_seconds_count",
-                       route="/resource_providers") == sent - 1
+        assert (
+            _metric(
+                text, "placement_api_request_duration_seconds_count", route="/resource_providers"
+            )
+            == sent - 1
+        )
 
         time.sleep(0.3)
-        lines = [line for line in log_path.read_text().splitlines()
-                 if "placement.access" in line and "/resource_providers" in line]
+        lines = [
+            line
+            for line in log_path.read_text().splitlines()
+            if "placement.access" in line and "/resource_providers" in line
+        ]
         assert len(lines) == sent - 1
         for line in lines:
             rid = re.search(r"request_id: (req-[0-9a-f-]{36})$", line).group(1)
@@ -139,8 +177,10 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
             assert re.search(rf"\[[^\]]*{rid}[^\]]*\]", line), line
             assert re.search(r"status: 200 len: \d+ microversion: 1\.0 time: [0-9.]+ms", line)
         log_text = log_path.read_text()
-        assert "connection budget exceeded: 2 worker(s) x (pool_size 60 + max_overflow 60) " \
-               "= 240 connections" in log_text
+        assert (
+            "connection budget exceeded: 2 worker(s) x (pool_size 60 + max_overflow 60) "
+            "= 240 connections" in log_text
+        )
         # gunicorn's own access lines are off (ours replace them).
         assert not re.search(r'"GET /resource_providers HTTP/1\.1" 200', log_text)
     finally:
@@ -178,16 +218,24 @@ def test_healthcheck_follows_the_database(private_pg, tmp_path):
     """A database that is stopped or paused shows as 503 within seconds,
     and as healthy again once it is back, without restarting the API."""
     env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=private_pg.url)
-    sync = subprocess.run([os.path.join(BIN, "placement-manage"), "db", "sync"], env=env,
-                          capture_output=True, text=True, timeout=120)
+    sync = subprocess.run(
+        [os.path.join(BIN, "placement-manage"), "db", "sync"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sync.returncode == 0, sync.stderr
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "api.log"
     with open(log_path, "w") as log:
-        proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--port", str(port),
-                                 "--workers", "1"],
-                                env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "1"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         _wait_until_up(url, proc, log_path)
         assert _health(url)[:2] == (200, "database available")
@@ -223,8 +271,10 @@ def _healthy_again(url, log_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("uwsgi", path=BIN) is None,
-                    reason="uwsgi is not installed (pip install -e '.[test]' builds it)")
+@pytest.mark.skipif(
+    shutil.which("uwsgi", path=BIN) is None,
+    reason="uwsgi is not installed (pip install -e '.[test]' builds it)",
+)
 def test_wsgi_module_under_uwsgi(tmp_path):
     """uwsgi --http :PORT --module placement.wsgi.api:application, configured by
     the environment, answers the API, /healthcheck and /metrics."""
@@ -234,27 +284,49 @@ def test_wsgi_module_under_uwsgi(tmp_path):
     conf_dir.mkdir()
     (conf_dir / "placement.conf").write_text(
         f"[placement_database]\nconnection = sqlite:///{tmp_path}/from-file.sqlite\n"
-        "[healthcheck]\ndetailed = True\n")
+        "[healthcheck]\ndetailed = True\n"
+    )
     metrics_dir = tmp_path / "metrics"
     metrics_dir.mkdir()
-    env = dict(os.environ, OS_PLACEMENT_CONFIG_DIR=str(conf_dir),
-               PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
-               OS_PLACEMENT_DATABASE__CONNECTION=f"sqlite:///{tmp_path}/uwsgi.sqlite")
+    env = dict(
+        os.environ,
+        OS_PLACEMENT_CONFIG_DIR=str(conf_dir),
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+        OS_PLACEMENT_DATABASE__CONNECTION=f"sqlite:///{tmp_path}/uwsgi.sqlite",
+    )
     log_path = tmp_path / "uwsgi.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [os.path.join(BIN, "uwsgi"), "--http", f"127.0.0.1:{port}", "--module",
-             "placement.wsgi.api:application", "--processes", "2", "--master",
-             "--need-app", "--die-on-term", "--disable-logging"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+            [
+                os.path.join(BIN, "uwsgi"),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--module",
+                "placement.wsgi.api:application",
+                "--processes",
+                "2",
+                "--master",
+                "--need-app",
+                "--die-on-term",
+                "--disable-logging",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+        )
     try:
         root = _wait_until_up(url, proc, log_path)
         assert root.status_code == 200
         assert root.json()["versions"][0]["max_version"] == "1.39"
         assert root.headers["x-openstack-request-id"].startswith("req-")
         rp = str(uuid.uuid4())
-        resp = requests.post(url + "/resource_providers", headers=ADMIN,
-                             json={"name": "under-uwsgi", "uuid": rp}, timeout=30)
+        resp = requests.post(
+            url + "/resource_providers",
+            headers=ADMIN,
+            json={"name": "under-uwsgi", "uuid": rp},
+            timeout=30,
+        )
         assert resp.status_code == 201, resp.text
         resp = requests.get(url + f"/resource_providers/{rp}", headers=ADMIN, timeout=30)
         assert resp.json()["name"] == "under-uwsgi"
@@ -262,14 +334,23 @@ def test_wsgi_module_under_uwsgi(tmp_path):
         assert (tmp_path / "uwsgi.sqlite").exists()
         assert not (tmp_path / "from-file.sqlite").exists()
         # ...whose other settings hold: a detailed health check.
-        health = requests.get(url + "/healthcheck", headers={"Accept": "application/json"},
-                              timeout=30)
+        health = requests.get(
+            url + "/healthcheck", headers={"Accept": "application/json"}, timeout=30
+        )
         assert health.status_code == 200
         assert health.json()["detailed"] is True
         assert health.json()["reasons"][0]["reason"] == "database available"
         text = requests.get(url + "/metrics", timeout=30).text
-        assert _metric(text, "placement_api_requests_total", route="/resource_providers",
-                       method="POST", status="201") == 1
+        assert (
+            _metric(
+                text,
+                "placement_api_requests_total",
+                route="/resource_providers",
+                method="POST",
+                status="201",
+            )
+            == 1
+        )
         log_text = log_path.read_text()
         assert "placement.access" in log_text and "request_id: req-" in log_text
     finally:

@@ -12,8 +12,16 @@ from joule import placement_client
 from joule.placement_client import url_path
 from tests.conftest import new_uuid
 
-ESCAPES = ["../traits/CUSTOM_X", "..%2Ftraits%2FCUSTOM_X", "..", ".", "x/../../traits/CUSTOM_X",
-           "CUSTOM_X?name=CUSTOM_X", "x#frag", "../resource_providers"]
+ESCAPES = [
+    "../traits/CUSTOM_X",
+    "..%2Ftraits%2FCUSTOM_X",
+    "..",
+    ".",
+    "x/../../traits/CUSTOM_X",
+    "CUSTOM_X?name=CUSTOM_X",
+    "x#frag",
+    "../resource_providers",
+]
 
 
 def _traits(api):
@@ -21,9 +29,11 @@ def _traits(api):
 
 
 def _state(api):
-    return (_traits(api),
-            api.request("GET", url_path("resource_providers")).json()["resource_providers"],
-            api.list_build_requests())
+    return (
+        _traits(api),
+        api.request("GET", url_path("resource_providers")).json()["resource_providers"],
+        api.list_build_requests(),
+    )
 
 
 @pytest.mark.parametrize("bad_id", ESCAPES)

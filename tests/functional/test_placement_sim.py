@@ -30,20 +30,56 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
     inv.write_text(TINY)
     trace = tmp_path / "trace.jsonl"
     # One compute-bound job on a quarter of a node for an hour, from t = 600 s.
-    trace.write_text(json.dumps({
-        "id": "j1", "arrival": 600.0, "workload_class": "standard", "kind": "cpu",
-        "instances": 1, "vcpus": 48, "memory_mb": 1024, "gpus": 0, "duration": 3600.0,
-        "utilisation": 1.0, "sensitivity": 1.0}) + "\n")
-    rc = sim_run.main(["--inventory", str(inv), "--trace", str(trace), "--hours", "2",
-                       "--policies", "none,static_partition", "--static-hp-frac", "0.5",
-                       "--json", "--no-progress", "--tick-minutes", "5"])
+    trace.write_text(
+        json.dumps(
+            {
+                "id": "j1",
+                "arrival": 600.0,
+                "workload_class": "standard",
+                "kind": "cpu",
+                "instances": 1,
+                "vcpus": 48,
+                "memory_mb": 1024,
+                "gpus": 0,
+                "duration": 3600.0,
+                "utilisation": 1.0,
+                "sensitivity": 1.0,
+            }
+        )
+        + "\n"
+    )
+    rc = sim_run.main(
+        [
+            "--inventory",
+            str(inv),
+            "--trace",
+            str(trace),
+            "--hours",
+            "2",
+            "--policies",
+            "none,static_partition",
+            "--static-hp-frac",
+            "0.5",
+            "--json",
+            "--no-progress",
+            "--tick-minutes",
+            "5",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0
     data = _json(out)
     none, static = data["policies"]
-    model = power.NodeModel.of(power.with_cpu_cap_range(
-        {"cpu_model": "AMD EPYC 9655 96-Core Processor", "cpu_sockets": 2, "cpu_cores": 192,
-         "gpu_count": 0}))
+    model = power.NodeModel.of(
+        power.with_cpu_cap_range(
+            {
+                "cpu_model": "AMD EPYC 9655 96-Core Processor",
+                "cpu_sockets": 2,
+                "cpu_cores": 192,
+                "gpu_count": 0,
+            }
+        )
+    )
     dynamic = 48 / 192 * model.cpu_dynamic  # 140 W for one hour
     expected = (2 * model.idle_watts * 2 + dynamic * 1) / 1000
     assert none["it_kwh"] == pytest.approx(expected, abs=0.05)
@@ -53,21 +89,39 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
     # load) and the job, below its cap, runs at full speed.
     assert static["it_kwh"] == pytest.approx(expected, abs=0.05)
     assert static["performance_nodes_over_time"]["families"] == {
-        "cpu:AMD EPYC 9655 96-Core Processor": [1] * 8}
+        "cpu:AMD EPYC 9655 96-Core Processor": [1] * 8
+    }
 
 
 def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
     plots = tmp_path / "plots"
     trace = tmp_path / "trace.jsonl"
     start, cpu = time.monotonic(), time.process_time()
-    rc = sim_run.main(["--inventory", "41", "--hours", "24", "--seed", "1", "--json",
-                       "--plots", str(plots), "--write-trace", str(trace), "--no-progress"])
+    rc = sim_run.main(
+        [
+            "--inventory",
+            "41",
+            "--hours",
+            "24",
+            "--seed",
+            "1",
+            "--json",
+            "--plots",
+            str(plots),
+            "--write-trace",
+            str(trace),
+            "--no-progress",
+        ]
+    )
     elapsed, cpu = time.monotonic() - start, time.process_time() - cpu
     out, err = capsys.readouterr()
     assert rc == 0
     data = _json(out)
     assert [p["label"] for p in data["policies"]] == [
-        "none", "static_partition@0.2", "queue_aware_v1"]
+        "none",
+        "static_partition@0.2",
+        "queue_aware_v1",
+    ]
     assert data["nodes"] == 41 and data["jobs"] > 30
     none = data["policies"][0]
     for p in data["policies"]:
@@ -75,7 +129,8 @@ def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
         assert p["jobs_submitted"] == data["jobs"]
         assert 0 < p["jobs_completed"] <= p["jobs_started"] <= p["jobs_submitted"]
         assert p["kwh_per_completed_job"] == pytest.approx(
-            p["it_kwh"] / p["jobs_completed"], rel=0.01)
+            p["it_kwh"] / p["jobs_completed"], rel=0.01
+        )
         for wc in ("performance", "standard"):
             s = p["slowdown"][wc]
             assert s["completed"] > 0 and 1.0 <= s["p50"] <= s["p95"] <= s["max"]
@@ -85,9 +140,14 @@ def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
         series = p["performance_nodes_over_time"]
         assert len(series["hours"]) == 96 and len(series["families"]) == 8
     assert none["energy_saved_pct"] == 0.0
-    assert all(f == [n] * 96 for f, n in zip(
-        none["performance_nodes_over_time"]["families"].values(),
-        none["family_nodes"].values(), strict=True))
+    assert all(
+        f == [n] * 96
+        for f, n in zip(
+            none["performance_nodes_over_time"]["families"].values(),
+            none["family_nodes"].values(),
+            strict=True,
+        )
+    )
     static = data["policies"][1]
     assert static["it_kwh"] < none["it_kwh"]
     assert static["slowdown"]["standard"]["p95"] > 1.0
@@ -105,8 +165,18 @@ def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
 
 def test_same_seed_same_output_and_a_trace_replays_the_same(tmp_path, capsys):
     trace = tmp_path / "trace.jsonl"
-    argv = ["--inventory", "41", "--hours", "4", "--seed", "7", "--json", "--no-progress",
-            "--static-hp-frac", "0.3"]
+    argv = [
+        "--inventory",
+        "41",
+        "--hours",
+        "4",
+        "--seed",
+        "7",
+        "--json",
+        "--no-progress",
+        "--static-hp-frac",
+        "0.3",
+    ]
     assert sim_run.main(argv + ["--write-trace", str(trace)]) == 0
     first = capsys.readouterr().out
     assert sim_run.main(argv) == 0

@@ -31,27 +31,47 @@ EXPECTED_RULES = {
     ("GET", "/resource_classes/<name>"): "placement:resource_classes:show",
     ("PUT", "/resource_classes/<name>"): "placement:resource_classes:update",
     ("DELETE", "/resource_classes/<name>"): "placement:resource_classes:delete",
-    ("GET", "/resource_providers/<uuid>/inventories"):
-        "placement:resource_providers:inventories:list",
-    ("POST", "/resource_providers/<uuid>/inventories"):
-        "placement:resource_providers:inventories:create",
-    ("PUT", "/resource_providers/<uuid>/inventories"):
-        "placement:resource_providers:inventories:update",
-    ("DELETE", "/resource_providers/<uuid>/inventories"):
-        "placement:resource_providers:inventories:delete",
-    ("GET", "/resource_providers/<uuid>/inventories/<resource_class>"):
-        "placement:resource_providers:inventories:show",
-    ("PUT", "/resource_providers/<uuid>/inventories/<resource_class>"):
-        "placement:resource_providers:inventories:update",
-    ("DELETE", "/resource_providers/<uuid>/inventories/<resource_class>"):
-        "placement:resource_providers:inventories:delete",
+    (
+        "GET",
+        "/resource_providers/<uuid>/inventories",
+    ): "placement:resource_providers:inventories:list",
+    (
+        "POST",
+        "/resource_providers/<uuid>/inventories",
+    ): "placement:resource_providers:inventories:create",
+    (
+        "PUT",
+        "/resource_providers/<uuid>/inventories",
+    ): "placement:resource_providers:inventories:update",
+    (
+        "DELETE",
+        "/resource_providers/<uuid>/inventories",
+    ): "placement:resource_providers:inventories:delete",
+    (
+        "GET",
+        "/resource_providers/<uuid>/inventories/<resource_class>",
+    ): "placement:resource_providers:inventories:show",
+    (
+        "PUT",
+        "/resource_providers/<uuid>/inventories/<resource_class>",
+    ): "placement:resource_providers:inventories:update",
+    (
+        "DELETE",
+        "/resource_providers/<uuid>/inventories/<resource_class>",
+    ): "placement:resource_providers:inventories:delete",
     ("GET", "/resource_providers/<uuid>/usages"): "placement:resource_providers:usages",
-    ("GET", "/resource_providers/<uuid>/aggregates"):
-        "placement:resource_providers:aggregates:list",
-    ("PUT", "/resource_providers/<uuid>/aggregates"):
-        "placement:resource_providers:aggregates:update",
-    ("GET", "/resource_providers/<uuid>/allocations"):
-        "placement:resource_providers:allocations:list",
+    (
+        "GET",
+        "/resource_providers/<uuid>/aggregates",
+    ): "placement:resource_providers:aggregates:list",
+    (
+        "PUT",
+        "/resource_providers/<uuid>/aggregates",
+    ): "placement:resource_providers:aggregates:update",
+    (
+        "GET",
+        "/resource_providers/<uuid>/allocations",
+    ): "placement:resource_providers:allocations:list",
     ("POST", "/allocations"): "placement:allocations:manage",
     ("GET", "/allocations/<consumer_uuid>"): "placement:allocations:list",
     ("PUT", "/allocations/<consumer_uuid>"): "placement:allocations:update",
@@ -62,10 +82,8 @@ EXPECTED_RULES = {
     ("PUT", "/traits/<name>"): "placement:traits:update",
     ("DELETE", "/traits/<name>"): "placement:traits:delete",
     ("GET", "/resource_providers/<uuid>/traits"): "placement:resource_providers:traits:list",
-    ("PUT", "/resource_providers/<uuid>/traits"):
-        "placement:resource_providers:traits:update",
-    ("DELETE", "/resource_providers/<uuid>/traits"):
-        "placement:resource_providers:traits:delete",
+    ("PUT", "/resource_providers/<uuid>/traits"): "placement:resource_providers:traits:update",
+    ("DELETE", "/resource_providers/<uuid>/traits"): "placement:resource_providers:traits:delete",
     ("GET", "/usages"): "placement:usages",
     ("POST", "/reshaper"): "placement:reshaper:reshape",
     # Extensions.
@@ -92,8 +110,10 @@ EXPECTED_RULES = {
     ("POST", "/server_groups"): "placement:server_groups:create",
     ("GET", "/server_groups/<uuid>"): "placement:server_groups:show",
     ("DELETE", "/server_groups/<uuid>"): "placement:server_groups:delete",
-    ("DELETE", "/server_groups/<uuid>/members/<instance_uuid>"):
-        "placement:server_groups:members:delete",
+    (
+        "DELETE",
+        "/server_groups/<uuid>/members/<instance_uuid>",
+    ): "placement:server_groups:members:delete",
 }
 
 PATH_VALUES = {
@@ -121,9 +141,14 @@ def _concrete(path):
 
 
 def _secure_client(db, db_url, **overrides):
-    conf = make_conf(db_url, **{"oslo_policy.enforce_new_defaults": True,
-                                "oslo_policy.policy_file": "/nonexistent/policy.yaml",
-                                **overrides})
+    conf = make_conf(
+        db_url,
+        **{
+            "oslo_policy.enforce_new_defaults": True,
+            "oslo_policy.policy_file": "/nonexistent/policy.yaml",
+            **overrides,
+        },
+    )
     return ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
 
 
@@ -167,14 +192,19 @@ def test_denial_is_upstreams_error_format(client):
     assert error["code"] == "placement.undefined_code"
     assert error["detail"] == (
         "Access was denied to this resource.\n\n Policy does not allow "
-        "placement:resource_providers:list to be performed.  ")
+        "placement:resource_providers:list to be performed.  "
+    )
     assert error["request_id"] == resp.headers["x-openstack-request-id"]
 
 
 def _provider_names(db):
     with db.read() as conn:
-        return {r.uuid: r.name for r in conn.execute(
-            sa.select(models.resource_providers.c.uuid, models.resource_providers.c.name))}
+        return {
+            r.uuid: r.name
+            for r in conn.execute(
+                sa.select(models.resource_providers.c.uuid, models.resource_providers.c.name)
+            )
+        }
 
 
 @pytest.mark.parametrize("secure", [False, True], ids=["legacy", "secure"])
@@ -227,8 +257,15 @@ def test_extension_data_hidden_from_project_readers(db, db_url):
     reader = _headers(["reader"])
     member = _headers(["member", "reader"])
     admin = _headers(["admin", "member", "reader"])
-    reads = ["/nodes", f"/nodes/{rp}", f"/nodes/{rp}/hardware", f"/nodes/{rp}/twin",
-             "/build_requests", f"/scheduling_reports/req-{new_uuid()}", "/workload_usages"]
+    reads = [
+        "/nodes",
+        f"/nodes/{rp}",
+        f"/nodes/{rp}/hardware",
+        f"/nodes/{rp}/twin",
+        "/build_requests",
+        f"/scheduling_reports/req-{new_uuid()}",
+        "/workload_usages",
+    ]
     for url in reads:
         for who in (reader, member):
             resp = client.get(url, headers=who)

@@ -10,7 +10,6 @@ with the twins placement stores.
 import json
 import types
 
-
 from joule import placement_client
 from joule.placement_client import url_path
 from powerpolicy import cmd
@@ -28,8 +27,9 @@ def _register(client, db, name, labels=None):
     builders.set_inventory(db, rp, "VCPU", 64)
     builders.set_inventory(db, rp, "MEMORY_MB", 65536)
     client.put_node(rp, cell="cell1", labels=labels or {"role": "worker"})
-    client.put_hardware(rp, {"cpu_model": CPU, "gpu_count": 0, "cpu_min_cap_watts": 150,
-                             "cpu_max_cap_watts": 400})
+    client.put_hardware(
+        rp, {"cpu_model": CPU, "gpu_count": 0, "cpu_min_cap_watts": 150, "cpu_max_cap_watts": 400}
+    )
     return rp
 
 
@@ -56,13 +56,20 @@ def _joulie_verdicts(api, performance):
     from scheduler.filters.joulie import JoulieFilter
     from scheduler.hosts import HostState
 
-    resp = api.request("GET", url_path("allocation_candidates"),
-                       params={"resources": "VCPU:1", "node_data": "true"})
+    resp = api.request(
+        "GET",
+        url_path("allocation_candidates"),
+        params={"resources": "VCPU:1", "node_data": "true"},
+    )
     nodes = resp.json()["nodes"]
     spec = types.SimpleNamespace(is_performance=performance)
-    return {node["name"]: JoulieFilter().host_passes(
-        HostState(uuid=uuid, name=node["name"], schedulable_class=node["schedulable_class"]),
-        spec) for uuid, node in nodes.items()}
+    return {
+        node["name"]: JoulieFilter().host_passes(
+            HostState(uuid=uuid, name=node["name"], schedulable_class=node["schedulable_class"]),
+            spec,
+        )
+        for uuid, node in nodes.items()
+    }
 
 
 def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
@@ -79,13 +86,20 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     stored = _stored(api)
     assert stored["cn-infra"]["twin"] is None  # not selected, never touched
     assert {n: stored[n]["twin"]["schedulable_class"] for n in ("cn-a", "cn-b")} == {
-        "cn-a": "performance", "cn-b": "performance"}
+        "cn-a": "performance",
+        "cn-b": "performance",
+    }
     _assert_metrics_match_twins(metrics, _OnlySelected(api))
 
     # A performance consumer runs on cn-b.
     consumer = new_uuid()
-    api.put_allocations(consumer, {"allocations": {b: {"resources": {"VCPU": 2}}}}, "p", "u",
-                        workload_class="performance")
+    api.put_allocations(
+        consumer,
+        {"allocations": {b: {"resources": {"VCPU": 2}}}},
+        "p",
+        "u",
+        workload_class="performance",
+    )
 
     # Demand falls to one node: cn-b (second by name) is planned eco but drains.
     ctl.conf.set_override("static_hp_frac", 0.5, group="power")
@@ -97,12 +111,22 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     traits = api.request("GET", url_path("resource_providers", b, "traits")).json()
     assert "CUSTOM_POWER_PROFILE_ECO" in traits["traits"]
     assert "CUSTOM_POWER_PROFILE_PERFORMANCE" not in traits["traits"]
-    assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
-                         to_state="draining", result="deferred") == 1
+    assert (
+        metrics.value(
+            "joulie_policy_state_transitions_total",
+            from_state="performance",
+            to_state="draining",
+            result="deferred",
+        )
+        == 1
+    )
     _assert_metrics_match_twins(metrics, _OnlySelected(api))
     # New performance work stays off the draining node; standard work still lands.
     assert _joulie_verdicts(api, performance=True) == {
-        "cn-a": True, "cn-b": False, "cn-infra": True}
+        "cn-a": True,
+        "cn-b": False,
+        "cn-infra": True,
+    }
     assert _joulie_verdicts(api, performance=False)["cn-b"] is True
 
     # Nothing changes while the consumer runs.
@@ -115,8 +139,15 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     twin_b = _stored(api)["cn-b"]["twin"]
     assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "eco")
     assert twin_b["cpu_cap_watts"] == 240.0
-    assert metrics.value("joulie_policy_state_transitions_total", from_state="draining",
-                         to_state="eco", result="applied") == 1
+    assert (
+        metrics.value(
+            "joulie_policy_state_transitions_total",
+            from_state="draining",
+            to_state="eco",
+            result="applied",
+        )
+        == 1
+    )
     _assert_metrics_match_twins(metrics, _OnlySelected(api))
 
 
@@ -134,17 +165,32 @@ def test_pending_performance_builds_raise_demand(live_server, db):
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
     for i in range(4):
         _register(api, db, f"cn-{i}")
-    conf = conf_mod.make_conf(overrides={
-        "policy": "queue_aware_v1", "queue_hp_base_frac": 0.0, "queue_hp_min": 0,
-        "queue_perf_per_hp_node": 1})
+    conf = conf_mod.make_conf(
+        overrides={
+            "policy": "queue_aware_v1",
+            "queue_hp_base_frac": 0.0,
+            "queue_hp_min": 0,
+            "queue_perf_per_hp_node": 1,
+        }
+    )
     ctl = controller_mod.Controller(conf, api)
     assert ctl.tick().hp_count == 1
     for _ in range(3):
         instance = new_uuid()
-        assert api.create_build_request(instance, "req-1", "performance", {
-            "version": "1.0", "request_id": "req-1", "instance_uuids": [instance],
-            "workload_class": "performance", "resources": {"VCPU": 1},
-            "project_id": "p", "user_id": "u"})
+        assert api.create_build_request(
+            instance,
+            "req-1",
+            "performance",
+            {
+                "version": "1.0",
+                "request_id": "req-1",
+                "instance_uuids": [instance],
+                "workload_class": "performance",
+                "resources": {"VCPU": 1},
+                "project_id": "p",
+                "user_id": "u",
+            },
+        )
     result = ctl.tick()
     assert (result.pending, result.hp_count) == (3, 3)
     assert sum(n["twin"]["profile"] == "performance" for n in api.list_nodes()) == 3
@@ -169,8 +215,11 @@ def _traits(api, rp):
 def _set_traits(api, rp, traits):
     """What any placement client may do behind the controller's back."""
     generation = _traits(api, rp)["resource_provider_generation"]
-    resp = api.request("PUT", f"/resource_providers/{rp}/traits", json={
-        "traits": traits, "resource_provider_generation": generation})
+    resp = api.request(
+        "PUT",
+        f"/resource_providers/{rp}/traits",
+        json={"traits": traits, "resource_provider_generation": generation},
+    )
     assert resp.status_code == 200, resp.text
 
 
@@ -183,21 +232,24 @@ def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, 
     rps = {name: _register(api, db, name) for name in ("cn-a", "cn-b", "cn-c", "cn-d")}
     conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.5})
     metrics = metrics_mod.Metrics()
-    ctl = controller_mod.Controller(conf, api,
-                                    metrics)
+    ctl = controller_mod.Controller(conf, api, metrics)
     ctl.tick()
     before = _stored(api)
     assert [before[n]["twin"]["profile"] for n in sorted(rps)] == [
-        "performance", "performance", "eco", "eco"]
+        "performance",
+        "performance",
+        "eco",
+        "eco",
+    ]
     # Behind the controller's back: a performance node advertised as eco, an eco
     # node stripped of its trait, one carrying both, another trait kept.
     _set_traits(api, rps["cn-a"], ["CUSTOM_POWER_PROFILE_ECO", "HW_CPU_X86_AVX2"])
     _set_traits(api, rps["cn-c"], [])
-    _set_traits(api, rps["cn-d"], ["CUSTOM_POWER_PROFILE_ECO",
-                                   "CUSTOM_POWER_PROFILE_PERFORMANCE"])
+    _set_traits(api, rps["cn-d"], ["CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_PROFILE_PERFORMANCE"])
     untouched_generation = _traits(api, rps["cn-b"])["resource_provider_generation"]
-    resp = api.request("GET", "/resource_providers",
-                           params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
+    resp = api.request(
+        "GET", "/resource_providers", params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"}
+    )
     assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-b", "cn-d"]
 
     result = ctl.tick()
@@ -215,12 +267,12 @@ def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, 
         assert same == {k: v for k, v in before[name]["twin"].items() if k != "generation"}
     assert after["cn-b"]["twin"]["generation"] == before["cn-b"]["twin"]["generation"]
     assert _traits(api, rps["cn-b"])["resource_provider_generation"] == untouched_generation
-    resp = api.request("GET", "/resource_providers",
-                           params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"})
+    resp = api.request(
+        "GET", "/resource_providers", params={"required": "CUSTOM_POWER_PROFILE_PERFORMANCE"}
+    )
     assert sorted(rp["name"] for rp in resp.json()["resource_providers"]) == ["cn-a", "cn-b"]
 
     # Repaired: the next tick writes nothing.
     again = ctl.tick()
     assert (again.written, again.repaired) == (0, [])
     assert metrics.value("joulie_policy_repaired_traits_total") == 3
-

@@ -10,15 +10,28 @@ def _new():
 
 
 def spec_of(instance, request_id, wc):
-    return {"version": "1.0", "request_id": request_id, "instance_uuids": [instance],
-            "workload_class": wc, "resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+    return {
+        "version": "1.0",
+        "request_id": request_id,
+        "instance_uuids": [instance],
+        "workload_class": wc,
+        "resources": {"VCPU": 1},
+        "project_id": "p",
+        "user_id": "u",
+    }
 
 
 def _br(client, instance=None, wc="performance", request_id="req-1"):
     instance = instance or _new()
-    resp = client.post("/build_requests", json={
-        "instance_uuid": instance, "request_id": request_id, "workload_class": wc,
-        "spec": spec_of(instance, request_id, wc)})
+    resp = client.post(
+        "/build_requests",
+        json={
+            "instance_uuid": instance,
+            "request_id": request_id,
+            "workload_class": wc,
+            "spec": spec_of(instance, request_id, wc),
+        },
+    )
     return instance, resp
 
 
@@ -39,9 +52,12 @@ def test_build_request_lifecycle_and_pending_count(client):
     assert [b["instance_uuid"] for b in pending.get_json()["build_requests"]] == [perf]
     one = client.get(f"/build_requests/{perf}").get_json()
     # Stored as the contract dumps it: defaults filled, the receiver's version.
-    assert one["spec"] == {**spec_of(perf, "req-1", "performance"), "num_instances": 1,
-                           "consumer_type": "INSTANCE",
-                           "version": request_spec.REQUEST_SPEC_VERSION}
+    assert one["spec"] == {
+        **spec_of(perf, "req-1", "performance"),
+        "num_instances": 1,
+        "consumer_type": "INSTANCE",
+        "version": request_spec.REQUEST_SPEC_VERSION,
+    }
     assert one["workload_class"] == "performance"
 
 
@@ -55,8 +71,9 @@ def test_build_request_errors_leave_state_unchanged(client):
     for body in ({"status": "running"}, {"status": "placed"}, {"status": "failed", "x": 1}):
         resp = client.put(f"/build_requests/{inst}", json=body)
         assert resp.status_code == 400, body
-    resp = client.post("/build_requests", json={"instance_uuid": "nope", "request_id": "r",
-                                                "spec": {}})
+    resp = client.post(
+        "/build_requests", json={"instance_uuid": "nope", "request_id": "r", "spec": {}}
+    )
     assert resp.status_code == 400
     assert "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
     # unknown instance
@@ -68,8 +85,10 @@ def test_build_request_errors_leave_state_unchanged(client):
     assert client.get("/build_requests?status=bogus").status_code == 400
     assert client.get(f"/build_requests/{inst}").get_json()["status"] == "pending"
     # finished once; a repeated identical finish is fine, a different one is 409
-    assert client.put(f"/build_requests/{inst}", json={"status": "failed",
-                                                       "reason": "x"}).status_code == 200
+    assert (
+        client.put(f"/build_requests/{inst}", json={"status": "failed", "reason": "x"}).status_code
+        == 200
+    )
     assert client.put(f"/build_requests/{inst}", json={"status": "failed"}).status_code == 200
     resp = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": _new()})
     assert resp.status_code == 409
@@ -90,8 +109,9 @@ def test_scheduling_report_roundtrip_and_visibility(client):
     assert missing.status_code == 404
     assert missing.get_json()["errors"][0]["code"] == "placement.scheduling_report.not_found"
     # A non-admin of another project cannot read it, even as a reader.
-    resp = client.get("/scheduling_reports/req-abc",
-                      headers={"x-auth-token": "bob:proj-b", "x-roles": "reader"})
+    resp = client.get(
+        "/scheduling_reports/req-abc", headers={"x-auth-token": "bob:proj-b", "x-roles": "reader"}
+    )
     assert resp.status_code == 403
     # Bad bodies.
     assert client.put("/scheduling_reports/req-x", json={"report": []}).status_code == 400
@@ -100,21 +120,27 @@ def test_scheduling_report_roundtrip_and_visibility(client):
 
 
 def _post_spec(client, instance, spec, request_id="req-1", **envelope):
-    return client.post("/build_requests", json={
-        "instance_uuid": instance, "request_id": request_id, "spec": spec, **envelope})
+    return client.post(
+        "/build_requests",
+        json={"instance_uuid": instance, "request_id": request_id, "spec": spec, **envelope},
+    )
 
 
 def test_build_request_spec_is_checked_with_the_scheduler_contract(client):
     inst = _new()
     good = spec_of(inst, "req-1", "standard")
     cases = [
-        ({**good, "request_id": "../traits/CUSTOM_X"},
-         "request_id: '../traits/CUSTOM_X' is not a valid request id"),
+        (
+            {**good, "request_id": "../traits/CUSTOM_X"},
+            "request_id: '../traits/CUSTOM_X' is not a valid request id",
+        ),
         ({**good, "colour": "red"}, "colour: unknown field"),
         ({**good, "version": "2.0"}, "request_spec 2.0 is newer than this receiver"),
         ({k: v for k, v in good.items() if k != "version"}, "version: is required"),
-        ({**good, "resources": {"VCPU": 0}, "user_id": "a b"},
-         "resources.VCPU: must be a positive integer"),
+        (
+            {**good, "resources": {"VCPU": 0}, "user_id": "a b"},
+            "resources.VCPU: must be a positive integer",
+        ),
         ({**good, "request_id": "req-other"}, "the spec's request_id 'req-other' is not"),
         ({**good, "instance_uuids": [_new()]}, f"instance {inst} is not one of the spec's"),
     ]
@@ -123,11 +149,12 @@ def test_build_request_spec_is_checked_with_the_scheduler_contract(client):
         assert resp.status_code == 400, (spec, resp.get_json())
         err = resp.get_json()["errors"][0]
         assert err["code"] == "placement.build_request.invalid_spec"
-        assert "Invalid spec: " in err["detail"] and message in err["detail"], \
-            err["detail"]
+        assert "Invalid spec: " in err["detail"] and message in err["detail"], err["detail"]
     resp = _post_spec(client, inst, good, workload_class="performance")
-    assert resp.status_code == 400 and "is not the spec's 'standard'" in \
-        resp.get_json()["errors"][0]["detail"]
+    assert (
+        resp.status_code == 400
+        and "is not the spec's 'standard'" in resp.get_json()["errors"][0]["detail"]
+    )
     # Nothing was recorded for any of them.
     assert client.get(f"/build_requests/{inst}").status_code == 404
     assert client.get("/build_requests").get_json()["build_requests"] == []
@@ -148,13 +175,17 @@ def test_report_ids_outside_the_request_id_rule_are_not_found(client):
 
 def test_bulk_build_requests_name_the_record_whose_spec_is_bad(client):
     first, second = _new(), _new()
-    records = [{"instance_uuid": i, "request_id": "req-b", "spec": spec_of(i, "req-b", "standard")}
-               for i in (first, second)]
+    records = [
+        {"instance_uuid": i, "request_id": "req-b", "spec": spec_of(i, "req-b", "standard")}
+        for i in (first, second)
+    ]
     records[1]["spec"]["cell"] = "cell/../x"
     resp = client.post("/build_requests", json={"build_requests": records})
     assert resp.status_code == 400
     err = resp.get_json()["errors"][0]
     assert err["code"] == "placement.build_request.invalid_spec"
-    assert "build_requests.1: Invalid spec: cell: 'cell/../x' is not a valid cell name" in \
-        err["detail"]
+    assert (
+        "build_requests.1: Invalid spec: cell: 'cell/../x' is not a valid cell name"
+        in err["detail"]
+    )
     assert client.get("/build_requests").get_json()["build_requests"] == []

@@ -29,8 +29,9 @@ def add_hosts(db, client, specs):
         resp = client.put(f"/nodes/{uuid}", json={"cell": cell, "labels": {"rack": name[:1]}})
         assert resp.status_code in (200, 201), resp.get_json()
         if klass is not None:
-            resp = client.put(f"/nodes/{uuid}/twin", json={
-                "profile": PROFILE[klass], "schedulable_class": klass})
+            resp = client.put(
+                f"/nodes/{uuid}/twin", json={"profile": PROFILE[klass], "schedulable_class": klass}
+            )
             assert resp.status_code in (200, 201), resp.get_json()
         out[name] = uuid
     return out
@@ -38,30 +39,44 @@ def add_hosts(db, client, specs):
 
 def make_scheduler(live_server, session=None, **opts):
     overrides = {("placement", "endpoint_override"): live_server.url}
-    overrides.update({("scheduler" if k == "max_attempts" else "filter_scheduler", k): v
-                      for k, v in opts.items()})
+    overrides.update(
+        {
+            ("scheduler" if k == "max_attempts" else "filter_scheduler", k): v
+            for k, v in opts.items()
+        }
+    )
     conf = sconf_mod.make_conf(overrides=overrides)
     client = placement_client.PlacementClient.from_conf(conf, session=session)
     return worker.Scheduler(conf, client), client
 
 
 def spec(**kw):
-    data = {"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "proj",
-            "user_id": "usr"}
+    data = {
+        "version": "1.0",
+        "resources": {"VCPU": 1, "MEMORY_MB": 512},
+        "project_id": "proj",
+        "user_id": "usr",
+    }
     data.update(kw)
     return data
 
 
 def holders(client, rp_uuid):
-    return set(client.get(f"/resource_providers/{rp_uuid}/allocations").get_json()
-               ["allocations"])
+    return set(client.get(f"/resource_providers/{rp_uuid}/allocations").get_json()["allocations"])
 
 
 def test_performance_never_on_eco_or_draining(db, client, live_server):
-    hosts = add_hosts(db, client, [
-        ("p1", "c1", "performance", 4, 4096), ("p2", "c1", "performance", 4, 4096),
-        ("e1", "c1", "eco", 16, 16384), ("e2", "c1", "eco", 16, 16384),
-        ("d1", "c1", "draining", 16, 16384)])
+    hosts = add_hosts(
+        db,
+        client,
+        [
+            ("p1", "c1", "performance", 4, 4096),
+            ("p2", "c1", "performance", 4, 4096),
+            ("e1", "c1", "eco", 16, 16384),
+            ("e2", "c1", "eco", 16, 16384),
+            ("d1", "c1", "draining", 16, 16384),
+        ],
+    )
     by_uuid = {u: n for n, u in hosts.items()}
     sched, _pc = make_scheduler(live_server, page_size=2)
     perf = sched.select_destinations(spec(workload_class="performance", num_instances=6))
@@ -76,12 +91,14 @@ def test_performance_never_on_eco_or_draining(db, client, live_server):
         assert not holders(client, hosts[name]) & perf_consumers
     # Performance work beyond the performance hosts' capacity: a clear refusal.
     with pytest.raises(worker.NoValidHost) as err:
-        sched.select_destinations(spec(workload_class="performance", num_instances=3,
-                                       request_id="req-too-many"))
+        sched.select_destinations(
+            spec(workload_class="performance", num_instances=3, request_id="req-too-many")
+        )
     # Placement left the eco and draining hosts out (by their profile trait)
     # for the JoulieFilter: never downloaded, and the refusal says why.
-    assert ("JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO"
-            in str(err.value))
+    assert "JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO" in str(
+        err.value
+    )
     report = client.get("/scheduling_reports/req-too-many").get_json()["report"]
     assert report["removed_per_filter"]["JoulieFilter"] == 0
     assert report["placement_excluded"]
@@ -91,10 +108,17 @@ def test_performance_never_on_eco_or_draining(db, client, live_server):
 
 
 def test_alternates_same_cell_with_their_own_allocation_requests(db, client, live_server):
-    hosts = add_hosts(db, client, [
-        ("a1", "cellA", "performance", 8, 32768), ("a2", "cellA", "performance", 8, 16384),
-        ("a3", "cellA", "performance", 8, 16384), ("b1", "cellB", "performance", 8, 24576),
-        ("b2", "cellB", "performance", 8, 8192)])
+    hosts = add_hosts(
+        db,
+        client,
+        [
+            ("a1", "cellA", "performance", 8, 32768),
+            ("a2", "cellA", "performance", 8, 16384),
+            ("a3", "cellA", "performance", 8, 16384),
+            ("b1", "cellB", "performance", 8, 24576),
+            ("b2", "cellB", "performance", 8, 8192),
+        ],
+    )
     cells = {u: n[0] for n, u in hosts.items()}
     sched, _pc = make_scheduler(live_server, max_attempts=3)
     out = sched.select_destinations(spec(num_instances=2, request_id="req-alts"))
@@ -116,16 +140,27 @@ def test_alternates_same_cell_with_their_own_allocation_requests(db, client, liv
 
 
 def test_failed_build_moves_claim_and_all_failed_leaves_nothing(db, client, live_server):
-    hosts = add_hosts(db, client, [
-        ("bad", "c1", "performance", 8, 65536), ("good", "c1", "performance", 8, 16384),
-        ("other", "c2", "performance", 8, 8192)])
+    hosts = add_hosts(
+        db,
+        client,
+        [
+            ("bad", "c1", "performance", 8, 65536),
+            ("good", "c1", "performance", 8, 16384),
+            ("other", "c2", "performance", 8, 8192),
+        ],
+    )
     driver = driver_mod.SimulatedDriver(failing_hosts={"bad"})
     # Without the build-failure weigher "bad" stays first (its own test is
     # test_scheduler_build_failures.py), so the second request fails on 2 hosts.
-    with bus.in_process(live_server.url, cells=("c1", "c2"), driver=driver,
-                        overrides={("scheduler", "max_attempts"): 3,
-                                   ("filter_scheduler", "build_failure_weight_multiplier"): 0.0}
-                        ) as cloud:
+    with bus.in_process(
+        live_server.url,
+        cells=("c1", "c2"),
+        driver=driver,
+        overrides={
+            ("scheduler", "max_attempts"): 3,
+            ("filter_scheduler", "build_failure_weight_multiplier"): 0.0,
+        },
+    ) as cloud:
         counts, [res] = cloud.submit([spec(workload_class="performance")])
         assert res["status"] == "placed" and res["host_uuid"] == hosts["good"]
         assert res["rescheduled"] == 1 and counts["rescheduled"] == 1
@@ -180,12 +215,18 @@ def test_bad_spec_and_unreachable_placement_are_clear(db, client, live_server):
         sched.select_destinations(spec(resources={"VCPU": -1}))
     with pytest.raises(worker.SchedulerError, match="placement rejected the request"):
         sched.select_destinations(spec(resources={"CUSTOM_NOPE": 1}))
-    conf = sconf_mod.make_conf(overrides={("placement", "endpoint_override"): "http://127.0.0.1:9",
-                                          ("placement", "connect_retries"): 0})
+    conf = sconf_mod.make_conf(
+        overrides={
+            ("placement", "endpoint_override"): "http://127.0.0.1:9",
+            ("placement", "connect_retries"): 0,
+        }
+    )
     down = worker.Scheduler(conf, placement_client.PlacementClient.from_conf(conf))
-    with pytest.raises(worker.PlacementUnavailable,
-                       match=r"placement at http://127.0.0.1:9 is unreachable "
-                             r"\(GET /allocation_candidates\): connection refused"):
+    with pytest.raises(
+        worker.PlacementUnavailable,
+        match=r"placement at http://127.0.0.1:9 is unreachable "
+        r"\(GET /allocation_candidates\): connection refused",
+    ):
         down.select_destinations(spec())
 
 
@@ -208,7 +249,11 @@ def test_resubmitted_spec_without_instance_uuids_is_not_placed_twice(db, client,
     # The stream is sent again after a crash: same instances, refused, not doubled.
     with pytest.raises(worker.ConsumerInUse):
         sched.select_destinations(dict(line))
-    total = sum(u["usages"].get("VCPU", 0) for u in (
-        client.get(f"/resource_providers/{rp['uuid']}/usages").get_json()
-        for rp in client.get("/resource_providers").get_json()["resource_providers"]))
+    total = sum(
+        u["usages"].get("VCPU", 0)
+        for u in (
+            client.get(f"/resource_providers/{rp['uuid']}/usages").get_json()
+            for rp in client.get("/resource_providers").get_json()["resource_providers"]
+        )
+    )
     assert total == 2

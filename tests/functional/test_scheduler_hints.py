@@ -11,8 +11,13 @@ from tests.functional.test_scheduler_e2e import make_scheduler
 
 
 def _spec(hints, **kw):
-    data = {"version": "1.2", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-            "project_id": "proj", "user_id": "usr", "scheduler_hints": hints}
+    data = {
+        "version": "1.2",
+        "resources": {"VCPU": 1, "MEMORY_MB": 512},
+        "project_id": "proj",
+        "user_id": "usr",
+        "scheduler_hints": hints,
+    }
     data.update(kw)
     return data
 
@@ -30,8 +35,9 @@ def test_same_host_and_different_host(client, live_server, four):
     sched, _pc = make_scheduler(live_server)
     a, b = str(uuid.uuid4()), str(uuid.uuid4())
     host_a = sched.select_destinations(_spec({}, instance_uuids=[a]))[0][0].host_uuid
-    host_b = sched.select_destinations(_spec({"different_host": [a]},
-                                             instance_uuids=[b]))[0][0].host_uuid
+    host_b = sched.select_destinations(_spec({"different_host": [a]}, instance_uuids=[b]))[0][
+        0
+    ].host_uuid
     assert host_b != host_a
     # Spreading weighers would pick an empty host; the hint keeps it with a.
     for _ in range(3):
@@ -44,8 +50,10 @@ def test_same_host_and_different_host(client, live_server, four):
     # same_host naming only an instance that holds nothing: no host, explained.
     with pytest.raises(worker.NoValidHost) as err:
         sched.select_destinations(_spec({"same_host": [str(uuid.uuid4())]}))
-    assert "SameHostFilter removed 4 (host runs none of the instances named in the " \
+    assert (
+        "SameHostFilter removed 4 (host runs none of the instances named in the "
         "same_host hint)" in str(err.value)
+    )
     with pytest.raises(worker.NoValidHost) as err:
         sched.select_destinations(_spec({"same_host": [a], "different_host": [a]}))
     assert "DifferentHostFilter removed 1" in str(err.value)
@@ -60,8 +68,9 @@ def test_force_hosts_and_nodes(client, live_server, four):
     assert {hl[0].host_uuid for hl in both} == {four["h0"], four["h1"]}
     # A forced host still passes the other filters: an unschedulable one refuses.
     gen = client.get(f"/nodes/{four['h1']}").get_json()["generation"]
-    resp = client.put(f"/nodes/{four['h1']}", json={"cell": "c1", "unschedulable": True,
-                                                     "generation": gen})
+    resp = client.put(
+        f"/nodes/{four['h1']}", json={"cell": "c1", "unschedulable": True, "generation": gen}
+    )
     assert resp.status_code == 200, resp.get_json()
     assert client.get(f"/nodes/{four['h1']}").get_json()["unschedulable"] is True
     with pytest.raises(worker.NoValidHost) as err:

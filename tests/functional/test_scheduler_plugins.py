@@ -46,39 +46,52 @@ def run_worker(tmp_path, url, specs, pythonpath=None, command=None):
     """Run ``python -m scheduler.batch`` (the Scheduler of scheduler-worker,
     driven from a file) or ``command`` with the plugin enabled."""
     conf = tmp_path / "scheduler.conf"
-    conf.write_text(f"[filter_scheduler]\nenabled_filters = ComputeFilter,{FILTER}\n"
-                    "[scheduler]\nmax_attempts = 1\n")
+    conf.write_text(
+        f"[filter_scheduler]\nenabled_filters = ComputeFilter,{FILTER}\n"
+        "[scheduler]\nmax_attempts = 1\n"
+    )
     requests = tmp_path / "specs.jsonl"
     requests.write_text("".join(json.dumps(s) + "\n" for s in specs))
     out = tmp_path / "out.jsonl"
     env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=url)
     if pythonpath:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath),
-                                                          env.get("PYTHONPATH")]))
-    argv = command or [sys.executable, "-m", "scheduler.batch", "--requests", str(requests),
-                       "--output", str(out)]
-    res = subprocess.run([*argv, "--config-file", str(conf)],
-                         capture_output=True, text=True, env=env, timeout=300)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
+    argv = command or [
+        sys.executable,
+        "-m",
+        "scheduler.batch",
+        "--requests",
+        str(requests),
+        "--output",
+        str(out),
+    ]
+    res = subprocess.run(
+        [*argv, "--config-file", str(conf)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert "Traceback" not in res.stderr, res.stderr
     answers = [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
     return res, answers
 
 
 def spec(request_id, vcpu):
-    return {"version": "1.0", "request_id": request_id, "resources": {"VCPU": vcpu,
-            "MEMORY_MB": 256}, "project_id": "p", "user_id": "u"}
+    return {
+        "version": "1.0",
+        "request_id": request_id,
+        "resources": {"VCPU": vcpu, "MEMORY_MB": 256},
+        "project_id": "p",
+        "user_id": "u",
+    }
 
 
-def test_out_of_tree_filter_removes_hosts_and_explains_refusal(db, client, live_server,
-                                                               tmp_path):
+def test_out_of_tree_filter_removes_hosts_and_explains_refusal(db, client, live_server, tmp_path):
     # x1 is the roomiest host (the weighers would pick it) but in rack x.
-    hosts = add_hosts(db, client, [("x1", "c1", None, 16, 16384),
-                                   ("y1", "c1", None, 1, 1024)])
+    hosts = add_hosts(db, client, [("x1", "c1", None, 16, 16384), ("y1", "c1", None, 1, 1024)])
     site = tmp_path / "site"
     site.mkdir()
     install_plugin(site)
-    res, answers = run_worker(tmp_path, live_server.url,
-                              [spec("req-fits-y", 1), spec("req-only-x", 2)], site)
+    res, answers = run_worker(
+        tmp_path, live_server.url, [spec("req-fits-y", 1), spec("req-only-x", 2)], site
+    )
     by_id = {a["request_id"]: a for a in answers}
     placed = by_id["req-fits-y"]
     assert placed["status"] == "placed", placed
@@ -89,8 +102,12 @@ def test_out_of_tree_filter_removes_hosts_and_explains_refusal(db, client, live_
 
 
 def test_enabled_filter_not_installed_is_one_line_start_up_error(live_server, tmp_path):
-    res, answers = run_worker(tmp_path, live_server.url, [spec("req-1", 1)],
-                              command=[os.path.join(BIN, "scheduler-worker")])
+    res, answers = run_worker(
+        tmp_path,
+        live_server.url,
+        [spec("req-1", 1)],
+        command=[os.path.join(BIN, "scheduler-worker")],
+    )
     assert res.returncode == 2, res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and FILTER in lines[0] and "not installed" in lines[0], res.stderr

@@ -33,9 +33,12 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
         rps.append(rp)
 
     procs = []
-    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-               OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
-               OS_SCHEDULER__MAX_ATTEMPTS="1")
+    env = dict(
+        os.environ,
+        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
+        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+        OS_SCHEDULER__MAX_ATTEMPTS="1",
+    )
     instances = []
     for w in range(WORKERS):
         path = tmp_path / f"specs-{w}.jsonl"
@@ -43,13 +46,34 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
             for _ in range(PER_WORKER):
                 inst = str(uuid.uuid4())
                 instances.append(inst)
-                f.write(json.dumps({"version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 256},
-                                    "instance_uuids": [inst], "project_id": "p",
-                                    "user_id": "u"}) + "\n")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scheduler.batch", "--requests", str(path),
-             "--output", str(tmp_path / f"out-{w}.jsonl")],
-            env=env, stderr=subprocess.PIPE, text=True))
+                f.write(
+                    json.dumps(
+                        {
+                            "version": "1.0",
+                            "resources": {"VCPU": 1, "MEMORY_MB": 256},
+                            "instance_uuids": [inst],
+                            "project_id": "p",
+                            "user_id": "u",
+                        }
+                    )
+                    + "\n"
+                )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler.batch",
+                    "--requests",
+                    str(path),
+                    "--output",
+                    str(tmp_path / f"out-{w}.jsonl"),
+                ],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     summaries = []
     for p in procs:
         _out, err = p.communicate(timeout=600)
@@ -61,10 +85,18 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
 
     alloc = m.allocations
     with db.read() as conn:
-        rows = conn.execute(sa.select(alloc.c.consumer_id, alloc.c.resource_provider_id,
-                                      alloc.c.resource_class_id, alloc.c.used)).all()
-        inv = {(r.resource_provider_id, r.resource_class_id): r.total
-               for r in conn.execute(sa.select(m.inventories))}
+        rows = conn.execute(
+            sa.select(
+                alloc.c.consumer_id,
+                alloc.c.resource_provider_id,
+                alloc.c.resource_class_id,
+                alloc.c.used,
+            )
+        ).all()
+        inv = {
+            (r.resource_provider_id, r.resource_class_id): r.total
+            for r in conn.execute(sa.select(m.inventories))
+        }
     per_consumer = {}
     usage = {}
     for r in rows:

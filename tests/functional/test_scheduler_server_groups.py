@@ -17,8 +17,13 @@ from tests.functional.test_scheduler_e2e import make_scheduler
 
 
 def _spec(group, **kw):
-    data = {"version": "1.1", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-            "project_id": "proj", "user_id": "usr", "server_group": group}
+    data = {
+        "version": "1.1",
+        "resources": {"VCPU": 1, "MEMORY_MB": 512},
+        "project_id": "proj",
+        "user_id": "usr",
+        "server_group": group,
+    }
     data.update(kw)
     return data
 
@@ -33,8 +38,7 @@ def _group(client, policy, rules=None):
 
 
 def _hosts(db, client, count, vcpu=8):
-    return add_hosts(db, client, [(f"h{i}", "c1", None, vcpu, vcpu * 1024)
-                                  for i in range(count)])
+    return add_hosts(db, client, [(f"h{i}", "c1", None, vcpu, vcpu * 1024) for i in range(count)])
 
 
 def _selected(selections):
@@ -45,8 +49,7 @@ def test_anti_affinity_spreads_and_explains_when_hosts_run_out(db, client, live_
     hosts = _hosts(db, client, 3)
     group = _group(client, "anti-affinity")
     # Stacking weighers would put everything on one host without the group.
-    sched, _pc = make_scheduler(live_server, ram_weight_multiplier=-1.0,
-                                cpu_weight_multiplier=-1.0)
+    sched, _pc = make_scheduler(live_server, ram_weight_multiplier=-1.0, cpu_weight_multiplier=-1.0)
     first = _selected(sched.select_destinations(_spec(group, num_instances=2)))
     assert len(set(first)) == 2
     second = _selected(sched.select_destinations(_spec(group)))
@@ -69,8 +72,10 @@ def test_anti_affinity_within_one_request_beyond_the_hosts(db, client, live_serv
     with pytest.raises(worker.NoValidHost) as err:
         sched.select_destinations(_spec(group, num_instances=3, request_id="req-3-on-2"))
     assert "could place 2 of 3" in str(err.value)
-    assert f"server group {group} (anti-affinity, max_server_per_host 1) ruled out 2 " \
+    assert (
+        f"server group {group} (anti-affinity, max_server_per_host 1) ruled out 2 "
         "more host(s)" in str(err.value)
+    )
     # The request's claims were released.
     assert client.get(f"/server_groups/{group}").get_json()["hosts"] == {}
 
@@ -78,8 +83,7 @@ def test_anti_affinity_within_one_request_beyond_the_hosts(db, client, live_serv
 def test_max_server_per_host(db, client, live_server):
     hosts = _hosts(db, client, 2)
     group = _group(client, "anti-affinity", {"max_server_per_host": 2})
-    sched, _pc = make_scheduler(live_server, ram_weight_multiplier=-1.0,
-                                cpu_weight_multiplier=-1.0)
+    sched, _pc = make_scheduler(live_server, ram_weight_multiplier=-1.0, cpu_weight_multiplier=-1.0)
     placed = _selected(sched.select_destinations(_spec(group, num_instances=4)))
     assert collections.Counter(placed) == {hosts["h0"]: 2, hosts["h1"]: 2}
 
@@ -96,8 +100,9 @@ def test_affinity_keeps_every_member_on_one_host(db, client, live_server):
     assert set(later) == {home}
     # The home host is full (8 VCPU, 5 used, 3 more asked): refused, explained.
     with pytest.raises(worker.NoValidHost) as err:
-        sched.select_destinations(_spec(group, num_instances=1, resources={"VCPU": 4,
-                                                                           "MEMORY_MB": 512}))
+        sched.select_destinations(
+            _spec(group, num_instances=1, resources={"VCPU": 4, "MEMORY_MB": 512})
+        )
     assert "ServerGroupAffinityFilter removed 3" in str(err.value)
     assert home in hosts.values()
 
@@ -105,9 +110,12 @@ def test_affinity_keeps_every_member_on_one_host(db, client, live_server):
 def test_soft_policies_weigh_instead_of_refusing(db, client, live_server):
     hosts = _hosts(db, client, 3, vcpu=4)
     soft_anti = _group(client, "soft-anti-affinity")
-    sched, _pc = make_scheduler(live_server, ram_weight_multiplier=-1.0,
-                                cpu_weight_multiplier=-1.0,
-                                soft_anti_affinity_weight_multiplier=10.0)
+    sched, _pc = make_scheduler(
+        live_server,
+        ram_weight_multiplier=-1.0,
+        cpu_weight_multiplier=-1.0,
+        soft_anti_affinity_weight_multiplier=10.0,
+    )
     spread = _selected(sched.select_destinations(_spec(soft_anti, num_instances=3)))
     assert sorted(spread) == sorted(hosts.values())
     # More members than hosts: soft, so placed anyway.
@@ -134,27 +142,43 @@ MEMBERS = 40
 
 
 def test_four_workers_place_a_40_member_anti_affinity_group_on_40_hosts(
-        db, client, live_server, tmp_path):
+    db, client, live_server, tmp_path
+):
     """Every worker prefers the same hosts (stacking weighers, no shuffle of
     ties helps them apart) and reads the group before the others' claims
     land: only placement's check in the claim keeps members apart."""
     hosts = _hosts(db, client, MEMBERS, vcpu=4)
     group = _group(client, "anti-affinity")
-    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-               OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
-               OS_SCHEDULER__MAX_ATTEMPTS="1",
-               OS_FILTER_SCHEDULER__RAM_WEIGHT_MULTIPLIER="-1.0",
-               OS_FILTER_SCHEDULER__CPU_WEIGHT_MULTIPLIER="-1.0")
+    env = dict(
+        os.environ,
+        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
+        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+        OS_SCHEDULER__MAX_ATTEMPTS="1",
+        OS_FILTER_SCHEDULER__RAM_WEIGHT_MULTIPLIER="-1.0",
+        OS_FILTER_SCHEDULER__CPU_WEIGHT_MULTIPLIER="-1.0",
+    )
     procs = []
     for w in range(WORKERS):
         path = tmp_path / f"specs-{w}.jsonl"
         with open(path, "w") as f:
             for _ in range(MEMBERS // WORKERS // 2):
                 f.write(json.dumps(_spec(group, num_instances=2)) + "\n")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scheduler.batch", "--requests", str(path),
-             "--output", str(tmp_path / f"out-{w}.jsonl")],
-            env=env, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler.batch",
+                    "--requests",
+                    str(path),
+                    "--output",
+                    str(tmp_path / f"out-{w}.jsonl"),
+                ],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     summaries = []
     for p in procs:
         _out, err = p.communicate(timeout=600)

@@ -33,10 +33,23 @@ CAP = HOSTS // 5
 def _cluster(db):
     """HOSTS identical nodes in one transaction (placement-manage inventory load's
     object function); their uuids in root provider id order."""
-    nodes = inventory.parse({"nodes": [{
-        "node_name_prefix": "same", "replicas": HOSTS, "vendor": "none", "product": "",
-        "cpu": "AMD EPYC 9654", "cpu_sockets": 2, "cpu_cores": 16, "memory_gib": 16,
-        "gpu_count": 0}]})
+    nodes = inventory.parse(
+        {
+            "nodes": [
+                {
+                    "node_name_prefix": "same",
+                    "replicas": HOSTS,
+                    "vendor": "none",
+                    "product": "",
+                    "cpu": "AMD EPYC 9654",
+                    "cpu_sockets": 2,
+                    "cpu_cores": 16,
+                    "memory_gib": 16,
+                    "gpu_count": 0,
+                }
+            ]
+        }
+    )
     cluster_inventory.load(db, nodes)
     rp = m.resource_providers
     with db.read() as conn:
@@ -44,9 +57,13 @@ def _cluster(db):
 
 
 def _run(live_server, tmp_path, extra_env=None):
-    env = dict(os.environ, OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-               OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
-               OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS=str(CAP), **(extra_env or {}))
+    env = dict(
+        os.environ,
+        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
+        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+        OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS=str(CAP),
+        **(extra_env or {}),
+    )
     procs = []
     instances = []
     for w in range(WORKERS):
@@ -55,13 +72,34 @@ def _run(live_server, tmp_path, extra_env=None):
             for _ in range(INSTANCES // WORKERS):
                 inst = str(uuid.uuid4())
                 instances.append(inst)
-                f.write(json.dumps({"version": "1.0",
-                                    "resources": {"VCPU": 1, "MEMORY_MB": 512},
-                                    "instance_uuids": [inst], "project_id": "p",
-                                    "user_id": "u"}) + "\n")
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "scheduler.batch", "--requests", str(path),
-             "--output", str(path) + ".out"], env=env, stderr=subprocess.PIPE, text=True))
+                f.write(
+                    json.dumps(
+                        {
+                            "version": "1.0",
+                            "resources": {"VCPU": 1, "MEMORY_MB": 512},
+                            "instance_uuids": [inst],
+                            "project_id": "p",
+                            "user_id": "u",
+                        }
+                    )
+                    + "\n"
+                )
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler.batch",
+                    "--requests",
+                    str(path),
+                    "--output",
+                    str(path) + ".out",
+                ],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
     for p in procs:
         _out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
@@ -74,9 +112,11 @@ def _hosts_of(db, instances):
     rp, alloc = m.resource_providers, m.allocations
     with db.read() as conn:
         rows = conn.execute(
-            sa.select(alloc.c.consumer_id, rp.c.uuid).distinct()
+            sa.select(alloc.c.consumer_id, rp.c.uuid)
+            .distinct()
             .select_from(alloc.join(rp, rp.c.id == alloc.c.resource_provider_id))
-            .where(alloc.c.consumer_id.in_(instances))).all()
+            .where(alloc.c.consumer_id.in_(instances))
+        ).all()
     out = {}
     for inst, host in rows:
         out.setdefault(inst, set()).add(host)

@@ -4,8 +4,8 @@ request names a zone; alternates stay in the selected host's zone and cell."""
 import pytest
 
 from scheduler import worker
-from tests.functional.test_scheduler_e2e import make_scheduler
 from tests import builders
+from tests.functional.test_scheduler_e2e import make_scheduler
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -25,15 +25,29 @@ def _hosts(db, client, layout):
 
 
 def _spec(**kw):
-    data = {"version": "1.3", "resources": {"VCPU": 1, "MEMORY_MB": 512},
-            "project_id": "proj", "user_id": "usr"}
+    data = {
+        "version": "1.3",
+        "resources": {"VCPU": 1, "MEMORY_MB": 512},
+        "project_id": "proj",
+        "user_id": "usr",
+    }
     data.update(kw)
     return data
 
 
 def test_zone_requested_and_alternates_stay_in_zone_and_cell(db, client, live_server):
-    hosts = _hosts(db, client, [("a1", "c1", "az1"), ("a2", "c1", "az1"), ("a3", "c2", "az1"),
-                                ("b1", "c1", "az2"), ("b2", "c1", "az2"), ("n1", "c1", None)])
+    hosts = _hosts(
+        db,
+        client,
+        [
+            ("a1", "c1", "az1"),
+            ("a2", "c1", "az1"),
+            ("a3", "c2", "az1"),
+            ("b1", "c1", "az2"),
+            ("b2", "c1", "az2"),
+            ("n1", "c1", None),
+        ],
+    )
     by_uuid = {u: n for n, u in hosts.items()}
     sched, _pc = make_scheduler(live_server, max_attempts=6)
     for _ in range(3):
@@ -52,8 +66,10 @@ def test_zone_requested_and_alternates_stay_in_zone_and_cell(db, client, live_se
     assert [by_uuid[s.host_uuid] for s in hl] == ["n1"]
     with pytest.raises(worker.NoValidHost) as err:
         sched.select_destinations(_spec(availability_zone="az9"))
-    assert "AvailabilityZoneFilter removed 6 (host is not in the requested availability " \
+    assert (
+        "AvailabilityZoneFilter removed 6 (host is not in the requested availability "
         "zone)" in str(err.value)
+    )
 
 
 def test_zone_label_and_default_zone_are_options(db, client, live_server):
@@ -61,8 +77,9 @@ def test_zone_label_and_default_zone_are_options(db, client, live_server):
     builders.set_inventory(db, uuid, "VCPU", 8)
     builders.set_inventory(db, uuid, "MEMORY_MB", 8192)
     client.put(f"/nodes/{uuid}", json={"cell": "c1", "labels": {"site/az": "west"}})
-    sched, _pc = make_scheduler(live_server, availability_zone_label="site/az",
-                                default_availability_zone="elsewhere")
+    sched, _pc = make_scheduler(
+        live_server, availability_zone_label="site/az", default_availability_zone="elsewhere"
+    )
     [hl] = sched.select_destinations(_spec(availability_zone="west"))
     assert hl[0].host_uuid == uuid
     with pytest.raises(worker.NoValidHost):

@@ -48,12 +48,23 @@ class ShortLivedKeystone(FakeKeystone):
     def issue(self, token_id, roles, project_id, expires=None, user_name="user"):
         token = super().issue(token_id, roles, project_id, expires, user_name)
         if self.placement_url:
-            token["token"]["catalog"].append({
-                "id": uuid.uuid4().hex, "type": "placement", "name": "placement",
-                "endpoints": [{"id": uuid.uuid4().hex, "interface": interface,
-                               "region": "RegionOne", "region_id": "RegionOne",
-                               "url": self.placement_url}
-                              for interface in ("internal", "public")]})
+            token["token"]["catalog"].append(
+                {
+                    "id": uuid.uuid4().hex,
+                    "type": "placement",
+                    "name": "placement",
+                    "endpoints": [
+                        {
+                            "id": uuid.uuid4().hex,
+                            "interface": interface,
+                            "region": "RegionOne",
+                            "region_id": "RegionOne",
+                            "url": self.placement_url,
+                        }
+                        for interface in ("internal", "public")
+                    ],
+                }
+            )
         return token
 
     def login(self, body):
@@ -63,8 +74,9 @@ class ShortLivedKeystone(FakeKeystone):
         if USERS.get(name) != user.get("password"):
             return None
         token_id = f"tok-{name}-{uuid.uuid4().hex}"
-        self.issue(token_id, ["service", "admin", "member", "reader"], SERVICE_PROJECT,
-                   user_name=name)
+        self.issue(
+            token_id, ["service", "admin", "member", "reader"], SERVICE_PROJECT, user_name=name
+        )
         with self._lock:
             self.logins[name] = self.logins.get(name, 0) + 1
             self.issued_at[token_id] = time.monotonic()
@@ -86,10 +98,12 @@ class ShortLivedKeystone(FakeKeystone):
         class Handler(base):
             def do_GET(self):
                 subject = self.headers.get("X-Subject-Token")
-                if self.path.split("?")[0].rstrip("/") == "/v3/auth/tokens" and subject \
-                        and not fake.valid(subject):
-                    return self._send(404, {"error": {"code": 404,
-                                                      "message": "token expired"}})
+                if (
+                    self.path.split("?")[0].rstrip("/") == "/v3/auth/tokens"
+                    and subject
+                    and not fake.valid(subject)
+                ):
+                    return self._send(404, {"error": {"code": 404, "message": "token expired"}})
                 return super().do_GET()
 
             def do_POST(self):
@@ -99,8 +113,7 @@ class ShortLivedKeystone(FakeKeystone):
                 if self.path.rstrip("/") == "/v3/auth/tokens":
                     token_id = fake.login(body)
                     if token_id is not None:
-                        return self._send(201, fake.tokens[token_id],
-                                          {"X-Subject-Token": token_id})
+                        return self._send(201, fake.tokens[token_id], {"X-Subject-Token": token_id})
                 # Placement's own service user: the parent's answer.
                 self.rfile = io.BytesIO(raw)
                 return super().do_POST()
@@ -151,9 +164,19 @@ http_request_max_retries = 0
 token_cache_time = -1
 """)
     log = open(tmp_path / "api.log", "w")
-    proc = subprocess.Popen([os.path.join(BIN, "placement-api"), "--config-file", str(conf),
-                             "--port", str(port), "--workers", "1"],
-                            stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            os.path.join(BIN, "placement-api"),
+            "--config-file",
+            str(conf),
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -195,8 +218,14 @@ valid_interfaces = internal
 def _run(*args, timeout=300):
     """A console script (or ``python -m ...``) of this environment."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    return subprocess.run([os.path.join(BIN, args[0]), *args[1:]], capture_output=True,
-                          text=True, env=env, timeout=timeout, check=False)
+    return subprocess.run(
+        [os.path.join(BIN, args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _hosts(db, count):
@@ -213,28 +242,57 @@ def _specs(path, count):
     # Request ids unique per file: instances are named after their request.
     with open(path, "w", encoding="utf-8") as out:
         for i in range(count):
-            out.write(json.dumps({"version": "1.0", "request_id": f"req-{path.stem}-{i}",
-                                  "resources": {"VCPU": 1, "MEMORY_MB": 256},
-                                  "project_id": "p", "user_id": "u"}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "version": "1.0",
+                        "request_id": f"req-{path.stem}-{i}",
+                        "resources": {"VCPU": 1, "MEMORY_MB": 256},
+                        "project_id": "p",
+                        "user_id": "u",
+                    }
+                )
+                + "\n"
+            )
     return str(path)
 
 
-def test_services_use_password_users_across_token_expiry(keystone, placement, db, client,
-                                                         tmp_path, vhost):  # noqa: F811
+def test_services_use_password_users_across_token_expiry(
+    keystone,
+    placement,
+    db,
+    client,
+    tmp_path,
+    vhost,  # noqa: F811 - the imported fixture
+):
     hosts = _hosts(db, 4)
     for rp in hosts:
         resp = client.put(f"/nodes/{rp}", json={"cell": "cell1", "labels": {"role": "w"}})
         assert resp.status_code in (200, 201), resp.get_json()
-        resp = client.put(f"/nodes/{rp}/hardware", json={
-            "cpu_model": "EPYC", "gpu_count": 0, "cpu_min_cap_watts": 100,
-            "cpu_max_cap_watts": 400})
+        resp = client.put(
+            f"/nodes/{rp}/hardware",
+            json={
+                "cpu_model": "EPYC",
+                "gpu_count": 0,
+                "cpu_min_cap_watts": 100,
+                "cpu_max_cap_watts": 400,
+            },
+        )
         assert resp.status_code in (200, 201), resp.get_json()
 
     # The scheduler: 40 requests, several seconds, many token lifetimes.
     out = tmp_path / "sched.jsonl"
-    res = _run("python", "-m", "scheduler.batch", "--config-file",
-               _service_conf(tmp_path, keystone, "scheduler"),
-               "--requests", _specs(tmp_path / "a.jsonl", 40), "--output", str(out))
+    res = _run(
+        "python",
+        "-m",
+        "scheduler.batch",
+        "--config-file",
+        _service_conf(tmp_path, keystone, "scheduler"),
+        "--requests",
+        _specs(tmp_path / "a.jsonl", 40),
+        "--output",
+        str(out),
+    )
     assert res.returncode == 0, res.stderr
     outcomes = [json.loads(line) for line in out.read_text().splitlines()]
     assert [o["status"] for o in outcomes] == ["placed"] * 40
@@ -242,27 +300,41 @@ def test_services_use_password_users_across_token_expiry(keystone, placement, db
     # The services on the bus build (and record build requests) the same
     # way: a scheduler worker, a super conductor and a cell conductor, each
     # as its own password user, and build-submit.
-    bus_conf = (f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n"
-                f"[conductor]\nsimulated_state_dir = {tmp_path / 'hv'}\n")
+    bus_conf = (
+        f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/{vhost}\n"
+        f"[conductor]\nsimulated_state_dir = {tmp_path / 'hv'}\n"
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
     services = []
     try:
-        for user, args in (("scheduler", ["scheduler-worker"]),
-                           ("conductor", ["conductor-worker"]),
-                           ("conductor", ["conductor-worker", "--cell", "cell1"])):
+        for user, args in (
+            ("scheduler", ["scheduler-worker"]),
+            ("conductor", ["conductor-worker"]),
+            ("conductor", ["conductor-worker", "--cell", "cell1"]),
+        ):
             conf = _service_conf(tmp_path, keystone, user, extra=bus_conf)
-            services.append(subprocess.Popen(
-                [os.path.join(BIN, args[0]), "--config-file", conf, *args[1:]],
-                stderr=subprocess.PIPE, text=True, env=env))
+            services.append(
+                subprocess.Popen(
+                    [os.path.join(BIN, args[0]), "--config-file", conf, *args[1:]],
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    env=env,
+                )
+            )
         for proc in services:
             for line in proc.stderr:
                 if " serving topic " in line:
                     break
             else:
                 raise AssertionError(f"service exited {proc.wait()}")
-        res = _run("build-submit", "--config-file",
-                   _service_conf(tmp_path, keystone, "conductor", extra=bus_conf),
-                   "--requests", _specs(tmp_path / "b.jsonl", 20), "--json")
+        res = _run(
+            "build-submit",
+            "--config-file",
+            _service_conf(tmp_path, keystone, "conductor", extra=bus_conf),
+            "--requests",
+            _specs(tmp_path / "b.jsonl", 20),
+            "--json",
+        )
     finally:
         for proc in services:
             proc.terminate()
@@ -272,20 +344,32 @@ def test_services_use_password_users_across_token_expiry(keystone, placement, db
 
     # The power controller, as the service: a tick every second for a few
     # seconds, several token lifetimes in one process.
-    conf = _service_conf(tmp_path, keystone, "power",
-                         "[power]\nstatic_hp_frac = 0.5\nreconcile_interval = 1\n"
-                         "metrics_port = 0\n")
+    conf = _service_conf(
+        tmp_path,
+        keystone,
+        "power",
+        "[power]\nstatic_hp_frac = 0.5\nreconcile_interval = 1\nmetrics_port = 0\n",
+    )
     env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
-    proc = subprocess.Popen([os.path.join(BIN, "power-controller"), "--config-file", conf],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [os.path.join(BIN, "power-controller"), "--config-file", conf],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     time.sleep(4 * TOKEN_LIFE + 1)
     proc.terminate()
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "reconcile failed" not in err and "ERROR" not in err, err
     nodes = client.get("/nodes").get_json()["nodes"]
-    assert sorted(n["twin"]["profile"] for n in nodes) == ["eco", "eco", "performance",
-                                                          "performance"]
+    assert sorted(n["twin"]["profile"] for n in nodes) == [
+        "eco",
+        "eco",
+        "performance",
+        "performance",
+    ]
 
     # Every service logged in with its own user, and the scheduler and the
     # conductor outlived tokens mid-run: placement refused an expired token
@@ -295,8 +379,10 @@ def test_services_use_password_users_across_token_expiry(keystone, placement, db
         assert keystone.logins[user] >= 2, keystone.logins
         assert keystone.refused.get(user, 0) >= 1, keystone.refused
     # Allocations, reports and build requests landed under those tokens.
-    usages = sum(client.get(f"/resource_providers/{rp}/usages").get_json()["usages"]
-                 .get("VCPU", 0) for rp in hosts)
+    usages = sum(
+        client.get(f"/resource_providers/{rp}/usages").get_json()["usages"].get("VCPU", 0)
+        for rp in hosts
+    )
     assert usages == 60
 
 
@@ -311,7 +397,8 @@ def test_wrong_password_is_one_line(keystone, placement, tmp_path):
 
 
 def _service_conf_text(keystone, user, password):
-    return (f"[placement]\nauth_type = password\nauth_url = {keystone.url}/v3\n"
-            f"username = {user}\npassword = {password}\nproject_name = service\n"
-            "user_domain_id = default\nproject_domain_id = default\n")
-
+    return (
+        f"[placement]\nauth_type = password\nauth_url = {keystone.url}/v3\n"
+        f"username = {user}\npassword = {password}\nproject_name = service\n"
+        "user_domain_id = default\nproject_domain_id = default\n"
+    )

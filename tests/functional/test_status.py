@@ -24,10 +24,21 @@ def _status(tmp_path, config="", env=None, timeout=120):
     full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
     full_env.pop("OS_PLACEMENT_DATABASE__CONNECTION", None)
     full_env.update(env or {})
-    res = subprocess.run([os.path.join(BIN, "placement-status"), "--config-file", str(conf),
-                          "upgrade", "check", "--json"],
-                         capture_output=True, text=True, env=full_env, timeout=timeout,
-                         cwd=tmp_path)
+    res = subprocess.run(
+        [
+            os.path.join(BIN, "placement-status"),
+            "--config-file",
+            str(conf),
+            "upgrade",
+            "check",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=timeout,
+        cwd=tmp_path,
+    )
     assert "Traceback" not in res.stdout + res.stderr, res.stdout + res.stderr
     body = json.loads(res.stdout)
     return res.returncode, {c["check"]: (c["result"], c["details"]) for c in body["checks"]}
@@ -35,9 +46,13 @@ def _status(tmp_path, config="", env=None, timeout=120):
 
 def _synced_sqlite(tmp_path):
     url = f"sqlite:///{tmp_path}/placement.sqlite"
-    res = subprocess.run([os.path.join(BIN, "placement-manage"), "db", "sync"],
-                         env=dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url),
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [os.path.join(BIN, "placement-manage"), "db", "sync"],
+        env=dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return url
 
@@ -46,8 +61,7 @@ def test_all_pass_on_a_synced_database(tmp_path):
     url = _synced_sqlite(tmp_path)
     code, checks = _status(tmp_path, f"[placement_database]\nconnection = {url}\n")
     assert code == SUCCESS, checks
-    assert set(checks) == {"Database", "Policy File", "API Authentication",
-                           "Connection Budget"}
+    assert set(checks) == {"Database", "Policy File", "API Authentication", "Connection Budget"}
     assert checks["Database"][0] == SUCCESS
     assert checks["Database"][1].startswith("schema at revision ")
 
@@ -62,8 +76,10 @@ def test_missing_sqlite_file_fails_and_is_not_created(tmp_path):
 
 
 def test_unreachable_database_fails(tmp_path):
-    code, checks = _status(tmp_path, "[placement_database]\nconnection = "
-                           "postgresql+psycopg://postgres@127.0.0.1:1/placement\n")
+    code, checks = _status(
+        tmp_path,
+        "[placement_database]\nconnection = postgresql+psycopg://postgres@127.0.0.1:1/placement\n",
+    )
     assert code == FAILURE
     assert checks["Database"] == (FAILURE, checks["Database"][1])
     assert "cannot connect to database" in checks["Database"][1]
@@ -92,16 +108,25 @@ def test_postgresql_schema_and_connection_budget(tmp_path, empty_pg_url):
     assert code == FAILURE
     assert "no placement schema" in checks["Database"][1]
     assert "placement-manage db sync" in checks["Database"][1]
-    sync = subprocess.run([os.path.join(BIN, "placement-manage"), "--config-file",
-                           str(tmp_path / "placement.conf"), "db", "sync"],
-                          capture_output=True, text=True, timeout=120)
+    sync = subprocess.run(
+        [
+            os.path.join(BIN, "placement-manage"),
+            "--config-file",
+            str(tmp_path / "placement.conf"),
+            "db",
+            "sync",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert sync.returncode == 0, sync.stderr
     code, checks = _status(tmp_path, config + "[DEFAULT]\nworkers = 2\n")
     assert code == SUCCESS, checks
-    assert checks["Connection Budget"] == (
-        SUCCESS, checks["Connection Budget"][1])
+    assert checks["Connection Budget"] == (SUCCESS, checks["Connection Budget"][1])
     assert checks["Connection Budget"][1].startswith(
-        "2 worker(s) x (pool_size 10 + max_overflow 10) = 40 connections")
+        "2 worker(s) x (pool_size 10 + max_overflow 10) = 40 connections"
+    )
     # 4 x (100 + 100) cannot fit PostgreSQL's max_connections.
     code, checks = _status(tmp_path, config + "pool_size = 100\n[DEFAULT]\nworkers = 4\n")
     assert code == WARNING
@@ -137,34 +162,56 @@ def test_paused_database_fails_within_the_time_limit(tmp_path):
     assert elapsed < 30
 
 
-@pytest.mark.parametrize("content,expected,words", [
-    ('"placement:resource_providers:list": "role:admin"\n', SUCCESS, "1 rule(s), all known"),
-    ('{"placement:resource_providers:list": "role:admin"}', WARNING, "JSON-formatted"),
-    ('"placement:resource_provider:list": "role:admin"\n', WARNING,
-     "placement:resource_provider:list"),
-    ('"placement:traits:list": [unclosed\n', FAILURE, "cannot be read"),
-    ('"placement:traits:list": "role:admin and or"\n', FAILURE,
-     "do not parse (oslo.policy would deny everything they guard): placement:traits:list"),
-], ids=["valid", "json", "unknown-rule", "bad-yaml", "bad-rule"])
+@pytest.mark.parametrize(
+    "content,expected,words",
+    [
+        ('"placement:resource_providers:list": "role:admin"\n', SUCCESS, "1 rule(s), all known"),
+        ('{"placement:resource_providers:list": "role:admin"}', WARNING, "JSON-formatted"),
+        (
+            '"placement:resource_provider:list": "role:admin"\n',
+            WARNING,
+            "placement:resource_provider:list",
+        ),
+        ('"placement:traits:list": [unclosed\n', FAILURE, "cannot be read"),
+        (
+            '"placement:traits:list": "role:admin and or"\n',
+            FAILURE,
+            "do not parse (oslo.policy would deny everything they guard): placement:traits:list",
+        ),
+    ],
+    ids=["valid", "json", "unknown-rule", "bad-yaml", "bad-rule"],
+)
 def test_policy_file(tmp_path, content, expected, words):
     url = _synced_sqlite(tmp_path)
     policy = tmp_path / "policy.yaml"
     policy.write_text(content)
-    code, checks = _status(tmp_path, f"[placement_database]\nconnection = {url}\n"
-                           f"[oslo_policy]\npolicy_file = {policy}\n")
+    code, checks = _status(
+        tmp_path,
+        f"[placement_database]\nconnection = {url}\n[oslo_policy]\npolicy_file = {policy}\n",
+    )
     assert checks["Policy File"][0] == expected, checks["Policy File"]
     assert words in checks["Policy File"][1]
     assert code == expected
 
 
-@pytest.mark.parametrize("config,expected,words", [
-    ("[DEFAULT]\nhost = 0.0.0.0\n", FAILURE, "placement-api refuses to start"),
-    ("[DEFAULT]\nhost = 0.0.0.0\n[api]\nallow_insecure_noauth = True\n", WARNING,
-     "anyone who can reach the port is an admin"),
-    ("[DEFAULT]\nhost = ::1\n", SUCCESS, "noauth2 on loopback (::1) only"),
-    ("[DEFAULT]\nhost = 0.0.0.0\n[api]\nauth_strategy = keystone\n", SUCCESS,
-     "auth_strategy = keystone"),
-], ids=["noauth2-everywhere", "noauth2-everywhere-allowed", "noauth2-loopback", "keystone"])
+@pytest.mark.parametrize(
+    "config,expected,words",
+    [
+        ("[DEFAULT]\nhost = 0.0.0.0\n", FAILURE, "placement-api refuses to start"),
+        (
+            "[DEFAULT]\nhost = 0.0.0.0\n[api]\nallow_insecure_noauth = True\n",
+            WARNING,
+            "anyone who can reach the port is an admin",
+        ),
+        ("[DEFAULT]\nhost = ::1\n", SUCCESS, "noauth2 on loopback (::1) only"),
+        (
+            "[DEFAULT]\nhost = 0.0.0.0\n[api]\nauth_strategy = keystone\n",
+            SUCCESS,
+            "auth_strategy = keystone",
+        ),
+    ],
+    ids=["noauth2-everywhere", "noauth2-everywhere-allowed", "noauth2-loopback", "keystone"],
+)
 def test_api_authentication(tmp_path, config, expected, words):
     url = _synced_sqlite(tmp_path)
     code, checks = _status(tmp_path, f"{config}[placement_database]\nconnection = {url}\n")
@@ -176,8 +223,12 @@ def test_api_authentication(tmp_path, config, expected, words):
 def test_bad_config_is_one_line(tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_text("[api]\nauth_strategy = nonsense\n")
-    res = subprocess.run([os.path.join(BIN, "placement-status"), "--config-file", str(conf),
-                          "upgrade", "check"], capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        [os.path.join(BIN, "placement-status"), "--config-file", str(conf), "upgrade", "check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert res.returncode != 0
     assert "Traceback" not in res.stderr
     assert res.stderr.startswith("placement-status: error: bad configuration")

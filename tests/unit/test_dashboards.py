@@ -36,11 +36,13 @@ SERVICE_PACKAGES = ("placement", "scheduler", "conductor", "powerpolicy", "joule
 TARGET_LABELS = frozenset({"job", "instance"})
 # Grafana's built-in interval variables, as Prometheus would receive them.
 GRAFANA_INTERVALS = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
-_IMPORTS_PROMETHEUS = re.compile(r"^\s*(import prometheus_client|from prometheus_client)",
-                                 re.MULTILINE)
+_IMPORTS_PROMETHEUS = re.compile(
+    r"^\s*(import prometheus_client|from prometheus_client)", re.MULTILINE
+)
 
 
 # -- what the code exports ----------------------------------------------------
+
 
 def metric_modules():
     """Names of the service modules that import prometheus_client."""
@@ -83,9 +85,10 @@ def module_collectors(module):
             signature = inspect.signature(cls)
         except (TypeError, ValueError):
             continue
-        if any(p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL,
-                                                                          p.VAR_KEYWORD)
-               for p in signature.parameters.values()):
+        if any(
+            p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+            for p in signature.parameters.values()
+        ):
             continue
         found.update(_collectors_in(cls()))
     return found
@@ -108,8 +111,13 @@ def _labels_of(collector, series_name):
         if collector._type == "histogram" and series_name.endswith("_bucket"):
             labels.add("le")
         return labels
-    return {name for family in collector.collect() for sample in family.samples
-            if sample.name == series_name for name in sample.labels}
+    return {
+        name
+        for family in collector.collect()
+        for sample in family.samples
+        if sample.name == series_name
+        for name in sample.labels
+    }
 
 
 def exported_series():
@@ -122,12 +130,12 @@ def exported_series():
             missing.append(name)
         for collector, names in collectors.items():
             for series_name in _series_names(collector, names):
-                series.setdefault(series_name, set()).update(
-                    _labels_of(collector, series_name))
+                series.setdefault(series_name, set()).update(_labels_of(collector, series_name))
     assert not missing, (
         f"{', '.join(missing)} import prometheus_client but define no metric this test can "
         "find: keep metrics in a module-level registry or metric object, or in a class that "
-        "constructs without arguments and holds its registry as an attribute")
+        "constructs without arguments and holds its registry as an attribute"
+    )
     return series
 
 
@@ -139,6 +147,7 @@ def exported():
 
 
 # -- what the dashboards and rules query -----------------------------------------
+
 
 def _grafana_to_promql(expr):
     for var, value in GRAFANA_INTERVALS.items():
@@ -161,8 +170,12 @@ def dashboard_queries(path):
             continue
         assert panel.get("targets"), f"{path.name}: panel {panel['title']!r} has no query"
         for target in panel["targets"]:
-            out.append((f"{path.name}: panel {panel['title']!r} {target['refId']}",
-                        _grafana_to_promql(target["expr"])))
+            out.append(
+                (
+                    f"{path.name}: panel {panel['title']!r} {target['refId']}",
+                    _grafana_to_promql(target["expr"]),
+                )
+            )
     return out
 
 
@@ -186,8 +199,11 @@ def dashboard_variables(path):
 def rule_queries(path):
     """[(where, PromQL)] of every alerting and recording rule of a rule file."""
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return [(f"{path.name}: {rule.get('alert') or rule.get('record')}", rule["expr"])
-            for group in data["groups"] for rule in group["rules"]]
+    return [
+        (f"{path.name}: {rule.get('alert') or rule.get('record')}", rule["expr"])
+        for group in data["groups"]
+        for rule in group["rules"]
+    ]
 
 
 def referenced(expr):
@@ -226,8 +242,9 @@ def referenced(expr):
         elif isinstance(node, promql_parser.Call):
             for arg in node.args:
                 walk(arg)
-        elif isinstance(node, promql_parser.ParenExpr | promql_parser.UnaryExpr
-                        | promql_parser.SubqueryExpr):
+        elif isinstance(
+            node, promql_parser.ParenExpr | promql_parser.UnaryExpr | promql_parser.SubqueryExpr
+        ):
             walk(node.expr)
         elif not isinstance(node, promql_parser.NumberLiteral | promql_parser.StringLiteral):
             raise AssertionError(f"unhandled PromQL node {type(node).__name__} in {expr!r}")
@@ -243,8 +260,10 @@ def problems(expr, exported):
     known = set(TARGET_LABELS)
     for metric in metrics & set(exported):
         known |= exported[metric]
-    out += [f"label {label} is on none of {', '.join(sorted(metrics))}"
-            for label in sorted(labels - known)]
+    out += [
+        f"label {label} is on none of {', '.join(sorted(metrics))}"
+        for label in sorted(labels - known)
+    ]
     return out
 
 
@@ -259,14 +278,18 @@ def all_queries():
 
 # -- the checks ----------------------------------------------------------------
 
+
 def test_there_is_something_to_check():
     assert DASHBOARDS and RULE_FILES
     assert len(all_queries()) >= 10
 
 
 def test_every_query_reads_only_exported_metrics_and_labels(exported):
-    failures = [f"{where}: {problem} ({expr})"
-                for where, expr in all_queries() for problem in problems(expr, exported)]
+    failures = [
+        f"{where}: {problem} ({expr})"
+        for where, expr in all_queries()
+        for problem in problems(expr, exported)
+    ]
     assert not failures, "\n".join(failures)
 
 
@@ -287,18 +310,25 @@ def test_the_issue_panels_and_alerts_are_there():
     for path in DASHBOARDS:
         for _, expr in dashboard_queries(path):
             read |= referenced(expr)[0]
-    for metric in ("joulie_policy_family_nodes", "joulie_policy_family_performance_nodes",
-                   "joulie_policy_state_transitions_total", "joulie_policy_hp_count",
-                   "placement_api_requests_total",
-                   "placement_api_request_duration_seconds_bucket",
-                   "joule_scheduler_requests_total",
-                   "joule_scheduler_no_valid_host_by_filter_total",
-                   "joule_scheduler_races_lost_total"):
+    for metric in (
+        "joulie_policy_family_nodes",
+        "joulie_policy_family_performance_nodes",
+        "joulie_policy_state_transitions_total",
+        "joulie_policy_hp_count",
+        "placement_api_requests_total",
+        "placement_api_request_duration_seconds_bucket",
+        "joule_scheduler_requests_total",
+        "joule_scheduler_no_valid_host_by_filter_total",
+        "joule_scheduler_races_lost_total",
+    ):
         assert metric in read, metric
-    alerts = {where.split(": ", 1)[1]: expr for path in RULE_FILES
-              for where, expr in rule_queries(path)}
-    assert "joulie_policy_last_reconcile_success_timestamp_seconds" in referenced(
-        alerts["PowerControllerNotReconciling"])[0]
+    alerts = {
+        where.split(": ", 1)[1]: expr for path in RULE_FILES for where, expr in rule_queries(path)
+    }
+    assert (
+        "joulie_policy_last_reconcile_success_timestamp_seconds"
+        in referenced(alerts["PowerControllerNotReconciling"])[0]
+    )
     metrics, labels = referenced(alerts["PlacementAPIServerErrors"])
     assert metrics == {"placement_api_requests_total"} and labels == {"status"}
     metrics, labels = referenced(alerts["SchedulerNoValidHost"])
@@ -308,24 +338,30 @@ def test_the_issue_panels_and_alerts_are_there():
 def test_the_checker_catches_drift(exported):
     # What a renamed metric or label would look like: the checks above are not vacuous.
     assert problems('sum by (family) (joulie_policy_family_nodes{famly="x"})', exported) == [
-        "label famly is on none of joulie_policy_family_nodes"]
+        "label famly is on none of joulie_policy_family_nodes"
+    ]
     assert problems("joulie_policy_family_node", exported) == [
-        "metric joulie_policy_family_node is not exported"]
+        "metric joulie_policy_family_node is not exported"
+    ]
     assert problems("sum by (result) (rate(joulie_policy_reconciles_total[5m]))", exported) == [
-        "label result is on none of joulie_policy_reconciles_total"]
-    assert problems('x / on (family) group_left (outcome) joulie_policy_family_nodes',
-                    exported) == ["metric x is not exported",
-                                  "label outcome is on none of joulie_policy_family_nodes, x"]
+        "label result is on none of joulie_policy_reconciles_total"
+    ]
+    assert problems(
+        "x / on (family) group_left (outcome) joulie_policy_family_nodes", exported
+    ) == ["metric x is not exported", "label outcome is on none of joulie_policy_family_nodes, x"]
     assert problems('{__name__="joulie_policy_hp_count", job="power"}', exported) == []
     # A histogram's buckets carry le; its count does not.
-    assert problems("sum by (le) (rate(placement_api_request_duration_seconds_bucket[5m]))",
-                    exported) == []
-    assert problems("sum by (le) (rate(placement_api_request_duration_seconds_count[5m]))",
-                    exported) == [
-        "label le is on none of placement_api_request_duration_seconds_count"]
+    assert (
+        problems("sum by (le) (rate(placement_api_request_duration_seconds_bucket[5m]))", exported)
+        == []
+    )
+    assert problems(
+        "sum by (le) (rate(placement_api_request_duration_seconds_count[5m]))", exported
+    ) == ["label le is on none of placement_api_request_duration_seconds_count"]
     # Counters are scraped with _total; the bare name is no series.
     assert problems("rate(joulie_policy_reconciles[5m])", exported) == [
-        "metric joulie_policy_reconciles is not exported"]
+        "metric joulie_policy_reconciles is not exported"
+    ]
     assert problems("rate(joulie_policy_reconciles_total[5m])", exported) == []
 
 
@@ -349,8 +385,13 @@ def _promtool():
 
 def test_promtool_checks_the_rule_files():
     promtool = _promtool()
-    proc = subprocess.run([promtool, "check", "rules", *map(str, RULE_FILES)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [promtool, "check", "rules", *map(str, RULE_FILES)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -358,12 +399,25 @@ def test_promtool_parses_every_panel_query(tmp_path):
     """Prometheus' own parser on the panel queries, as recording rules."""
     promtool = _promtool()
     queries = [q for path in DASHBOARDS for q in dashboard_queries(path)]
-    rules = {"groups": [{"name": "dashboard_queries", "rules": [
-        {"record": f"dashboard:query_{i}", "expr": expr}
-        for i, (_, expr) in enumerate(queries)]}]}
+    rules = {
+        "groups": [
+            {
+                "name": "dashboard_queries",
+                "rules": [
+                    {"record": f"dashboard:query_{i}", "expr": expr}
+                    for i, (_, expr) in enumerate(queries)
+                ],
+            }
+        ]
+    }
     path = tmp_path / "dashboard-queries.yml"
     path.write_text(yaml.safe_dump(rules), encoding="utf-8")
-    proc = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True,
-                          text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [promtool, "check", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"SUCCESS: {len(queries)} rules found" in proc.stdout

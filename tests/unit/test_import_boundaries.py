@@ -70,8 +70,7 @@ def test_module_imports_only_what_its_package_may(path, package):
 def test_every_package_is_checked():
     # Tests, benchmarks and tools drive the services from outside: they may
     # import anything.
-    shipped = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {
-        "tests", "benchmarks", "tools"}
+    shipped = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests", "benchmarks", "tools"}
     assert shipped <= FIRST_PARTY, f"add {sorted(shipped - FIRST_PARTY)} to ALLOWED"
 
 
@@ -84,7 +83,12 @@ def test_checker_sees_imports_in_any_form(tmp_path):
         "def f():\n"
         "    from conductor.manager import Conductor\n"
         "from . import sibling\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     found = imported_packages(bad.read_text(encoding="utf-8"), "placement")
     assert sorted(found, key=lambda f: f[1]) == [
-        ("powerpolicy", 1), ("scheduler", 2), ("conductor", 4), ("placement", 5)]
+        ("powerpolicy", 1),
+        ("scheduler", 2),
+        ("conductor", 4),
+        ("placement", 5),
+    ]

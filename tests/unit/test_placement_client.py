@@ -23,9 +23,20 @@ def resp(status, body=None, headers=None):
 
 
 def err(status, detail, code="placement.undefined_code", headers=None):
-    return resp(status, {"errors": [{"status": status, "title": "x", "code": code,
-                                     "detail": f"Generic explanation.\n\n {detail}  "}]},
-                headers)
+    return resp(
+        status,
+        {
+            "errors": [
+                {
+                    "status": status,
+                    "title": "x",
+                    "code": code,
+                    "detail": f"Generic explanation.\n\n {detail}  ",
+                }
+            ]
+        },
+        headers,
+    )
 
 
 class Transport(requests.Session):
@@ -48,22 +59,31 @@ class Transport(requests.Session):
 def client(answers, token="admin", **kwargs):
     transport = Transport(answers)
     sleeps = []
-    c = pc.PlacementClient.for_endpoint("http://p/", token=token, sleep=sleeps.append,
-                                        **kwargs)
+    c = pc.PlacementClient.for_endpoint("http://p/", token=token, sleep=sleeps.append, **kwargs)
     c.adapter.session.session = transport
     return c, transport, sleeps
 
 
 def test_walks_next_links_with_node_data():
-    c, t, _ = client([
-        resp(200, {"allocation_requests": [1], "links": [
-            {"rel": "next", "href": "/allocation_candidates?x=1&page_marker=abc"}]}),
-        resp(200, {"allocation_requests": [2], "links": []}),
-    ])
+    c, t, _ = client(
+        [
+            resp(
+                200,
+                {
+                    "allocation_requests": [1],
+                    "links": [
+                        {"rel": "next", "href": "/allocation_candidates?x=1&page_marker=abc"}
+                    ],
+                },
+            ),
+            resp(200, {"allocation_requests": [2], "links": []}),
+        ]
+    )
     pages = list(c.candidate_pages([("resources", "VCPU:1")], 50))
     assert [p["allocation_requests"] for p in pages] == [[1], [2]]
     assert t.sent[0][1].startswith(
-        "http://p/allocation_candidates?resources=VCPU%3A1&page_size=50&node_data=true")
+        "http://p/allocation_candidates?resources=VCPU%3A1&page_size=50&node_data=true"
+    )
     assert t.sent[1][1] == "http://p/allocation_candidates?x=1&page_marker=abc"
     headers = t.sent[0][2]["headers"]
     assert headers["openstack-api-version"] == "placement 1.39"
@@ -71,14 +91,20 @@ def test_walks_next_links_with_node_data():
 
 
 def test_next_link_under_a_prefix_and_links_that_leave_the_route():
-    c, t, _ = client([resp(200, {"links": [
-        {"rel": "next", "href": "/placement/allocation_candidates?m=2"}]}),
-        resp(200, {"links": []})])
+    c, t, _ = client(
+        [
+            resp(200, {"links": [{"rel": "next", "href": "/placement/allocation_candidates?m=2"}]}),
+            resp(200, {"links": []}),
+        ]
+    )
     c.adapter.endpoint_override = "http://p/placement"
     list(c.candidate_pages([], 10))
     assert t.sent[1][1] == "http://p/placement/allocation_candidates?m=2"
-    for href in ("/traits/CUSTOM_X?m=1", "http://evil/allocation_candidates?m=1",
-                 "/allocation_candidates/../traits?m=1"):
+    for href in (
+        "/traits/CUSTOM_X?m=1",
+        "http://evil/allocation_candidates?m=1",
+        "/allocation_candidates/../traits?m=1",
+    ):
         c, t, _ = client([resp(200, {"links": [{"rel": "next", "href": href}]})])
         with pytest.raises(pc.PlacementError, match="leaves /allocation_candidates"):
             list(c.candidate_pages([], 10))
@@ -86,24 +112,31 @@ def test_next_link_under_a_prefix_and_links_that_leave_the_route():
 
 
 def test_a_repeating_next_link_stops_with_an_error():
-    loop = {"allocation_requests": [], "links": [
-        {"rel": "next", "href": "/allocation_candidates?m=1"}]}
+    loop = {
+        "allocation_requests": [],
+        "links": [{"rel": "next", "href": "/allocation_candidates?m=1"}],
+    }
     c, _, _ = client([resp(200, loop) for _ in range(3)])
     with pytest.raises(pc.PlacementError, match="paging did not terminate"):
         list(c.candidate_pages([], 10))
 
 
 def test_every_status_has_its_exception_under_one_base():
-    c, _, _ = client([
-        err(409, "consumer generation conflict - expected null but got 1",
-            "placement.concurrent_update"),
-        err(409, "Unable to allocate inventory"),
-        err(400, "Invalid resource class in resources parameter"),
-        err(404, "No consumer", "placement.undefined_code"),
-        err(500, "boom"),
-        err(401, "The request you have made requires authentication."),
-        err(403, "Policy does not allow"),
-    ])
+    c, _, _ = client(
+        [
+            err(
+                409,
+                "consumer generation conflict - expected null but got 1",
+                "placement.concurrent_update",
+            ),
+            err(409, "Unable to allocate inventory"),
+            err(400, "Invalid resource class in resources parameter"),
+            err(404, "No consumer", "placement.undefined_code"),
+            err(500, "boom"),
+            err(401, "The request you have made requires authentication."),
+            err(403, "Policy does not allow"),
+        ]
+    )
     areq = {"allocations": {"rp": {"resources": {"VCPU": 1}}}}
     with pytest.raises(pc.Conflict) as e1:
         c.put_allocations("c", areq, "p", "u")
@@ -114,7 +147,9 @@ def test_every_status_has_its_exception_under_one_base():
     with pytest.raises(pc.BadRequest) as e3:
         c.get_allocations("c")
     assert (e3.value.status, e3.value.detail) == (
-        400, "Invalid resource class in resources parameter")
+        400,
+        "Invalid resource class in resources parameter",
+    )
     with pytest.raises(pc.NotFound) as e4:
         c.list_nodes()
     assert e4.value.route_missing
@@ -125,16 +160,26 @@ def test_every_status_has_its_exception_under_one_base():
     with pytest.raises(pc.PlacementError) as e7:
         c.list_nodes()
     assert type(e7.value) is pc.PlacementError and e7.value.status == 403
-    for kind in (pc.PlacementUnreachable, pc.AuthenticationFailed, pc.BadRequest,
-                 pc.NotFound, pc.Conflict, pc.ServerError):
+    for kind in (
+        pc.PlacementUnreachable,
+        pc.AuthenticationFailed,
+        pc.BadRequest,
+        pc.NotFound,
+        pc.Conflict,
+        pc.ServerError,
+    ):
         assert issubclass(kind, pc.PlacementError)
 
 
 def test_503_is_retried_honouring_retry_after_up_to_a_cap():
-    c, t, sleeps = client([err(503, "db down", headers={"Retry-After": "3"}),
-                           err(503, "db down", headers={"Retry-After": "3600"}),
-                           err(503, "db down"),
-                           resp(204)])
+    c, t, sleeps = client(
+        [
+            err(503, "db down", headers={"Retry-After": "3"}),
+            err(503, "db down", headers={"Retry-After": "3600"}),
+            err(503, "db down"),
+            resp(204),
+        ]
+    )
     # A write: 503 means placement did not carry it out, so it is retried.
     c.put_allocations("c", {"allocations": {}}, "p", "u")
     assert len(t.sent) == 4
@@ -150,9 +195,10 @@ def test_503_retries_are_bounded():
 
 
 def test_unclaim_is_idempotent_and_retried_when_unreachable():
-    c, t, sleeps = client([resp(204), err(404, "nothing"),
-                           requests.ConnectionError("Connection refused"), resp(204)],
-                          connect_retries=1)
+    c, t, sleeps = client(
+        [resp(204), err(404, "nothing"), requests.ConnectionError("Connection refused"), resp(204)],
+        connect_retries=1,
+    )
     c.delete_allocations("x")
     c.delete_allocations("x")
     c.delete_allocations("x")  # first attempt unreachable, retried
@@ -160,20 +206,23 @@ def test_unclaim_is_idempotent_and_retried_when_unreachable():
 
 
 def test_claims_are_not_blindly_retried_when_unreachable():
-    c, t, _ = client([requests.ConnectionError("Connection refused"), resp(204)],
-                     connect_retries=3)
-    with pytest.raises(pc.PlacementUnreachable,
-                       match=r"^placement at http://p is unreachable \(PUT /allocations/c\): "
-                             "connection refused$"):
+    c, t, _ = client([requests.ConnectionError("Connection refused"), resp(204)], connect_retries=3)
+    with pytest.raises(
+        pc.PlacementUnreachable,
+        match=r"^placement at http://p is unreachable \(PUT /allocations/c\): "
+        "connection refused$",
+    ):
         c.put_allocations("c", {"allocations": {}}, "p", "u")
     assert len(t.sent) == 1
 
 
-@pytest.mark.parametrize("bad_id", ["../traits/CUSTOM_X", "a/b", "x?y=1", "x#y", "%2e%2e",
-                                    "..", ".", "a%2Fb c"])
+@pytest.mark.parametrize(
+    "bad_id", ["../traits/CUSTOM_X", "a/b", "x?y=1", "x#y", "%2e%2e", "..", ".", "a%2Fb c"]
+)
 def test_every_path_segment_is_quoted(bad_id):
-    c, t, _ = client([resp(204), resp(200, {"allocations": {}}), resp(200, {}),
-                      resp(200, {"status": "placed"})])
+    c, t, _ = client(
+        [resp(204), resp(200, {"allocations": {}}), resp(200, {}), resp(200, {"status": "placed"})]
+    )
     c.delete_allocations(bad_id)
     c.get_allocations(bad_id)
     c.put_report(bad_id, "p", {})
@@ -195,14 +244,20 @@ def _conf(text, tmp_path, legacy="placement_client"):
 
 
 def test_deprecated_options_still_configure_the_client(tmp_path):
-    conf = _conf("[placement_client]\nendpoint = http://old:1234\ntoken = sekrit\n"
-                 "timeout = 7.5\nconnect_retries = 0\n", tmp_path)
+    conf = _conf(
+        "[placement_client]\nendpoint = http://old:1234\ntoken = sekrit\n"
+        "timeout = 7.5\nconnect_retries = 0\n",
+        tmp_path,
+    )
     c = pc.PlacementClient.from_conf(conf, "placement_client")
     assert c.endpoint == "http://old:1234"
     assert c.connect_retries == 0 and c.adapter.session.timeout == 7.5
     assert c.adapter.session.get_auth_headers(c.adapter.auth) == {"X-Auth-Token": "sekrit"}
-    power = _conf("[power]\nplacement_endpoint = http://p2:1\nrequest_timeout = 3\n"
-                  "placement_token = t2\n", tmp_path, legacy="power")
+    power = _conf(
+        "[power]\nplacement_endpoint = http://p2:1\nrequest_timeout = 3\nplacement_token = t2\n",
+        tmp_path,
+        legacy="power",
+    )
     c = pc.PlacementClient.from_conf(power, "power")
     assert (c.endpoint, c.adapter.session.timeout) == ("http://p2:1", 3.0)
     assert c.adapter.session.get_auth_headers(c.adapter.auth) == {"X-Auth-Token": "t2"}
@@ -214,16 +269,22 @@ def test_defaults_are_the_development_setup(tmp_path):
     # keystoneauth's noauth plugin: the token placement's noauth2 takes as admin.
     assert c.adapter.session.get_auth_headers(c.adapter.auth) == {"X-Auth-Token": "notused"}
     assert c.adapter.session.timeout == pc.DEFAULT_TIMEOUT
-    conf = _conf("[placement]\nendpoint_override = http://new:1\n"
-                 "[placement_client]\nendpoint = http://old:1\n", tmp_path)
+    conf = _conf(
+        "[placement]\nendpoint_override = http://new:1\n"
+        "[placement_client]\nendpoint = http://old:1\n",
+        tmp_path,
+    )
     assert pc.PlacementClient.from_conf(conf).endpoint == "http://new:1"
 
 
 def test_password_auth_is_loaded_from_the_group(tmp_path):
-    conf = _conf("[placement]\nauth_type = password\nauth_url = http://keystone/v3\n"
-                 "username = sched\npassword = pw\nproject_name = service\n"
-                 "user_domain_id = default\nproject_domain_id = default\n"
-                 "region_name = RegionTwo\n", tmp_path)
+    conf = _conf(
+        "[placement]\nauth_type = password\nauth_url = http://keystone/v3\n"
+        "username = sched\npassword = pw\nproject_name = service\n"
+        "user_domain_id = default\nproject_domain_id = default\n"
+        "region_name = RegionTwo\n",
+        tmp_path,
+    )
     pc.check_conf(conf)
     c = pc.PlacementClient.from_conf(conf)
     assert type(c.adapter.auth).__name__ == "Password"

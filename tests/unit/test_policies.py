@@ -36,8 +36,9 @@ UPSTREAM_RULES = {
     "service_api": "role:service",
     "admin_or_service_api": "role:admin or role:service",
     "project_reader_api": "role:reader and project_id:%(project_id)s",
-    "admin_or_project_reader_or_service_api":
-        "role:admin or rule:project_reader_api or role:service",
+    "admin_or_project_reader_or_service_api": (
+        "role:admin or rule:project_reader_api or role:service"
+    ),
     "placement:resource_providers:list": ADMIN_OR_SERVICE,
     "placement:resource_providers:create": ADMIN_OR_SERVICE,
     "placement:resource_providers:show": ADMIN_OR_SERVICE,
@@ -138,7 +139,10 @@ def _conf(secure, **oslo_policy_opts):
 def _context(persona, enforcer):
     roles, project, system = PERSONAS[persona]
     return context_mod.RequestContext(
-        user_id="u-" + persona, project_id=project, roles=roles, system_scope=system,
+        user_id="u-" + persona,
+        project_id=project,
+        roles=roles,
+        system_scope=system,
         enforcer=enforcer,
     )
 
@@ -157,8 +161,12 @@ def test_upstream_rule_names_and_defaults():
             assert registered[name].scope_types == ["project"], name
     deprecated = {n for n, r in registered.items() if r.deprecated_rule is not None}
     # The base rules carry upstream's deprecated "role:admin" fallback.
-    assert deprecated == {"service_api", "admin_or_service_api", "project_reader_api",
-                          "admin_or_project_reader_or_service_api"}
+    assert deprecated == {
+        "service_api",
+        "admin_or_service_api",
+        "project_reader_api",
+        "admin_or_project_reader_or_service_api",
+    }
 
 
 def test_extension_rules_registered_project_scoped_admin_or_service():
@@ -169,9 +177,20 @@ def test_extension_rules_registered_project_scoped_admin_or_service():
     assert set(registered) == set(UPSTREAM_RULES) | set(EXTENSION_RULES)
 
 
-@pytest.mark.parametrize("rule", sorted(set(UPSTREAM_RULES) - {
-    "admin_api", "service_api", "admin_or_service_api", "project_reader_api",
-    "admin_or_project_reader_or_service_api"}) + EXTENSION_RULES)
+@pytest.mark.parametrize(
+    "rule",
+    sorted(
+        set(UPSTREAM_RULES)
+        - {
+            "admin_api",
+            "service_api",
+            "admin_or_service_api",
+            "project_reader_api",
+            "admin_or_project_reader_or_service_api",
+        }
+    )
+    + EXTENSION_RULES,
+)
 def test_verdicts_per_persona(enforcer, rule):
     secure, enf = enforcer
     expected = ALLOWED[_kind(rule)][1 if secure else 0]
@@ -198,7 +217,8 @@ def test_usages_default_target_is_the_callers_project(enforcer):
     _secure, enf = enforcer
     assert _context("project_reader", enf).can("placement:usages", fatal=False)
     assert not _context("project_reader", enf).can(
-        "placement:usages", target={"project_id": None}, fatal=False)
+        "placement:usages", target={"project_id": None}, fatal=False
+    )
 
 
 def test_unregistered_rule_is_a_bug_not_a_denial():
@@ -211,22 +231,20 @@ def test_enforce_scope_false_still_refuses_system_scope():
     # The option is accepted for old config files; scope checks stay on, as
     # upstream with oslo.policy >= 4.5.
     enf = policy.Enforcer(_conf(False, enforce_scope=False))
-    assert not _context("system_admin", enf).can("placement:resource_providers:list",
-                                                 fatal=False)
-    assert _context("project_admin", enf).can("placement:resource_providers:list",
-                                              fatal=False)
+    assert not _context("system_admin", enf).can("placement:resource_providers:list", fatal=False)
+    assert _context("project_admin", enf).can("placement:resource_providers:list", fatal=False)
 
 
 def test_policy_file_overrides_defaults(tmp_path):
     path = tmp_path / "policy.yaml"
-    path.write_text('"placement:nodes:show": "role:reader"\n'
-                    '"placement:resource_providers:list": "!"\n')
+    path.write_text(
+        '"placement:nodes:show": "role:reader"\n"placement:resource_providers:list": "!"\n'
+    )
     conf = _conf(True)
     conf.set_override("policy_file", str(path), group="oslo_policy")
     enf = policy.Enforcer(conf)
     assert _context("project_reader", enf).can("placement:nodes:show", fatal=False)
-    assert not _context("project_admin", enf).can("placement:resource_providers:list",
-                                                  fatal=False)
+    assert not _context("project_admin", enf).can("placement:resource_providers:list", fatal=False)
     # Rules the file does not mention keep their defaults.
     assert not _context("project_reader", enf).can("placement:nodes:list", fatal=False)
 
@@ -244,8 +262,7 @@ def test_each_enforcer_is_independent():
     legacy = policy.Enforcer(_conf(False))
     secure = policy.Enforcer(_conf(True))
     assert _context("project_admin", legacy).can("placement:reshaper:reshape", fatal=False)
-    assert not _context("project_admin", secure).can("placement:reshaper:reshape",
-                                                     fatal=False)
+    assert not _context("project_admin", secure).can("placement:reshaper:reshape", fatal=False)
 
 
 def _generate(tmp_path, tool, generator_conf):
@@ -257,23 +274,35 @@ def _generate(tmp_path, tool, generator_conf):
         f"sys.exit(gen.{tool[2]}(['--config-file', {generator_conf!r}, "
         f"'--output-file', {str(out)!r}]))\n"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, timeout=120
+    )
     return out.read_text()
 
 
-@pytest.mark.parametrize("sample,tool,generator_conf", [
-    ("etc/placement/policy.yaml.sample", ("oslo_policy", "generator", "generate_sample"),
-     "etc/placement/policy-generator.conf"),
-    ("etc/placement/placement.conf.sample", ("oslo_config", "generator", "main"),
-     "etc/placement/config-generator.conf"),
-], ids=["policy", "config"])
+@pytest.mark.parametrize(
+    "sample,tool,generator_conf",
+    [
+        (
+            "etc/placement/policy.yaml.sample",
+            ("oslo_policy", "generator", "generate_sample"),
+            "etc/placement/policy-generator.conf",
+        ),
+        (
+            "etc/placement/placement.conf.sample",
+            ("oslo_config", "generator", "main"),
+            "etc/placement/config-generator.conf",
+        ),
+    ],
+    ids=["policy", "config"],
+)
 def test_samples_are_current(tmp_path, sample, tool, generator_conf):
     """The committed samples match the code; regenerate with ``tox -e genconfig``."""
     with open(os.path.join(REPO, sample)) as f:
         committed = f.read()
     assert _generate(tmp_path, tool, generator_conf) == committed, (
-        f"{sample} is stale: run tox -e genconfig")
+        f"{sample} is stale: run tox -e genconfig"
+    )
 
 
 def test_get_enforcer_entry_point_has_every_rule(monkeypatch):

@@ -14,8 +14,12 @@ SAMPLE = pathlib.Path(__file__).parents[2] / "etc" / "scheduler" / "request-spec
 
 
 def base(**kw):
-    spec = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024},
-            "project_id": "p", "user_id": "u"}
+    spec = {
+        "version": "1.0",
+        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
+        "project_id": "p",
+        "user_id": "u",
+    }
     spec.update(kw)
     return spec
 
@@ -27,10 +31,16 @@ def problems_of(data):
 
 
 def test_valid_spec_loads_builds_the_query_and_round_trips():
-    spec = rs.load_request_spec(base(
-        required=["HW_CPU_X86_AVX2"], forbidden=["CUSTOM_SLOW"], member_of=[[AGG], AGG],
-        groups={"_GPU": {"resources": {"VGPU": 1}}}, workload_class="performance",
-        num_instances=3))
+    spec = rs.load_request_spec(
+        base(
+            required=["HW_CPU_X86_AVX2"],
+            forbidden=["CUSTOM_SLOW"],
+            member_of=[[AGG], AGG],
+            groups={"_GPU": {"resources": {"VGPU": 1}}},
+            workload_class="performance",
+            num_instances=3,
+        )
+    )
     assert spec.num_instances == 3 and len(set(spec.instance_uuids)) == 3
     assert spec.request_id.startswith("req-") and spec.is_performance
     assert spec.candidate_query() == [
@@ -49,35 +59,44 @@ def test_valid_spec_loads_builds_the_query_and_round_trips():
 def test_defaults_and_canonical_uuids():
     spec = rs.load_request_spec(base(instance_uuids=[INST.upper().replace("-", "")]))
     assert spec.instance_uuids == (INST,)
-    assert (spec.workload_class, spec.consumer_type, spec.cell, spec.group_policy) == \
-        ("standard", "INSTANCE", None, None)
+    assert (spec.workload_class, spec.consumer_type, spec.cell, spec.group_policy) == (
+        "standard",
+        "INSTANCE",
+        None,
+        None,
+    )
     assert spec.groups == {} and spec.node_selector == {}
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"resources": {}}, "resources: at least one resource class is required"),
-    ({"resources": {"VCPU": 0}}, "resources.VCPU: must be a positive integer"),
-    ({"resources": {"vcpu": 1}}, "'vcpu' is not a resource class name"),
-    ({"resources": {"VCPU": True}}, "resources.VCPU: must be a positive integer"),
-    ({"resources": {"VCPU": 1.5}}, "resources.VCPU: must be a positive integer"),
-    ({"workload_class": "batch"}, "workload_class: must be one of performance, standard"),
-    ({"project_id": None}, "project_id: Field may not be null"),
-    ({"num_instances": 0}, "num_instances: must be an integer from 1 to 1000"),
-    ({"num_instances": 1001}, "num_instances: must be an integer from 1 to 1000"),
-    ({"num_instances": 2, "instance_uuids": [AGG]}, "num_instances: is 2 but 1"),
-    ({"instance_uuids": [AGG, AGG]}, "instance_uuids: must not repeat"),
-    ({"instance_uuids": []}, "instance_uuids: must list 1 to 1000"),
-    ({"required": ["A"], "forbidden": ["A"]}, "traits both required and forbidden"),
-    ({"member_of": [["not-a-uuid"]]}, "member_of.0.0: 'not-a-uuid' is not a uuid"),
-    ({"member_of": [[]]}, "member_of.0: must name at least one aggregate"),
-    ({"groups": {"1": {"resources": {"VGPU": 1}}, "2": {"resources": {"VGPU": 1}}}},
-     "group_policy: is required with more than one numbered group"),
-    ({"groups": {"_G": {"required": ["X"]}}}, "groups._G.resources: a numbered group needs"),
-    ({"groups": {"a.b": {"resources": {"VGPU": 1}}}}, "group suffix 'a.b' must be"),
-    ({"node_selector": ["a"]}, "node_selector: Not a valid mapping type"),
-    ({"node_selector": {"rack": "r\n1"}}, "no control characters"),
-    ({"consumer_type": "instance"}, "is not a consumer type"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"resources": {}}, "resources: at least one resource class is required"),
+        ({"resources": {"VCPU": 0}}, "resources.VCPU: must be a positive integer"),
+        ({"resources": {"vcpu": 1}}, "'vcpu' is not a resource class name"),
+        ({"resources": {"VCPU": True}}, "resources.VCPU: must be a positive integer"),
+        ({"resources": {"VCPU": 1.5}}, "resources.VCPU: must be a positive integer"),
+        ({"workload_class": "batch"}, "workload_class: must be one of performance, standard"),
+        ({"project_id": None}, "project_id: Field may not be null"),
+        ({"num_instances": 0}, "num_instances: must be an integer from 1 to 1000"),
+        ({"num_instances": 1001}, "num_instances: must be an integer from 1 to 1000"),
+        ({"num_instances": 2, "instance_uuids": [AGG]}, "num_instances: is 2 but 1"),
+        ({"instance_uuids": [AGG, AGG]}, "instance_uuids: must not repeat"),
+        ({"instance_uuids": []}, "instance_uuids: must list 1 to 1000"),
+        ({"required": ["A"], "forbidden": ["A"]}, "traits both required and forbidden"),
+        ({"member_of": [["not-a-uuid"]]}, "member_of.0.0: 'not-a-uuid' is not a uuid"),
+        ({"member_of": [[]]}, "member_of.0: must name at least one aggregate"),
+        (
+            {"groups": {"1": {"resources": {"VGPU": 1}}, "2": {"resources": {"VGPU": 1}}}},
+            "group_policy: is required with more than one numbered group",
+        ),
+        ({"groups": {"_G": {"required": ["X"]}}}, "groups._G.resources: a numbered group needs"),
+        ({"groups": {"a.b": {"resources": {"VGPU": 1}}}}, "group suffix 'a.b' must be"),
+        ({"node_selector": ["a"]}, "node_selector: Not a valid mapping type"),
+        ({"node_selector": {"rack": "r\n1"}}, "no control characters"),
+        ({"consumer_type": "instance"}, "is not a consumer type"),
+    ],
+)
 def test_bad_specs_say_what_is_wrong(changes, message):
     assert message in str(problems_of(base(**changes)))
 
@@ -100,9 +119,11 @@ def test_unknown_field_is_an_error_not_a_silent_drop(field):
         f"{field}: unknown field: this receiver does not know it (this receiver speaks "
         f"request_spec {rs.REQUEST_SPEC_VERSION}, the message says 1.0; a field added in a "
         "later minor version "
-        "needs a receiver of that version)"]
-    assert "unknown field" in str(problems_of(base(groups={"_G": {
-        "resources": {"VGPU": 1}, "colour": 1}})))
+        "needs a receiver of that version)"
+    ]
+    assert "unknown field" in str(
+        problems_of(base(groups={"_G": {"resources": {"VGPU": 1}, "colour": 1}}))
+    )
 
 
 @pytest.mark.parametrize("version", ["2.0", "10.3"])
@@ -112,15 +133,19 @@ def test_newer_major_is_refused_with_a_clear_message(version):
     assert err.problems == [
         f"version: request_spec {version} is newer than this receiver understands (it "
         f"speaks {rs.REQUEST_SPEC_VERSION}, any 1.x); upgrade the receiver or send a 1.x "
-        "message"]
+        "message"
+    ]
 
 
-@pytest.mark.parametrize("version, message", [
-    (None, "version: is required"),
-    ("1", 'version: must be a string "MAJOR.MINOR", got \'1\''),
-    (1.0, 'version: must be a string "MAJOR.MINOR", got 1.0'),
-    ("0.9", "version: request_spec 0.9 is no longer understood"),
-])
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        (None, "version: is required"),
+        ("1", "version: must be a string \"MAJOR.MINOR\", got '1'"),
+        (1.0, 'version: must be a string "MAJOR.MINOR", got 1.0'),
+        ("0.9", "version: request_spec 0.9 is no longer understood"),
+    ],
+)
 def test_missing_or_malformed_version(version, message):
     data = base()
     if version is None:
@@ -161,13 +186,15 @@ def test_older_minor_is_accepted_by_a_newer_receiver_and_newer_field_needs_it():
     assert hints == {"a": "b"}
     # ...and today's receiver refuses the next minor's field, naming both versions.
     err = problems_of(base(version=NEXT, colour_hints={"a": "b"}))
-    assert (f"this receiver speaks request_spec {rs.REQUEST_SPEC_VERSION}, the message "
-            f"says {NEXT}") in str(err)
+    assert (
+        f"this receiver speaks request_spec {rs.REQUEST_SPEC_VERSION}, the message says {NEXT}"
+    ) in str(err)
     # A message that says 1.0 but uses the newer field is refused with the rest.
     with pytest.raises(marshmallow.ValidationError) as err:
         _NextMinor().load(base(version="1.0", colour_hints={}, resources={"VCPU": 0}))
     assert err.value.messages["colour_hints"] == [
-        f"is new in request_spec {NEXT}; the message says 1.0 (say {NEXT} or later to use it)"]
+        f"is new in request_spec {NEXT}; the message says 1.0 (say {NEXT} or later to use it)"
+    ]
     assert "resources" in err.value.messages
 
 
@@ -181,7 +208,8 @@ def test_server_group_is_new_in_1_1():
     err = problems_of(base(version="1.0", server_group=group))
     assert err.problems == [
         "server_group: is new in request_spec 1.1; the message says 1.0 (say 1.1 or later "
-        "to use it)"]
+        "to use it)"
+    ]
     err = problems_of(base(version="1.1", server_group="group-1"))
     assert err.problems == ["server_group: 'group-1' is not a uuid"]
 
@@ -190,13 +218,38 @@ def test_server_group_is_new_in_1_1():
 # the minor it came in, and that minor is at most the message's version.
 FIELDS_1_0 = {
     rs.RequestSpecSchema: {
-        "version", "request_id", "project_id", "user_id", "workload_class", "num_instances",
-        "instance_uuids", "resources", "required", "forbidden", "member_of", "groups",
-        "group_policy", "cell", "node_selector", "consumer_type"},
+        "version",
+        "request_id",
+        "project_id",
+        "user_id",
+        "workload_class",
+        "num_instances",
+        "instance_uuids",
+        "resources",
+        "required",
+        "forbidden",
+        "member_of",
+        "groups",
+        "group_policy",
+        "cell",
+        "node_selector",
+        "consumer_type",
+    },
     rs.SelectionsSchema: {"version", "request_id", "selections"},
     rs.BuildResultSchema: {
-        "version", "instance_uuid", "request_id", "workload_class", "status", "host_uuid",
-        "host_name", "schedulable_class", "family", "reason", "attempts", "rescheduled"},
+        "version",
+        "instance_uuid",
+        "request_id",
+        "workload_class",
+        "status",
+        "host_uuid",
+        "host_name",
+        "schedulable_class",
+        "family",
+        "reason",
+        "attempts",
+        "rescheduled",
+    },
 }
 
 
@@ -211,12 +264,31 @@ def test_fields_added_after_1_0_follow_the_minor_version_rule(schema):
         since = field.metadata.get("since")
         assert since, f"{name}: a field added after 1.0 says since which minor"
         assert rs._version_tuple(since) <= rs._version_tuple(instance.VERSION), name
-        assert not field.required and field.load_default is not marshmallow.missing, \
+        assert not field.required and field.load_default is not marshmallow.missing, (
             f"{name}: a field added in a minor version needs a default"
+        )
 
 
-HOSTILE = ["../traits/CUSTOM_X", "..", ".", "a/b", "a?b", "a#b", "a%2Fb", "a b", "a\tb",
-           "a\nb", "a\x00b", "\x7f", "", "-lead", "x" * 300, "caf\u00e9", "a;b", "a\\b"]
+HOSTILE = [
+    "../traits/CUSTOM_X",
+    "..",
+    ".",
+    "a/b",
+    "a?b",
+    "a#b",
+    "a%2Fb",
+    "a b",
+    "a\tb",
+    "a\nb",
+    "a\x00b",
+    "\x7f",
+    "",
+    "-lead",
+    "x" * 300,
+    "caf\u00e9",
+    "a;b",
+    "a\\b",
+]
 
 
 @pytest.mark.parametrize("field", ["request_id", "project_id", "user_id", "cell"])
@@ -226,29 +298,39 @@ def test_ids_that_end_up_in_paths_are_strict(field, value):
     assert any(p.startswith(f"{field}:") for p in err.problems), err.problems
 
 
-@pytest.mark.parametrize("value", HOSTILE + ["11111111-2222-3333-4444-55555555555/",
-                                             "{11111111-2222-3333-4444-555555555555}"])
+@pytest.mark.parametrize(
+    "value",
+    HOSTILE + ["11111111-2222-3333-4444-55555555555/", "{11111111-2222-3333-4444-555555555555}"],
+)
 def test_instance_uuids_are_strict(value):
     err = problems_of(base(instance_uuids=[value]))
     assert err.problems[0].startswith("instance_uuids.0:")
 
 
-@pytest.mark.parametrize("value", ["req-1", "req-9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11",
-                                   "a", "A.b_c-9", "x" * 64])
+@pytest.mark.parametrize(
+    "value", ["req-1", "req-9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11", "a", "A.b_c-9", "x" * 64]
+)
 def test_good_request_ids(value):
     assert rs.load_request_spec(base(request_id=value)).request_id == value
     assert rs.is_safe_id(value, rs.REQUEST_ID_MAX)
 
 
 def test_request_id_longer_than_placement_stores_is_refused():
-    assert "request_id: must be a request id of 1-64" in str(problems_of(
-        base(request_id="x" * 65)))
+    assert "request_id: must be a request id of 1-64" in str(problems_of(base(request_id="x" * 65)))
 
 
 def _selection(**kw):
-    sel = rs.Selection(INST, AGG, "h1", "cell1",
-                       {"allocations": {AGG: {"resources": {"VCPU": 2}}},
-                        "mappings": {"": [AGG]}}, True, "performance", "epyc", "1.39")
+    sel = rs.Selection(
+        INST,
+        AGG,
+        "h1",
+        "cell1",
+        {"allocations": {AGG: {"resources": {"VCPU": 2}}}, "mappings": {"": [AGG]}},
+        True,
+        "performance",
+        "epyc",
+        "1.39",
+    )
     for k, v in kw.items():
         setattr(sel, k, v)
     return sel
@@ -266,8 +348,11 @@ def test_selections_round_trip_and_carry_what_a_later_claim_needs():
 def test_bad_selections_are_refused():
     wire = rs.dump_selections("req-1", [[_selection()]])
     wire["selections"][0][0]["allocation_request"]["allocations"] = {"../x": {}}
-    with pytest.raises(rs.InvalidMessage, match=r"invalid selections: selections\.0\.0\."
-                       r"allocation_request\.allocations\.\.\./x: '\.\./x' is not a uuid"):
+    with pytest.raises(
+        rs.InvalidMessage,
+        match=r"invalid selections: selections\.0\.0\."
+        r"allocation_request\.allocations\.\.\./x: '\.\./x' is not a uuid",
+    ):
         rs.load_selections(wire)
     wire = rs.dump_selections("req-1", [[]])
     with pytest.raises(rs.InvalidMessage, match="each instance needs a selected host"):
@@ -278,8 +363,16 @@ def test_bad_selections_are_refused():
 
 
 def test_build_result_round_trip_and_refusals():
-    res = rs.BuildResult(INST, "req-1", "standard", "placed", host_uuid=AGG, host_name="h1",
-                         attempts=2, rescheduled=1)
+    res = rs.BuildResult(
+        INST,
+        "req-1",
+        "standard",
+        "placed",
+        host_uuid=AGG,
+        host_name="h1",
+        attempts=2,
+        rescheduled=1,
+    )
     wire = rs.dump_build_result(res)
     assert wire["version"] == rs.BUILD_RESULT_VERSION and wire["rescheduled"] == 1
     assert rs.load_build_result(wire) == res
@@ -306,6 +399,7 @@ def test_documentation_lists_every_request_spec_field():
 
 def test_canonical_specs_of_one_request_match_loading_each_alone():
     import uuid as uuid_lib
+
     uuids = [str(uuid_lib.uuid4()) for _ in range(5)]
     items = [base(request_id="req-bulk", instance_uuids=[u.upper()]) for u in uuids]
     items.append(base(request_id="req-other", instance_uuids=[uuids[0]], cell="c1"))
@@ -316,15 +410,20 @@ def test_canonical_specs_of_one_request_match_loading_each_alone():
     assert [s.instance_uuids for s, _ in got[:5]] == [(u,) for u in uuids]
 
 
-@pytest.mark.parametrize("bad_uuids, message", [
-    (["../x"], "instance_uuids.0: '../x' is not a uuid"),
-    ([INST, INST], "instance_uuids: must not repeat"),
-    ([], "instance_uuids: must list 1 to 1000"),
-    ([7], "instance_uuids.0: Not a valid string"),
-])
+@pytest.mark.parametrize(
+    "bad_uuids, message",
+    [
+        (["../x"], "instance_uuids.0: '../x' is not a uuid"),
+        ([INST, INST], "instance_uuids: must not repeat"),
+        ([], "instance_uuids: must list 1 to 1000"),
+        ([7], "instance_uuids.0: Not a valid string"),
+    ],
+)
 def test_canonical_specs_refuse_what_a_single_load_refuses(bad_uuids, message):
-    items = [base(request_id="req-bulk", instance_uuids=[AGG]),
-             base(request_id="req-bulk", instance_uuids=bad_uuids)]
+    items = [
+        base(request_id="req-bulk", instance_uuids=[AGG]),
+        base(request_id="req-bulk", instance_uuids=bad_uuids),
+    ]
     specs = rs.canonical_request_specs(items)
     next(specs)
     with pytest.raises(rs.InvalidRequestSpec, match=message):
@@ -339,8 +438,9 @@ def test_instance_uuids_derive_from_the_request_id_so_a_resubmission_names_the_s
     assert len(set(first.instance_uuids)) == 3
     assert set(first.instance_uuids).isdisjoint(other.instance_uuids)
     # Dumped (as build requests record it) they stay what they were.
-    assert rs.load_request_spec(rs.dump_request_spec(first)).instance_uuids == \
-        first.instance_uuids
+    assert rs.load_request_spec(rs.dump_request_spec(first)).instance_uuids == first.instance_uuids
     # Without a request id nothing can recognise a resubmission: fresh ones.
-    assert rs.load_request_spec(base(num_instances=2)).instance_uuids != \
+    assert (
         rs.load_request_spec(base(num_instances=2)).instance_uuids
+        != rs.load_request_spec(base(num_instances=2)).instance_uuids
+    )

@@ -39,11 +39,14 @@ def test_genconfig_covers_every_sample():
     assert produced == shipped
 
 
-@pytest.mark.parametrize("generator_conf", [
-    conf for tool, conf in _genconfig_commands() if tool == "oslo-config-generator"])
+@pytest.mark.parametrize(
+    "generator_conf",
+    [conf for tool, conf in _genconfig_commands() if tool == "oslo-config-generator"],
+)
 def test_config_samples_are_current(generator_conf, tmp_path):
     out = tmp_path / "sample"
     generator.main(["--config-file", str(ROOT / generator_conf), "--output-file", str(out)])
     sample = _output_file(generator_conf)
     assert out.read_text() == (ROOT / sample).read_text(), (
-        f"{sample} is stale: run tox -e genconfig")
+        f"{sample} is stale: run tox -e genconfig"
+    )

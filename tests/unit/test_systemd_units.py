@@ -75,8 +75,9 @@ def test_every_service_has_its_units_and_nothing_else():
     assert set(SERVICES) <= _console_scripts()
 
 
-@pytest.mark.parametrize("service,unit_name", [
-    (service, name) for service, names in SERVICES.items() for name in names])
+@pytest.mark.parametrize(
+    "service,unit_name", [(service, name) for service, names in SERVICES.items() for name in names]
+)
 def test_unit_policies(service, unit_name):
     unit = _parse(UNIT_DIR / unit_name)
     svc = unit["Service"]
@@ -101,8 +102,9 @@ def test_unit_policies(service, unit_name):
 
 
 def _help(service):
-    res = subprocess.run([os.path.join(BIN, service), "--help"], capture_output=True,
-                         text=True, timeout=60)
+    res = subprocess.run(
+        [os.path.join(BIN, service), "--help"], capture_output=True, text=True, timeout=60
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout
 
@@ -111,27 +113,36 @@ def _help(service):
 # units; until conductor-worker has --cell its template cannot run.
 _CELL_PENDING = pytest.mark.skipif(
     "--cell" not in _help("conductor-worker"),
-    reason="conductor-worker has no --cell yet (issue 11, per-cell conductors)")
+    reason="conductor-worker has no --cell yet (issue 11, per-cell conductors)",
+)
 
 
-@pytest.mark.parametrize("service,unit_name", [
-    pytest.param(service, name,
-                 marks=[_CELL_PENDING] if name == "conductor-worker@.service" else [])
-    for service, names in SERVICES.items() for name in names])
+@pytest.mark.parametrize(
+    "service,unit_name",
+    [
+        pytest.param(
+            service, name, marks=[_CELL_PENDING] if name == "conductor-worker@.service" else []
+        )
+        for service, names in SERVICES.items()
+        for name in names
+    ],
+)
 def test_command_line_is_accepted_by_the_script(service, unit_name):
     command = shlex.split(_one(_parse(UNIT_DIR / unit_name), "Service", "ExecStart"))
     help_text = _help(service)
     for arg in command[1:]:
         if arg.startswith("--"):
             assert re.search(rf"(^|[\s(,]){re.escape(arg)}\b", help_text), (
-                f"{unit_name}: {service} has no option {arg}")
+                f"{unit_name}: {service} has no option {arg}"
+            )
     config = command[command.index("--config-file") + 1]
     assert config.startswith("/etc/placement/") and config.endswith(".conf")
 
 
 def test_templated_conductor_serves_the_instance_cell():
-    command = shlex.split(_one(_parse(UNIT_DIR / "conductor-worker@.service"),
-                               "Service", "ExecStart"))
+    command = shlex.split(
+        _one(_parse(UNIT_DIR / "conductor-worker@.service"), "Service", "ExecStart")
+    )
     assert command[command.index("--cell") + 1] == "%i"
 
 
@@ -142,8 +153,10 @@ def test_placement_api_shares_metrics_across_workers():
     assert env["PROMETHEUS_MULTIPROC_DIR"].startswith(f"%t/{runtime}/")
 
 
-@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
-                    reason="systemd-analyze is not installed on this machine")
+@pytest.mark.skipif(
+    shutil.which("systemd-analyze") is None,
+    reason="systemd-analyze is not installed on this machine",
+)
 def test_systemd_analyze_verify(tmp_path):
     # verify checks that each ExecStart binary exists: point the units at
     # this environment's console scripts.
@@ -152,9 +165,14 @@ def test_systemd_analyze_verify(tmp_path):
         text = (UNIT_DIR / name).read_text().replace(INSTALLED_BIN, BIN + "/")
         (tmp_path / name).write_text(text)
         names.append(name.replace("@.", "@cell1."))
-    res = subprocess.run(["systemd-analyze", "verify", "--man=no"] +
-                         [f"./{name}" for name in names],
-                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    res = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no"] + [f"./{name}" for name in names],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     # Any message means systemd ignored or doubted a line.
     assert res.returncode == 0 and not res.stderr.strip() and not res.stdout.strip(), (
-        res.stdout + res.stderr)
+        res.stdout + res.stderr
+    )

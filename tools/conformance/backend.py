@@ -46,15 +46,19 @@ class PostgresBackend:
 
     def __init__(self, admin_url=None):
         admin_url = admin_url or os.environ.get("PLACEMENT_TEST_DB_URL") or LOCAL_PG
-        self._admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT",
-                                       connect_args={"connect_timeout": 5})
+        self._admin = sa.create_engine(
+            admin_url, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 5}
+        )
         # Random, so two runs (or two checkouts) can share one server.
         self.db_name = f"placement_conformance_{uuid.uuid4().hex[:12]}"
         with self._admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self.db_name}"')
             conn.exec_driver_sql(f'CREATE DATABASE "{self.db_name}"')
-        self.url = sa.engine.make_url(admin_url).set(database=self.db_name).render_as_string(
-            hide_password=False)
+        self.url = (
+            sa.engine.make_url(admin_url)
+            .set(database=self.db_name)
+            .render_as_string(hide_password=False)
+        )
         db = db_mod.Database(self.url)
         migration.upgrade(db)
         db.dispose()
@@ -64,7 +68,8 @@ class PostgresBackend:
         tables = [t.name for t in reversed(models.metadata.sorted_tables)]
         with db.write() as conn:
             conn.exec_driver_sql(
-                "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
+                "TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE"
+            )
         db.dispose()
         return self.url
 
@@ -72,7 +77,8 @@ class PostgresBackend:
         with self._admin.connect() as conn:
             conn.exec_driver_sql(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                f"WHERE datname = '{self.db_name}' AND pid <> pg_backend_pid()")
+                f"WHERE datname = '{self.db_name}' AND pid <> pg_backend_pid()"
+            )
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{self.db_name}"')
         self._admin.dispose()
 

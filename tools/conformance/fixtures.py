@@ -98,14 +98,16 @@ class APIFixture(gabbi_fixture.GabbiFixture):
     # -- configuration ---------------------------------------------------
 
     def _make_conf(self):
-        conf = conf_mod.make_conf(overrides={
-            ("placement_database", "connection"): self.db_url,
-            ("api", "auth_strategy"): "noauth2",
-            # gabbi's intercept addresses every file to a random host name
-            # (and tests check absolute Location headers built from it): serve
-            # foreign names, as a deployment beyond loopback would.
-            ("api", "allow_insecure_noauth"): True,
-        })
+        conf = conf_mod.make_conf(
+            overrides={
+                ("placement_database", "connection"): self.db_url,
+                ("api", "auth_strategy"): "noauth2",
+                # gabbi's intercept addresses every file to a random host name
+                # (and tests check absolute Location headers built from it): serve
+                # foreign names, as a deployment beyond loopback would.
+                ("api", "allow_insecure_noauth"): True,
+            }
+        )
         # The [oslo_policy] options exist once an Enforcer registers them; register
         # them now so the RBAC fixtures can set them before the app is built.
         policy_opts.set_defaults(conf)
@@ -114,8 +116,9 @@ class APIFixture(gabbi_fixture.GabbiFixture):
             conf.set_override("enforce_scope", self.secure_rbac, group="oslo_policy")
         # A policy file that does not exist: only the registered defaults apply, and no
         # stray policy.yaml of the machine can change the verdicts.
-        conf.set_override("policy_file", os.path.join(_WORKDIR, "no-such-policy.yaml"),
-                          group="oslo_policy")
+        conf.set_override(
+            "policy_file", os.path.join(_WORKDIR, "no-such-policy.yaml"), group="oslo_policy"
+        )
         self.configure(conf)
         return conf
 
@@ -124,10 +127,25 @@ class APIFixture(gabbi_fixture.GabbiFixture):
 
     def _export_common_environ(self):
         env = os.environ
-        for name in ("RP_UUID", "RP_NAME", "RP_UUID1", "RP_NAME1", "RP_UUID2", "RP_NAME2",
-                     "PROJECT_ID", "ADMIN_PROJECT_ID", "SERVICE_PROJECT_ID", "USER_ID",
-                     "PROJECT_ID_ALT", "USER_ID_ALT", "INSTANCE_UUID", "MIGRATION_UUID",
-                     "CONSUMER_UUID", "PARENT_PROVIDER_UUID", "ALT_PARENT_PROVIDER_UUID"):
+        for name in (
+            "RP_UUID",
+            "RP_NAME",
+            "RP_UUID1",
+            "RP_NAME1",
+            "RP_UUID2",
+            "RP_NAME2",
+            "PROJECT_ID",
+            "ADMIN_PROJECT_ID",
+            "SERVICE_PROJECT_ID",
+            "USER_ID",
+            "PROJECT_ID_ALT",
+            "USER_ID_ALT",
+            "INSTANCE_UUID",
+            "MIGRATION_UUID",
+            "CONSUMER_UUID",
+            "PARENT_PROVIDER_UUID",
+            "ALT_PARENT_PROVIDER_UUID",
+        ):
             env[name] = _new_uuid()
         env["CUSTOM_RES_CLASS"] = "CUSTOM_IRON_NFV"
         env["CUSTOM_RES_CLASS1"] = "CUSTOM_IRON_NFV1"
@@ -139,8 +157,9 @@ class APIFixture(gabbi_fixture.GabbiFixture):
         """Hook: subclasses create their providers here."""
 
     def provider(self, name, *aggregates, parent=None, uuid=None):
-        rp_uuid = builders.create_provider(self.db, name=name, uuid=uuid or _new_uuid(),
-                                           parent_uuid=parent)
+        rp_uuid = builders.create_provider(
+            self.db, name=name, uuid=uuid or _new_uuid(), parent_uuid=parent
+        )
         if aggregates:
             self.aggregates(rp_uuid, *aggregates)
         return rp_uuid
@@ -155,11 +174,12 @@ class APIFixture(gabbi_fixture.GabbiFixture):
             conn.execute(rpa.delete().where(rpa.c.resource_provider_id == rp_id))
             for agg_uuid in agg_uuids:
                 agg_id = conn.execute(
-                    sa.select(agg.c.id).where(agg.c.uuid == agg_uuid)).scalar_one_or_none()
+                    sa.select(agg.c.id).where(agg.c.uuid == agg_uuid)
+                ).scalar_one_or_none()
                 if agg_id is None:
-                    agg_id = conn.execute(
-                        agg.insert().values(uuid=agg_uuid)
-                    ).inserted_primary_key[0]
+                    agg_id = conn.execute(agg.insert().values(uuid=agg_uuid)).inserted_primary_key[
+                        0
+                    ]
                 conn.execute(rpa.insert().values(resource_provider_id=rp_id, aggregate_id=agg_id))
 
     def inventory(self, rp_uuid, resource_class, total, **kwargs):
@@ -175,8 +195,9 @@ class APIFixture(gabbi_fixture.GabbiFixture):
         """Create the user and project rows (upstream's fixtures create them up front)."""
         with self.db.write() as conn:
             for table, external_id in ((models.users, user), (models.projects, project)):
-                found = conn.execute(sa.select(table.c.id).where(
-                    table.c.external_id == external_id)).first()
+                found = conn.execute(
+                    sa.select(table.c.id).where(table.c.external_id == external_id)
+                ).first()
                 if found is None:
                     conn.execute(table.insert().values(external_id=external_id))
 
@@ -212,8 +233,7 @@ class AllocationFixture(APIFixture):
 
         env["CONSUMER_0"] = self.allocate(rp, {"DISK_GB": 1000}, project, user)
         env["CONSUMER_ID"] = self.allocate(rp, {"VCPU": 6}, project, user)
-        env["ALT_CONSUMER_ID"] = self.allocate(rp, {"DISK_GB": 20, "VCPU": 1}, project,
-                                               alt_user)
+        env["ALT_CONSUMER_ID"] = self.allocate(rp, {"DISK_GB": 20, "VCPU": 1}, project, alt_user)
         env["ALT_RP_UUID"] = _new_uuid()
         env["ALT_RP_NAME"] = _new_uuid()
 
@@ -346,9 +366,15 @@ class NUMANetworkFixture(APIFixture):
             self.traits(nic, "CUSTOM_HW_NIC_ROOT")
             nics.append(nic)
         # (nic, pf suffix, physnet, VFs)
-        pfs = [(0, "1_1", 1, 4), (0, "1_2", 2, 4),
-               (1, "2_1", 1, 2), (1, "2_2", 2, 2), (1, "2_3", 1, 2), (1, "2_4", 2, 2),
-               (2, "3_1", 1, 8)]
+        pfs = [
+            (0, "1_1", 1, 4),
+            (0, "1_2", 2, 4),
+            (1, "2_1", 1, 2),
+            (1, "2_2", 2, 2),
+            (1, "2_3", 1, 2),
+            (1, "2_4", 2, 2),
+            (2, "3_1", 1, 8),
+        ]
         for nic_index, suffix, physnet, vfs in pfs:
             pf = env[f"PF{suffix}_UUID"] = self.provider(f"pf{suffix}", parent=nics[nic_index])
             self.traits(pf, f"CUSTOM_PHYSNET{physnet}")
@@ -405,18 +431,35 @@ class GranularFixture(APIFixture):
         agg_c = env["AGGC"] = _new_uuid()
 
         left = env["CN_LEFT"] = self.provider("cn_left", agg_a)
-        for rc, total in (("VCPU", 8), ("MEMORY_MB", 4096), ("DISK_GB", 500), ("VGPU", 8),
-                          ("SRIOV_NET_VF", 8), ("CUSTOM_NET_MBPS", 4000)):
+        for rc, total in (
+            ("VCPU", 8),
+            ("MEMORY_MB", 4096),
+            ("DISK_GB", 500),
+            ("VGPU", 8),
+            ("SRIOV_NET_VF", 8),
+            ("CUSTOM_NET_MBPS", 4000),
+        ):
             self.inventory(left, rc, total)
-        self.traits(left, "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "HW_GPU_API_DXVA",
-                    "HW_NIC_DCB_PFC", "CUSTOM_FOO")
+        self.traits(
+            left,
+            "HW_CPU_X86_AVX",
+            "HW_CPU_X86_AVX2",
+            "HW_GPU_API_DXVA",
+            "HW_NIC_DCB_PFC",
+            "CUSTOM_FOO",
+        )
 
         middle = env["CN_MIDDLE"] = self.provider("cn_middle", agg_a, agg_b)
-        for rc, total in (("VCPU", 8), ("MEMORY_MB", 4096), ("SRIOV_NET_VF", 8),
-                          ("CUSTOM_NET_MBPS", 4000)):
+        for rc, total in (
+            ("VCPU", 8),
+            ("MEMORY_MB", 4096),
+            ("SRIOV_NET_VF", 8),
+            ("CUSTOM_NET_MBPS", 4000),
+        ):
             self.inventory(middle, rc, total)
-        self.traits(middle, "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "HW_CPU_X86_SSE",
-                    "HW_NIC_ACCEL_TLS")
+        self.traits(
+            middle, "HW_CPU_X86_AVX", "HW_CPU_X86_AVX2", "HW_CPU_X86_SSE", "HW_NIC_ACCEL_TLS"
+        )
 
         right = env["CN_RIGHT"] = self.provider("cn_right", agg_b, agg_c)
         for rc, total in (("VCPU", 8), ("MEMORY_MB", 4096), ("DISK_GB", 500)):
@@ -465,8 +508,11 @@ class NeutronQoSMultiSegmentFixture(APIFixture):
     compute0 OTHER, compute1 MSN_S1, compute2 MSN_S2, compute3 both (with
     small bandwidth)."""
 
-    VNIC_DIRECT = ("CUSTOM_VNIC_TYPE_DIRECT", "CUSTOM_VNIC_TYPE_DIRECT_PHYSICAL",
-                   "CUSTOM_VNIC_TYPE_MACVTAP")
+    VNIC_DIRECT = (
+        "CUSTOM_VNIC_TYPE_DIRECT",
+        "CUSTOM_VNIC_TYPE_DIRECT_PHYSICAL",
+        "CUSTOM_VNIC_TYPE_MACVTAP",
+    )
 
     def _bandwidth(self, rp_uuid, kbps):
         self.inventory(rp_uuid, "NET_BW_EGR_KILOBIT_PER_SEC", kbps)
@@ -479,8 +525,13 @@ class NeutronQoSMultiSegmentFixture(APIFixture):
             ("compute0", [("br-ex", "OTHER")], [("enp129s0f0", "OTHER")], 5000, 10000),
             ("compute1", [("br-ex", "MSN_S1")], [("enp129s0f0", "MSN_S1")], 5000, 10000),
             ("compute2", [("br-ex", "MSN_S2")], [("enp129s0f0", "MSN_S2")], 5000, 10000),
-            ("compute3", [("br-ex", "MSN_S1"), ("br-ex2", "MSN_S2")],
-             [("enp129s0f0", "MSN_S1"), ("enp129s0f1", "MSN_S2")], 1000, 1000),
+            (
+                "compute3",
+                [("br-ex", "MSN_S1"), ("br-ex2", "MSN_S2")],
+                [("enp129s0f0", "MSN_S1"), ("enp129s0f1", "MSN_S2")],
+                1000,
+                1000,
+            ),
         ]
         for name, bridges, pfs, br_kbps, pf_kbps in trees:
             compute = env[name] = self.provider(name)
@@ -489,20 +540,24 @@ class NeutronQoSMultiSegmentFixture(APIFixture):
             self.inventory(compute, "DISK_GB", 500)
 
             ovs = env[f"{name}:ovs_agent"] = self.provider(
-                f"{name}:Open vSwitch agent", parent=compute)
+                f"{name}:Open vSwitch agent", parent=compute
+            )
             self.inventory(ovs, "NET_PACKET_RATE_KILOPACKET_PER_SEC", 1000)
             self.traits(ovs, "CUSTOM_VNIC_TYPE_NORMAL")
             for bridge, physnet in bridges:
                 br = env[f"{name}:{bridge.replace('-', '_')}"] = self.provider(
-                    f"{name}:Open vSwitch agent:{bridge}", parent=ovs)
+                    f"{name}:Open vSwitch agent:{bridge}", parent=ovs
+                )
                 self._bandwidth(br, br_kbps)
                 self.traits(br, "CUSTOM_VNIC_TYPE_NORMAL", f"CUSTOM_PHYSNET_{physnet}")
 
             sriov = env[f"{name}:sriov_agent"] = self.provider(
-                f"{name}:NIC Switch agent", parent=compute)
+                f"{name}:NIC Switch agent", parent=compute
+            )
             self.traits(sriov, *self.VNIC_DIRECT)
             for index, (pf_name, physnet) in enumerate(pfs):
                 pf = env[f"{name}:pf{index}"] = self.provider(
-                    f"{name}:NIC Switch agent:{pf_name}", parent=sriov)
+                    f"{name}:NIC Switch agent:{pf_name}", parent=sriov
+                )
                 self._bandwidth(pf, pf_kbps)
                 self.traits(pf, *self.VNIC_DIRECT, f"CUSTOM_PHYSNET_{physnet}")

@@ -54,6 +54,7 @@ class _Alarm:
     def setUp(self):
         def _fire(_signum, _frame):
             raise RequestTimeout(f"request took longer than {self.seconds}s")
+
         self._previous = signal.signal(signal.SIGALRM, _fire)
         signal.alarm(self.seconds)
 
@@ -138,8 +139,12 @@ def one_line(message, width=200):
 
 def _git_head():
     try:
-        out = subprocess.run(["git", "-C", REPO, "log", "-1", "--format=%h %s"],
-                             capture_output=True, text=True, timeout=10)
+        out = subprocess.run(
+            ["git", "-C", REPO, "log", "-1", "--format=%h %s"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
         return out.stdout.strip() or "unknown commit"
     except (OSError, subprocess.SubprocessError):
         return "unknown commit"
@@ -150,8 +155,11 @@ def resolve_files(gabbits_dir, names):
         return sorted(glob.glob(os.path.join(gabbits_dir, "*.yaml")))
     files = []
     for name in names:
-        candidates = [name, os.path.join(gabbits_dir, name),
-                      os.path.join(gabbits_dir, name + ".yaml")]
+        candidates = [
+            name,
+            os.path.join(gabbits_dir, name),
+            os.path.join(gabbits_dir, name + ".yaml"),
+        ]
         found = next((c for c in candidates if os.path.isfile(c)), None)
         if found is None:
             raise SystemExit(f"run.py: no gabbit file {name!r} in {gabbits_dir}")
@@ -160,14 +168,25 @@ def resolve_files(gabbits_dir, names):
 
 
 def run_file(path, loader, handlers, fixture_module):
-    from gabbi import suitemaker, utils
+    from gabbi import suitemaker
+    from gabbi import utils
 
     base_name = os.path.splitext(os.path.basename(path))[0]
     suite_dict = utils.load_yaml(yaml_file=path, safe=True)
     suite = suitemaker.test_suite_from_dict(
-        loader, base_name, suite_dict, os.path.dirname(path), str(uuid.uuid4()), 8001,
-        fixture_module, fixture_module.setup_app, prefix="", handlers=handlers,
-        test_loader_name="conformance", inner_fixtures=[_Alarm])
+        loader,
+        base_name,
+        suite_dict,
+        os.path.dirname(path),
+        str(uuid.uuid4()),
+        8001,
+        fixture_module,
+        fixture_module.setup_app,
+        prefix="",
+        handlers=handlers,
+        test_loader_name="conformance",
+        inner_fixtures=[_Alarm],
+    )
     result = FileResult()
     suite.run(result)
     return result
@@ -175,20 +194,40 @@ def run_file(path, loader, handlers, fixture_module):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Run upstream Placement gabbits against this placement app.")
-    parser.add_argument("files", nargs="*", metavar="FILE",
-                        help="gabbit files to run (name, name.yaml or path); default all")
-    parser.add_argument("--gabbits", default=upstream.gabbits(),
-                        help="directory of upstream gabbit YAML files (default: %(default)s)")
-    parser.add_argument("--db", choices=["sqlite", "postgresql"], default="sqlite",
-                        help="database backend (PostgreSQL: PLACEMENT_TEST_DB_URL or "
-                        "postgres@127.0.0.1:5432)")
-    parser.add_argument("--verbose", "-v", action="store_true",
-                        help="print the whole failure message of every failed test")
-    parser.add_argument("--report", metavar="FILE",
-                        help="also write the summary and failures to FILE")
-    parser.add_argument("--timeout", type=int, default=60,
-                        help="seconds one request may take before it counts as failed")
+        description="Run upstream Placement gabbits against this placement app."
+    )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="gabbit files to run (name, name.yaml or path); default all",
+    )
+    parser.add_argument(
+        "--gabbits",
+        default=upstream.gabbits(),
+        help="directory of upstream gabbit YAML files (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--db",
+        choices=["sqlite", "postgresql"],
+        default="sqlite",
+        help="database backend (PostgreSQL: PLACEMENT_TEST_DB_URL or postgres@127.0.0.1:5432)",
+    )
+    parser.add_argument(
+        "--verbose",
+        "-v",
+        action="store_true",
+        help="print the whole failure message of every failed test",
+    )
+    parser.add_argument(
+        "--report", metavar="FILE", help="also write the summary and failures to FILE"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=int,
+        default=60,
+        help="seconds one request may take before it counts as failed",
+    )
     args = parser.parse_args(argv)
 
     if not os.path.isdir(args.gabbits):
@@ -199,6 +238,7 @@ def main(argv=None):
 
     # The app logs every uncaught exception; the failures list already says 500.
     import logging
+
     logging.basicConfig(level=logging.CRITICAL)
     warnings.simplefilter("ignore")
     _Alarm.seconds = args.timeout
@@ -226,15 +266,19 @@ def main(argv=None):
                 name = os.path.basename(path)
                 t0 = time.monotonic()
                 result = run_file(path, loader, handlers, fixture_module)
-                counts = {k: sum(1 for o in result.outcomes if o[1] == k)
-                          for k in ("pass", "fail", "error", "skip")}
+                counts = {
+                    k: sum(1 for o in result.outcomes if o[1] == k)
+                    for k in ("pass", "fail", "error", "skip")
+                }
                 failed = counts["fail"] + counts["error"]
                 total = len(result.outcomes)
                 per_file.append((name, result, counts))
-                emit(f"{name:<52} {counts['pass']:>4}/{total:<4} passed"
-                     f"{'  ' + str(failed) + ' failed' if failed else ''}"
-                     f"{'  ' + str(counts['skip']) + ' skipped' if counts['skip'] else ''}"
-                     f"  ({time.monotonic() - t0:.1f}s)")
+                emit(
+                    f"{name:<52} {counts['pass']:>4}/{total:<4} passed"
+                    f"{'  ' + str(failed) + ' failed' if failed else ''}"
+                    f"{'  ' + str(counts['skip']) + ' skipped' if counts['skip'] else ''}"
+                    f"  ({time.monotonic() - t0:.1f}s)"
+                )
         finally:
             backend.close()
 
@@ -244,9 +288,11 @@ def main(argv=None):
     total = passed + failed + skipped
     clean_files = sum(1 for _n, _r, c in per_file if c["fail"] + c["error"] + c["skip"] == 0)
     emit()
-    emit(f"TOTAL ({args.db}): {passed}/{total} passed, {failed} failed, {skipped} skipped; "
-         f"{clean_files}/{len(per_file)} files fully passing "
-         f"({time.monotonic() - started:.0f}s)")
+    emit(
+        f"TOTAL ({args.db}): {passed}/{total} passed, {failed} failed, {skipped} skipped; "
+        f"{clean_files}/{len(per_file)} files fully passing "
+        f"({time.monotonic() - started:.0f}s)"
+    )
 
     if failed or skipped:
         emit()
@@ -262,10 +308,12 @@ def main(argv=None):
                 emit(f"{name} :: {test_name} :: SKIPPED: {message}")
 
     if args.report:
-        header = (f"# conformance run {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
-                  f"--db {args.db}, working tree of {REPO} at {_git_head()}\n"
-                  f"# regenerate: {sys.executable} tools/conformance/run.py "
-                  f"--db {args.db} --report {args.report}\n\n")
+        header = (
+            f"# conformance run {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, "
+            f"--db {args.db}, working tree of {REPO} at {_git_head()}\n"
+            f"# regenerate: {sys.executable} tools/conformance/run.py "
+            f"--db {args.db} --report {args.report}\n\n"
+        )
         with open(args.report, "w") as f:
             f.write(header + "\n".join(out_lines) + "\n")
     return 1 if failed or skipped else 0

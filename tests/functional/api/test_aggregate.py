@@ -27,14 +27,16 @@ def test_aggregates_before_and_after_1_19(client):
     assert stale.status_code == 409
     assert stale.get_json()["errors"][0]["code"] == "placement.concurrent_update"
 
-    for body, text in [([agg1], "JSON does not validate"),
-                       ({"aggregates": ["harry"], "resource_provider_generation": 1},
-                        "is not a 'uuid'"),
-                       ({"aggregates": [agg1, agg1], "resource_provider_generation": 1},
-                        "has non-unique elements"),
-                       ({"aggregates": [agg1]}, "'resource_provider_generation' is a required")]:
+    for body, text in [
+        ([agg1], "JSON does not validate"),
+        ({"aggregates": ["harry"], "resource_provider_generation": 1}, "is not a 'uuid'"),
+        (
+            {"aggregates": [agg1, agg1], "resource_provider_generation": 1},
+            "has non-unique elements",
+        ),
+        ({"aggregates": [agg1]}, "'resource_provider_generation' is a required"),
+    ]:
         resp = client.put(url, json=body)
         assert resp.status_code == 400 and text in resp.get_json()["errors"][0]["detail"]
-    assert client.get(url).get_json() == {"aggregates": [agg2],
-                                          "resource_provider_generation": 1}
+    assert client.get(url).get_json() == {"aggregates": [agg2], "resource_provider_generation": 1}
     assert client.get(f"/resource_providers/{new_uuid()}/aggregates").status_code == 404

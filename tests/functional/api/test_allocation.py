@@ -40,7 +40,8 @@ def usages(client, rp_uuid):
 
 def generation_of(client, rp_uuid):
     return client.get(f"/resource_providers/{rp_uuid}/usages").get_json()[
-        "resource_provider_generation"]
+        "resource_provider_generation"
+    ]
 
 
 def error(resp):
@@ -56,16 +57,18 @@ def test_claim_read_back_and_release(client, rp):
 
     body = client.get(f"/allocations/{consumer}", version="1.38").get_json()
     assert body == {
-        "allocations": {rp: {"generation": gen0 + 1,
-                             "resources": {"VCPU": 2, "MEMORY_MB": 128}}},
-        "project_id": PROJECT, "user_id": USER, "consumer_generation": 1,
+        "allocations": {rp: {"generation": gen0 + 1, "resources": {"VCPU": 2, "MEMORY_MB": 128}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": 1,
         "consumer_type": "unknown",
     }
     assert usages(client, rp) == {"VCPU": 2, "MEMORY_MB": 128, "DISK_GB": 0}
 
     by_rp = client.get(f"/resource_providers/{rp}/allocations").get_json()
     assert by_rp["allocations"] == {
-        consumer: {"resources": {"VCPU": 2, "MEMORY_MB": 128}, "consumer_generation": 1}}
+        consumer: {"resources": {"VCPU": 2, "MEMORY_MB": 128}, "consumer_generation": 1}
+    }
     assert by_rp["resource_provider_generation"] == gen0 + 1
 
     assert client.delete(f"/allocations/{consumer}").status_code == 204
@@ -80,44 +83,61 @@ def test_claim_read_back_and_release(client, rp):
 
 def test_body_shapes_by_microversion(client, rp):
     consumer = new_uuid()
-    resp = client.put(f"/allocations/{consumer}", version="1.7", json={
-        "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}]})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        version="1.7",
+        json={"allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}]},
+    )
     assert resp.status_code == 204
     # Before 1.12 only "allocations"; from 1.12 the incomplete-consumer ids show.
-    assert set(client.get(f"/allocations/{consumer}", version="1.11").get_json()) == {
-        "allocations"}
+    assert set(client.get(f"/allocations/{consumer}", version="1.11").get_json()) == {"allocations"}
     body = client.get(f"/allocations/{consumer}", version="1.12").get_json()
     assert body["project_id"] == body["user_id"] == "00000000-0000-0000-0000-000000000000"
     assert "consumer_generation" not in body
     # 1.8 requires project and user; the list form is refused from 1.12.
-    resp = client.put(f"/allocations/{consumer}", version="1.8", json={
-        "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}]})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        version="1.8",
+        json={"allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}]},
+    )
     assert resp.status_code == 400
     assert "'project_id' is a required property" in error(resp)["detail"]
-    resp = client.put(f"/allocations/{consumer}", version="1.12", json={
-        "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}],
-        "project_id": PROJECT, "user_id": USER})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        version="1.12",
+        json={
+            "allocations": [{"resource_provider": {"uuid": rp}, "resources": {"VCPU": 1}}],
+            "project_id": PROJECT,
+            "user_id": USER,
+        },
+    )
     assert resp.status_code == 400
     # Provider allocations hide consumer generations before 1.28.
     by_rp = client.get(f"/resource_providers/{rp}/allocations", version="1.27").get_json()
     assert by_rp["allocations"][consumer] == {"resources": {"VCPU": 1}}
 
 
-@pytest.mark.parametrize("allocations,status,text", [
-    ({"RP": {"resources": {"VCPU": 0}}}, 400, "0 is less than the minimum of 1"),
-    ({"RP": {"resources": {"VCPU": -1}}}, 400, "JSON does not validate"),
-    ({"RP": {"resources": {}}}, 400, "JSON does not validate"),
-    ({"RP": {"resources": {"vcpu": 1}}}, 400, "does not match any of the regexes"),
-    ({"RP": {"resources": {"COWS": 1}}}, 400, "No such resource class COWS"),
-    ({"RP": {"resources": {"VGPU": 1}}}, 409, "Inventory for 'VGPU' on resource provider"),
-    ({"RP": {"resources": {"VCPU": 9}}}, 409, "would violate inventory constraints"),
-    ({"RP": {"resources": {"MEMORY_MB": 100}}}, 409, "would violate inventory constraints"),
-    ({"RP": {"resources": {"MEMORY_MB": 32}}}, 409, "would violate inventory constraints"),
-    ({"RP": {"resources": {"DISK_GB": 91}}}, 409, "would exceed the capacity"),
-    ({"b0e5a0a3-58cf-4c2b-8fa2-2a1b5b0c1d9e": {"resources": {"VCPU": 1}}}, 400,
-     "Allocation for resource provider 'b0e5a0a3-58cf-4c2b-8fa2-2a1b5b0c1d9e' that does "
-     "not exist"),
-])
+@pytest.mark.parametrize(
+    "allocations,status,text",
+    [
+        ({"RP": {"resources": {"VCPU": 0}}}, 400, "0 is less than the minimum of 1"),
+        ({"RP": {"resources": {"VCPU": -1}}}, 400, "JSON does not validate"),
+        ({"RP": {"resources": {}}}, 400, "JSON does not validate"),
+        ({"RP": {"resources": {"vcpu": 1}}}, 400, "does not match any of the regexes"),
+        ({"RP": {"resources": {"COWS": 1}}}, 400, "No such resource class COWS"),
+        ({"RP": {"resources": {"VGPU": 1}}}, 409, "Inventory for 'VGPU' on resource provider"),
+        ({"RP": {"resources": {"VCPU": 9}}}, 409, "would violate inventory constraints"),
+        ({"RP": {"resources": {"MEMORY_MB": 100}}}, 409, "would violate inventory constraints"),
+        ({"RP": {"resources": {"MEMORY_MB": 32}}}, 409, "would violate inventory constraints"),
+        ({"RP": {"resources": {"DISK_GB": 91}}}, 409, "would exceed the capacity"),
+        (
+            {"b0e5a0a3-58cf-4c2b-8fa2-2a1b5b0c1d9e": {"resources": {"VCPU": 1}}},
+            400,
+            "Allocation for resource provider 'b0e5a0a3-58cf-4c2b-8fa2-2a1b5b0c1d9e' that does "
+            "not exist",
+        ),
+    ],
+)
 def test_bad_claims_refused_and_change_nothing(client, rp, allocations, status, text):
     holder = new_uuid()
     assert put(client, holder, {rp: {"resources": {"DISK_GB": 5}}}).status_code == 204
@@ -151,10 +171,14 @@ def test_over_capacity_provider_allows_shrinking_not_growing(client, db):
     assert put(client, consumer, {rp_uuid: {"resources": {"VCPU": 6}}}).status_code == 204
     # The operator shrinks the inventory under the running consumer.
     builders.set_inventory(db, rp_uuid, "VCPU", 4, max_unit=8)
-    assert put(client, consumer, {rp_uuid: {"resources": {"VCPU": 6}}},
-               generation=1).status_code == 204  # keeps what it holds
-    assert put(client, consumer, {rp_uuid: {"resources": {"VCPU": 5}}},
-               generation=2).status_code == 204  # shrinks, still over
+    assert (
+        put(client, consumer, {rp_uuid: {"resources": {"VCPU": 6}}}, generation=1).status_code
+        == 204
+    )  # keeps what it holds
+    assert (
+        put(client, consumer, {rp_uuid: {"resources": {"VCPU": 5}}}, generation=2).status_code
+        == 204
+    )  # shrinks, still over
     resp = put(client, new_uuid(), {rp_uuid: {"resources": {"VCPU": 1}}})
     assert resp.status_code == 409  # nobody else gets in
     resp = put(client, consumer, {rp_uuid: {"resources": {"VCPU": 6}}}, generation=3)
@@ -180,59 +204,97 @@ def test_consumer_generations(client, rp):
     assert client.get(f"/allocations/{consumer}").get_json() == {"allocations": {}}
     assert usages(client, rp)["VCPU"] == 0
     # Before 1.28 an empty dict is refused and generations are not checked.
-    resp = client.put(f"/allocations/{consumer}", version="1.27", json={
-        "allocations": {}, "project_id": PROJECT, "user_id": USER})
+    resp = client.put(
+        f"/allocations/{consumer}",
+        version="1.27",
+        json={"allocations": {}, "project_id": PROJECT, "user_id": USER},
+    )
     assert resp.status_code == 400
 
 
 def test_consumer_type_and_project_updates(client, rp):
     consumer = new_uuid()
-    assert put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, version="1.38",
-               consumer_type="INSTANCE").status_code == 204
-    resp = put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, generation=1,
-               version="1.38")
+    assert (
+        put(
+            client,
+            consumer,
+            {rp: {"resources": {"VCPU": 1}}},
+            version="1.38",
+            consumer_type="INSTANCE",
+        ).status_code
+        == 204
+    )
+    resp = put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, generation=1, version="1.38")
     assert resp.status_code == 400
     assert "'consumer_type' is a required property" in error(resp)["detail"]
-    resp = put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, generation=1,
-               version="1.38", consumer_type="instance")
+    resp = put(
+        client,
+        consumer,
+        {rp: {"resources": {"VCPU": 1}}},
+        generation=1,
+        version="1.38",
+        consumer_type="instance",
+    )
     assert resp.status_code == 400
     # An older write keeps the type, and moves the consumer to another project.
-    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": "other",
-            "user_id": USER, "consumer_generation": 1}
-    assert client.put(f"/allocations/{consumer}", json=body,
-                      version="1.37").status_code == 204
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "project_id": "other",
+        "user_id": USER,
+        "consumer_generation": 1,
+    }
+    assert client.put(f"/allocations/{consumer}", json=body, version="1.37").status_code == 204
     got = client.get(f"/allocations/{consumer}", version="1.38").get_json()
     assert (got["consumer_type"], got["project_id"], got["consumer_generation"]) == (
-        "INSTANCE", "other", 2)
+        "INSTANCE",
+        "other",
+        2,
+    )
 
 
 def test_put_validation_errors(client, rp):
-    resp = client.put("/allocations/not-a-uuid", json={
-        "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
-        "user_id": USER, "consumer_generation": None})
+    resp = client.put(
+        "/allocations/not-a-uuid",
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": PROJECT,
+            "user_id": USER,
+            "consumer_generation": None,
+        },
+    )
     assert resp.status_code == 400
     assert "Malformed consumer_uuid: not-a-uuid" in error(resp)["detail"]
     consumer = new_uuid()
-    resp = client.put(f"/allocations/{consumer}", data="{", headers={
-        "content-type": "application/json"})
+    resp = client.put(
+        f"/allocations/{consumer}", data="{", headers={"content-type": "application/json"}
+    )
     assert resp.status_code == 400
     assert "Malformed JSON" in error(resp)["detail"]
-    resp = client.put(f"/allocations/{consumer}", data="x", headers={
-        "content-type": "text/plain"})
+    resp = client.put(f"/allocations/{consumer}", data="x", headers={"content-type": "text/plain"})
     assert resp.status_code == 415
     resp = put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, bad_field=1)
     assert resp.status_code == 400
     assert "'bad_field' was unexpected" in error(resp)["detail"]
-    resp = put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, version="1.33",
-               mappings={"": [rp]})
+    resp = put(
+        client, consumer, {rp: {"resources": {"VCPU": 1}}}, version="1.33", mappings={"": [rp]}
+    )
     assert resp.status_code == 400
     # Mappings are accepted from 1.34 (and not stored).
-    assert put(client, consumer, {rp: {"resources": {"VCPU": 1}}}, version="1.34",
-               mappings={"_NET": [rp]}).status_code == 204
+    assert (
+        put(
+            client,
+            consumer,
+            {rp: {"resources": {"VCPU": 1}}},
+            version="1.34",
+            mappings={"_NET": [rp]},
+        ).status_code
+        == 204
+    )
     # Dashless consumer uuids are stored dashed.
     dashless = new_uuid()
-    assert put(client, dashless.replace("-", ""),
-               {rp: {"resources": {"VCPU": 1}}}).status_code == 204
+    assert (
+        put(client, dashless.replace("-", ""), {rp: {"resources": {"VCPU": 1}}}).status_code == 204
+    )
     assert client.get(f"/allocations/{dashless}").get_json()["allocations"]
 
 
@@ -241,38 +303,80 @@ def test_post_allocations_is_atomic(client, db, rp):
     builders.set_inventory(db, other, "VCPU", 2, max_unit=4)
     a, b, moving = new_uuid(), new_uuid(), new_uuid()
     assert put(client, moving, {rp: {"resources": {"VCPU": 2}}}).status_code == 204
-    resp = client.post("/allocations", version="1.28", json={
-        a: {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None},
-        b: {"allocations": {other: {"resources": {"VCPU": 3}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None},
-    })
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            a: {
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+            b: {
+                "allocations": {other: {"resources": {"VCPU": 3}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+        },
+    )
     assert resp.status_code == 409
     assert "would exceed the capacity" in error(resp)["detail"]
     assert client.get(f"/allocations/{a}").get_json() == {"allocations": {}}
     assert usages(client, rp)["VCPU"] == 2
 
     # Move "moving" from rp to other and add a, in one request.
-    resp = client.post("/allocations", version="1.28", json={
-        moving: {"allocations": {other: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-                 "user_id": USER, "consumer_generation": 1},
-        a: {"allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
-            "user_id": USER, "consumer_generation": None},
-    })
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            moving: {
+                "allocations": {other: {"resources": {"VCPU": 2}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": 1,
+            },
+            a: {
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+        },
+    )
     assert resp.status_code == 204
     assert usages(client, rp)["VCPU"] == 1
     assert usages(client, other)["VCPU"] == 2
     # Empty allocations remove a consumer in the same transaction.
-    resp = client.post("/allocations", version="1.28", json={
-        moving: {"allocations": {}, "project_id": PROJECT, "user_id": USER,
-                 "consumer_generation": 2}})
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            moving: {
+                "allocations": {},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": 2,
+            }
+        },
+    )
     assert resp.status_code == 204
     assert usages(client, other)["VCPU"] == 0
     # Three 1-VCPU claims on a 2-VCPU provider in one request do not fit together.
-    resp = client.post("/allocations", version="1.28", json={
-        new_uuid(): {"allocations": {other: {"resources": {"VCPU": 1}}},
-                     "project_id": PROJECT, "user_id": USER, "consumer_generation": None}
-        for _ in range(3)})
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            new_uuid(): {
+                "allocations": {other: {"resources": {"VCPU": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            }
+            for _ in range(3)
+        },
+    )
     assert resp.status_code == 409
     assert usages(client, other)["VCPU"] == 0
 
@@ -281,15 +385,32 @@ def test_post_allocations_errors(client, rp):
     assert client.post("/allocations", json={}, version="1.12").status_code == 404
     resp = client.post("/allocations", version="1.13", json={new_uuid(): {"cow": "moo"}})
     assert resp.status_code == 400
-    resp = client.post("/allocations", version="1.13", json={new_uuid(): {
-        "allocations": {rp: {"resources": {"CUSTOM_PONY": 1}}}, "project_id": PROJECT,
-        "user_id": USER}})
+    resp = client.post(
+        "/allocations",
+        version="1.13",
+        json={
+            new_uuid(): {
+                "allocations": {rp: {"resources": {"CUSTOM_PONY": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+            }
+        },
+    )
     assert resp.status_code == 400
-    assert "Unable to allocate inventory No such resource class CUSTOM_PONY" in error(
-        resp)["detail"]
-    resp = client.post("/allocations", version="1.28", json={new_uuid(): {
-        "allocations": {rp: {"resources": {"VCPU": 1}}}, "project_id": PROJECT,
-        "user_id": USER}})
+    assert (
+        "Unable to allocate inventory No such resource class CUSTOM_PONY" in error(resp)["detail"]
+    )
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            new_uuid(): {
+                "allocations": {rp: {"resources": {"VCPU": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+            }
+        },
+    )
     assert resp.status_code == 400
     assert client.get("/allocations").status_code == 405
 
@@ -310,11 +431,19 @@ def test_workload_class_extension(client, db, rp):
     child = builders.create_provider(db, name="cn1-numa0", parent_uuid=rp)
     builders.set_inventory(db, child, "VCPU", 4)
     perf, std, legacy = new_uuid(), new_uuid(), new_uuid()
-    assert put(client, perf, {child: {"resources": {"VCPU": 1}},
-                              rp: {"resources": {"DISK_GB": 1}}},
-               workload_class="performance").status_code == 204
-    assert put(client, std, {rp: {"resources": {"VCPU": 1}}},
-               workload_class="standard").status_code == 204
+    assert (
+        put(
+            client,
+            perf,
+            {child: {"resources": {"VCPU": 1}}, rp: {"resources": {"DISK_GB": 1}}},
+            workload_class="performance",
+        ).status_code
+        == 204
+    )
+    assert (
+        put(client, std, {rp: {"resources": {"VCPU": 1}}}, workload_class="standard").status_code
+        == 204
+    )
     assert put(client, legacy, {rp: {"resources": {"VCPU": 1}}}).status_code == 204
     # Never shown to vanilla clients.
     assert "workload_class" not in client.get(f"/allocations/{perf}").get_json()
@@ -327,19 +456,33 @@ def test_workload_class_extension(client, db, rp):
     assert body == {"resource_providers": {rp: {"performance": 1, "standard": 2}}}
     idle = builders.create_provider(db, name="idle")
     assert client.get(f"/workload_usages?in_tree={idle}").get_json() == {
-        "resource_providers": {idle: {"performance": 0, "standard": 0}}}
+        "resource_providers": {idle: {"performance": 0, "standard": 0}}
+    }
     assert client.get("/workload_usages?in_tree=nope").status_code == 400
     # A later write without the field keeps the class; one with it changes it.
-    assert put(client, perf, {child: {"resources": {"VCPU": 2}}},
-               generation=1).status_code == 204
+    assert put(client, perf, {child: {"resources": {"VCPU": 2}}}, generation=1).status_code == 204
     assert client.get("/workload_usages").get_json()["resource_providers"][rp] == {
-        "performance": 1, "standard": 2}
-    resp = client.post("/allocations", version="1.28", json={perf: {
-        "allocations": {child: {"resources": {"VCPU": 2}}}, "project_id": PROJECT,
-        "user_id": USER, "consumer_generation": 2, "workload_class": "standard"}})
+        "performance": 1,
+        "standard": 2,
+    }
+    resp = client.post(
+        "/allocations",
+        version="1.28",
+        json={
+            perf: {
+                "allocations": {child: {"resources": {"VCPU": 2}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": 2,
+                "workload_class": "standard",
+            }
+        },
+    )
     assert resp.status_code == 204
     assert client.get("/workload_usages").get_json()["resource_providers"][rp] == {
-        "performance": 0, "standard": 3}
+        "performance": 0,
+        "standard": 3,
+    }
 
 
 def test_two_threads_race_for_the_last_unit(live_server, db):
@@ -358,9 +501,14 @@ def test_two_threads_race_for_the_last_unit(live_server, db):
         barrier.wait()
         answers[consumer] = requests.put(
             f"{live_server.url}/allocations/{consumer}",
-            json={"allocations": {rp_uuid: {"resources": {"VCPU": 1}}},
-                  "project_id": PROJECT, "user_id": USER, "consumer_generation": None},
-            headers=headers, timeout=30,
+            json={
+                "allocations": {rp_uuid: {"resources": {"VCPU": 1}}},
+                "project_id": PROJECT,
+                "user_id": USER,
+                "consumer_generation": None,
+            },
+            headers=headers,
+            timeout=30,
         )
 
     threads = [threading.Thread(target=claim, args=(new_uuid(),)) for _ in range(2)]
@@ -376,7 +524,8 @@ def test_two_threads_race_for_the_last_unit(live_server, db):
     assert "exceed the capacity" in error["detail"]
     base = f"{live_server.url}/resource_providers/{rp_uuid}"
     assert requests.get(f"{base}/usages", headers=headers, timeout=30).json()["usages"] == {
-        "VCPU": 1}
+        "VCPU": 1
+    }
     held = requests.get(f"{base}/allocations", headers=headers, timeout=30).json()
     assert list(held["allocations"]) == [winner]
 
@@ -439,11 +588,14 @@ def test_rolled_back_attempt_leaves_no_cached_ids(client, db, rp, monkeypatch):
     """A project/user created by an attempt that rolled back is not remembered:
     the next claim with the same ids creates them again and succeeds."""
     consumer = new_uuid()
-    body = {"allocations": {rp: {"resources": {"VCPU": 1}}}, "consumer_generation": None,
-            "project_id": "rolled-back-project", "user_id": "rolled-back-user"}
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "consumer_generation": None,
+        "project_id": "rolled-back-project",
+        "user_id": "rolled-back-user",
+    }
     _stale_provider_reads(monkeypatch)
-    assert client.put(f"/allocations/{consumer}", json=body,
-                      version="1.28").status_code == 409
+    assert client.put(f"/allocations/{consumer}", json=body, version="1.28").status_code == 409
     monkeypatch.undo()
     from placement.objects import allocation as alloc_obj
 

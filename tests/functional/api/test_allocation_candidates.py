@@ -38,9 +38,13 @@ def _alloc_sets(body):
     """Allocation requests as a comparable set (dict form)."""
     out = set()
     for ar in body["allocation_requests"]:
-        out.add(frozenset(
-            (rp, rc, amt) for rp, v in ar["allocations"].items()
-            for rc, amt in v["resources"].items()))
+        out.add(
+            frozenset(
+                (rp, rc, amt)
+                for rp, v in ar["allocations"].items()
+                for rc, amt in v["resources"].items()
+            )
+        )
     return out
 
 
@@ -60,11 +64,11 @@ def test_simple_flat(client, db):
 def test_old_microversions_shapes(client, db):
     cn1 = _compute(db, "cn1", disk=100)
     body = _get(client, "resources=VCPU:1", version="1.10")
-    assert body["allocation_requests"] == [{"allocations": [
-        {"resource_provider": {"uuid": cn1}, "resources": {"VCPU": 1}}]}]
+    assert body["allocation_requests"] == [
+        {"allocations": [{"resource_provider": {"uuid": cn1}, "resources": {"VCPU": 1}}]}
+    ]
     # Before 1.27 only requested classes; before 1.17 no traits.
-    assert body["provider_summaries"] == {cn1: {"resources": {"VCPU": {"capacity": 8,
-                                                                        "used": 0}}}}
+    assert body["provider_summaries"] == {cn1: {"resources": {"VCPU": {"capacity": 8, "used": 0}}}}
     body = _get(client, "resources=VCPU:1", version="1.12")
     assert body["allocation_requests"] == [{"allocations": {cn1: {"resources": {"VCPU": 1}}}}]
     assert _get(client, "resources=VCPU:1", version="1.9", status=404)
@@ -80,8 +84,10 @@ def test_bad_input(client, db):
         ("resources=VCPU:1&member_of=not-a-uuid", "Expected 'member_of' parameter"),
         ("resources=VCPU:1&limit=0", "Failed validating 'pattern'"),
         ("resources1=VCPU:1&resources2=VCPU:1", 'The "group_policy" parameter is required'),
-        ("resources=VCPU:1&required=A,!A".replace("A", "HW_CPU_X86_AVX2"),
-         "Conflicting required and forbidden traits"),
+        (
+            "resources=VCPU:1&required=A,!A".replace("A", "HW_CPU_X86_AVX2"),
+            "Conflicting required and forbidden traits",
+        ),
         ("resources=VCPU:1&page_size=0", "Invalid page_size"),
         ("resources=VCPU:1&page_size=10&page_marker=garbage", "Invalid page_marker"),
         ("resources=VCPU:1&node_data=maybe", "Invalid node_data"),
@@ -94,8 +100,9 @@ def test_bad_input(client, db):
     # can tell it to start the walk over.
     resp = client.get("/allocation_candidates?resources=VCPU:1&page_size=10&page_marker=x")
     assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
-    resp = client.get("/allocation_candidates?resources=VCPU:1&required=!HW_CPU_X86_AVX2",
-                      version="1.21")
+    resp = client.get(
+        "/allocation_candidates?resources=VCPU:1&required=!HW_CPU_X86_AVX2", version="1.21"
+    )
     assert resp.status_code == 400
 
 
@@ -125,8 +132,7 @@ def test_nested_granular_not_inflated(client, db):
     assert set(body["provider_summaries"]) == {root, child}
     assert body["provider_summaries"][child]["parent_provider_uuid"] == root
     # Before 1.29 a candidate may not use two providers of one tree.
-    old = _get(client, "resources=VCPU:1&resources1=VCPU:1&group_policy=none",
-               version="1.28")
+    old = _get(client, "resources=VCPU:1&resources1=VCPU:1&group_policy=none", version="1.28")
     for ar in old["allocation_requests"]:
         assert len(ar["allocations"]) == 1
 
@@ -163,11 +169,13 @@ def test_limit_and_usage(client, db):
 def test_paging_walk_and_node_data(client, db):
     cns = [_compute(db, f"cn{i}") for i in range(7)]
     b.allocate(db, str(uuid_lib.uuid4()), {cns[3]: {"VCPU": 8}})
-    node_obj.put_node(db, cns[0], "cell1", {"rack": "r1"}, reserved=False, unschedulable=True,
-                      generation=None)
+    node_obj.put_node(
+        db, cns[0], "cell1", {"rack": "r1"}, reserved=False, unschedulable=True, generation=None
+    )
     node_obj.put_hardware(db, cns[0], {"cpu_model": "EPYC", "gpu_count": 0})
-    node_obj.set_twins(db, [{"uuid": cns[0], "generation": None, "profile": "eco",
-                             "schedulable_class": "eco"}])
+    node_obj.set_twins(
+        db, [{"uuid": cns[0], "generation": None, "profile": "eco", "schedulable_class": "eco"}]
+    )
     seen = []
     url = "/allocation_candidates?resources=VCPU:1&page_size=2&node_data=true"
     pages = 0
@@ -188,22 +196,31 @@ def test_paging_walk_and_node_data(client, db):
     assert pages == 3
     first = _get(client, "resources=VCPU:1&page_size=1&node_data=true")
     assert first["nodes"][cns[0]] == {
-        "name": "cn0", "cell": "cell1", "family": "cpu:EPYC", "profile": "eco",
-        "schedulable_class": "eco", "labels": {"rack": "r1"}, "unschedulable": True,
-        "reserved": False, "failed_builds": 0}
-    second = _get(client, "resources=VCPU:1&page_size=1&node_data=true"
-                  + "&page_marker=" + first["links"][0]["href"].split("page_marker=")[1])
+        "name": "cn0",
+        "cell": "cell1",
+        "family": "cpu:EPYC",
+        "profile": "eco",
+        "schedulable_class": "eco",
+        "labels": {"rack": "r1"},
+        "unschedulable": True,
+        "reserved": False,
+        "failed_builds": 0,
+    }
+    second = _get(
+        client,
+        "resources=VCPU:1&page_size=1&node_data=true"
+        + "&page_marker="
+        + first["links"][0]["href"].split("page_marker=")[1],
+    )
     assert second["nodes"][cns[1]]["cell"] is None
     assert second["nodes"][cns[1]]["family"] is None
     # A marker from another query is refused.
     marker = first["links"][0]["href"].split("page_marker=")[1]
-    resp = client.get("/allocation_candidates?resources=VCPU:2&page_size=1&page_marker="
-                      + marker)
+    resp = client.get("/allocation_candidates?resources=VCPU:2&page_size=1&page_marker=" + marker)
     assert resp.status_code == 400
     assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
     # Vanilla requests never see extension keys.
-    assert set(_get(client, "resources=VCPU:1")) == {"allocation_requests",
-                                                     "provider_summaries"}
+    assert set(_get(client, "resources=VCPU:1")) == {"allocation_requests", "provider_summaries"}
 
 
 def _walk(client, url):
@@ -249,8 +266,10 @@ def test_walk_from_a_start_point_wraps_and_lists_each_root_once(client, db):
     firsts = set()
     for start in ("0", "0.05", "0.35", "0.5", "0.73", "0.999999"):
         for size in (1, 3, 20):
-            seen = _walk(client, "/allocation_candidates?resources=VCPU:1"
-                         f"&page_size={size}&page_start={start}")
+            seen = _walk(
+                client,
+                f"/allocation_candidates?resources=VCPU:1&page_size={size}&page_start={start}",
+            )
             assert sorted(seen) == sorted(viable), (start, size)
             # A rotation of the id order: from some root on, then wrapped.
             at = viable.index(seen[0])
@@ -258,11 +277,13 @@ def test_walk_from_a_start_point_wraps_and_lists_each_root_once(client, db):
             firsts.add(seen[0])
     assert len(firsts) >= 5  # different starts begin at different roots
     # 0 is the lowest root: the same walk as without page_start.
-    assert _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=4&page_start=0") \
-        == _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=4")
+    assert _walk(
+        client, "/allocation_candidates?resources=VCPU:1&page_size=4&page_start=0"
+    ) == _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=4")
     # limit cuts pages short, not the wrapped walk.
-    seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3&limit=2"
-                 "&page_start=0.6")
+    seen = _walk(
+        client, "/allocation_candidates?resources=VCPU:1&page_size=3&limit=2&page_start=0.6"
+    )
     assert sorted(seen) == sorted(viable)
 
 
@@ -271,8 +292,9 @@ def test_walk_from_a_start_point_finds_the_only_fitting_highest_roots(client, db
     cns = [_compute(db, f"cn{i}", vcpu=2) for i in range(8)]
     cns += [_compute(db, f"big{i}", vcpu=32) for i in range(2)]
     for start in ("0", "0.1", "0.5", "0.85", "0.95"):
-        seen = _walk(client, "/allocation_candidates?resources=VCPU:16&page_size=2"
-                     f"&page_start={start}")
+        seen = _walk(
+            client, f"/allocation_candidates?resources=VCPU:16&page_size=2&page_start={start}"
+        )
         assert sorted(seen) == sorted(cns[8:]), start
 
 
@@ -293,8 +315,7 @@ def test_wrapped_walk_survives_changes_between_pages(client, db):
 def test_page_start_bad_values(client, db):
     _compute(db, "cn1")
     base = "/allocation_candidates?resources=VCPU:1"
-    for value in ("1", "1.0", "-0.1", "0.5x", "abc", "", ".5", "0.", "0,5", "nan",
-                  "0." + "1" * 18):
+    for value in ("1", "1.0", "-0.1", "0.5x", "abc", "", ".5", "0.", "0,5", "nan", "0." + "1" * 18):
         resp = client.get(f"{base}&page_size=2&page_start={value}")
         assert resp.status_code == 400, value
         error = resp.get_json()["errors"][0]
@@ -317,11 +338,17 @@ def test_wrapped_marker_tampering_is_refused(client, db):
     raw = base64.urlsafe_b64decode(marker + "=" * (-len(marker) % 4)).decode()
     version, after, start, wrapped, fp = raw.split(":")
     assert version == "2" and wrapped == "0"
-    for bad in (f"2:{after}:{start}:2:{fp}", f"2:{after}:-1:0:{fp}", f"2:{after}:{start}:0",
-                f"2:{after}:{start}:0:{fp}:x", f"2:{after}:{start}:0:000000000000"):
+    for bad in (
+        f"2:{after}:{start}:2:{fp}",
+        f"2:{after}:-1:0:{fp}",
+        f"2:{after}:{start}:0",
+        f"2:{after}:{start}:0:{fp}:x",
+        f"2:{after}:{start}:0:000000000000",
+    ):
         forged = base64.urlsafe_b64encode(bad.encode()).decode().rstrip("=")
-        resp = client.get("/allocation_candidates?resources=VCPU:1&page_size=1&page_marker="
-                          + forged)
+        resp = client.get(
+            "/allocation_candidates?resources=VCPU:1&page_size=1&page_marker=" + forged
+        )
         assert resp.status_code == 400, bad
         assert resp.get_json()["errors"][0]["code"] == "placement.query.bad_page_marker"
     # The marker carries the start: page_start on a later page does not move it.
@@ -335,13 +362,28 @@ def test_eco_and_draining_nodes_left_out_by_the_profile_trait(client, db):
     draining node's profile is eco already) and keeps performance nodes and nodes
     without a twin."""
     perf, eco, draining, bare = (_compute(db, n) for n in ("perf", "eco", "drain", "bare"))
-    node_obj.set_twins(db, [
-        {"uuid": perf, "generation": None, "profile": "performance",
-         "schedulable_class": "performance"},
-        {"uuid": eco, "generation": None, "profile": "eco", "schedulable_class": "eco"},
-        {"uuid": draining, "generation": None, "profile": "eco",
-         "schedulable_class": "draining"}])
+    node_obj.set_twins(
+        db,
+        [
+            {
+                "uuid": perf,
+                "generation": None,
+                "profile": "performance",
+                "schedulable_class": "performance",
+            },
+            {"uuid": eco, "generation": None, "profile": "eco", "schedulable_class": "eco"},
+            {
+                "uuid": draining,
+                "generation": None,
+                "profile": "eco",
+                "schedulable_class": "draining",
+            },
+        ],
+    )
     for extra in ("", "&page_size=10", "&page_size=1&page_start=0.5"):
-        seen = _walk(client, "/allocation_candidates?resources=VCPU:1"
-                     "&root_required=!CUSTOM_POWER_PROFILE_ECO" + (extra or "&page_size=1000"))
+        seen = _walk(
+            client,
+            "/allocation_candidates?resources=VCPU:1"
+            "&root_required=!CUSTOM_POWER_PROFILE_ECO" + (extra or "&page_size=1000"),
+        )
         assert sorted(seen) == sorted([perf, bare]), extra

@@ -25,7 +25,9 @@ def test_aggregates_response_is_an_object_before_1_19(client, version):
     assert resp.get_json() == {"aggregates": [agg]}
     assert client.get(url, version=version).get_json() == {"aggregates": [agg]}
     assert client.get(url, version="1.19").get_json() == {
-        "aggregates": [agg], "resource_provider_generation": 0}
+        "aggregates": [agg],
+        "resource_provider_generation": 0,
+    }
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.20"])
@@ -89,5 +91,9 @@ def test_version_boundaries_of_errors_and_deletes(client):
     # PUT /resource_classes/{name}: 1.2-1.6 renames (body), 1.7+ creates (201, then 204).
     assert client.put("/resource_classes/CUSTOM_A", version="1.7").status_code == 201
     assert client.put("/resource_classes/CUSTOM_A", version="1.7").status_code == 204
-    assert client.put("/resource_classes/CUSTOM_A", json={"name": "CUSTOM_B"},
-                      version="1.6").status_code == 200
+    assert (
+        client.put(
+            "/resource_classes/CUSTOM_A", json={"name": "CUSTOM_B"}, version="1.6"
+        ).status_code
+        == 200
+    )

@@ -21,8 +21,10 @@ def test_failures_count_up_a_success_clears_and_candidates_show_it(client, db):
     # Bad input: the API's errors, nothing counted.
     for bad in ({}, {"succeeded": "no"}, {"succeeded": True, "x": 1}):
         resp = client.post(url, json=bad)
-        assert resp.status_code == 400 and "JSON does not validate" in \
-            resp.get_json()["errors"][0]["detail"]
+        assert (
+            resp.status_code == 400
+            and "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
+        )
     resp = client.post(f"/nodes/{child}/build_outcome", json={"succeeded": False})
     assert resp.status_code == 400
     resp = client.post(f"/nodes/{uuid.uuid4()}/build_outcome", json={"succeeded": False})

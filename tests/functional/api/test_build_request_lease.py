@@ -22,15 +22,24 @@ def _code(resp):
 
 def _spec(instance, request_id, workload_class="standard"):
     """A request spec of the contract (joule.request_spec) for one instance."""
-    return {"version": "1.0", "request_id": request_id, "instance_uuids": [instance],
-            "workload_class": workload_class, "resources": {"VCPU": 1},
-            "project_id": "p", "user_id": "u"}
+    return {
+        "version": "1.0",
+        "request_id": request_id,
+        "instance_uuids": [instance],
+        "workload_class": workload_class,
+        "resources": {"VCPU": 1},
+        "project_id": "p",
+        "user_id": "u",
+    }
 
 
 def _create(client, owner=None, lease=None, instance=None):
     instance = instance or _new()
-    body = {"instance_uuid": instance, "request_id": "req-lease",
-            "spec": _spec(instance, "req-lease")}
+    body = {
+        "instance_uuid": instance,
+        "request_id": "req-lease",
+        "spec": _spec(instance, "req-lease"),
+    }
     if owner is not None:
         body.update(owner=owner, lease_seconds=lease or 60)
     resp = client.post("/build_requests", json=body)
@@ -42,14 +51,18 @@ def _expire(db, instance):
     """What passing time does to a lease, without waiting for it."""
     past = datetime.datetime(2000, 1, 1)
     with db.write() as conn:
-        conn.execute(models.build_requests.update()
-                     .where(models.build_requests.c.instance_uuid == instance)
-                     .values(lease_expires_at=past))
+        conn.execute(
+            models.build_requests.update()
+            .where(models.build_requests.c.instance_uuid == instance)
+            .values(lease_expires_at=past)
+        )
 
 
 def _lease(client, instance, owner, generation, seconds=60, **extra):
-    return client.put(f"/build_requests/{instance}/lease", json={
-        "owner": owner, "generation": generation, "lease_seconds": seconds, **extra})
+    return client.put(
+        f"/build_requests/{instance}/lease",
+        json={"owner": owner, "generation": generation, "lease_seconds": seconds, **extra},
+    )
 
 
 def test_created_held_then_renewed_and_only_by_its_owner(client):
@@ -84,8 +97,9 @@ def test_expired_lease_is_taken_over_once(client, db):
     resp = _lease(client, inst, "cond-c", 0)
     assert resp.status_code == 409 and _code(resp) == CONCURRENT
     # The dead owner, come back, cannot finish what it no longer holds.
-    resp = client.put(f"/build_requests/{inst}", json={
-        "status": "failed", "reason": "late", "owner": "cond-a"})
+    resp = client.put(
+        f"/build_requests/{inst}", json={"status": "failed", "reason": "late", "owner": "cond-a"}
+    )
     assert resp.status_code == 409 and _code(resp) == LEASED
     got = client.get(f"/build_requests/{inst}").get_json()
     assert (got["owner"], got["status"], got["generation"]) == ("cond-b", "pending", 1)
@@ -107,8 +121,10 @@ def test_hand_off_leaves_it_unowned_but_reserved(client, db):
 def test_finished_record_is_never_touched_again(client):
     inst = _create(client, owner="cond-a")["instance_uuid"]
     host = _new()
-    resp = client.put(f"/build_requests/{inst}", json={
-        "status": "placed", "host_uuid": host, "owner": "cond-a", "generation": 0})
+    resp = client.put(
+        f"/build_requests/{inst}",
+        json={"status": "placed", "host_uuid": host, "owner": "cond-a", "generation": 0},
+    )
     assert resp.status_code == 200
     done = resp.get_json()
     assert (done["owner"], done["lease_expires_at"], done["generation"]) == (None, None, 1)
@@ -126,19 +142,22 @@ def test_finished_record_is_never_touched_again(client):
 
 def test_finish_guarded_by_generation(client):
     inst = _create(client, owner="cond-a")["instance_uuid"]
-    resp = client.put(f"/build_requests/{inst}", json={
-        "status": "failed", "owner": "cond-a", "generation": 5})
+    resp = client.put(
+        f"/build_requests/{inst}", json={"status": "failed", "owner": "cond-a", "generation": 5}
+    )
     assert resp.status_code == 409 and _code(resp) == CONCURRENT
     assert client.get(f"/build_requests/{inst}").get_json()["status"] == "pending"
 
 
 def test_lease_errors(client):
     inst = _create(client)["instance_uuid"]
-    for body in ({"owner": "a", "generation": 0}, {"owner": "", "generation": 0,
-                                                   "lease_seconds": 5},
-                 {"owner": "a", "generation": -1, "lease_seconds": 5},
-                 {"owner": "a", "generation": 0, "lease_seconds": 0},
-                 {"owner": "a", "generation": 0, "lease_seconds": 5, "x": 1}):
+    for body in (
+        {"owner": "a", "generation": 0},
+        {"owner": "", "generation": 0, "lease_seconds": 5},
+        {"owner": "a", "generation": -1, "lease_seconds": 5},
+        {"owner": "a", "generation": 0, "lease_seconds": 0},
+        {"owner": "a", "generation": 0, "lease_seconds": 5, "x": 1},
+    ):
         resp = client.put(f"/build_requests/{inst}/lease", json=body)
         assert resp.status_code == 400, body
     resp = _lease(client, _new(), "a", 0)
@@ -152,21 +171,27 @@ def _records(n, request_id="req-bulk"):
     out = []
     for _ in range(n):
         instance = _new()
-        out.append({"instance_uuid": instance, "request_id": request_id,
-                    "workload_class": "standard", "spec": _spec(instance, request_id)})
+        out.append(
+            {
+                "instance_uuid": instance,
+                "request_id": request_id,
+                "workload_class": "standard",
+                "spec": _spec(instance, request_id),
+            }
+        )
     return out
 
 
 def _count(db):
     with db.read() as conn:
-        return conn.execute(sa.select(sa.func.count()).select_from(
-            models.build_requests)).scalar()
+        return conn.execute(sa.select(sa.func.count()).select_from(models.build_requests)).scalar()
 
 
 def test_bulk_create_all_or_nothing(client, db):
     recs = _records(3)
-    resp = client.post("/build_requests", json={"build_requests": recs, "owner": "super-1",
-                                                 "lease_seconds": 30})
+    resp = client.post(
+        "/build_requests", json={"build_requests": recs, "owner": "super-1", "lease_seconds": 30}
+    )
     assert resp.status_code == 201
     out = resp.get_json()["build_requests"]
     assert [r["instance_uuid"] for r in out] == [r["instance_uuid"] for r in recs]
@@ -178,36 +203,60 @@ def test_bulk_create_all_or_nothing(client, db):
     assert recs[0]["instance_uuid"] in resp.get_json()["errors"][0]["detail"]
     assert _count(db) == 3
     # The same instance twice in one body, an empty list, a bad item: 400.
-    for body in ({"build_requests": fresh + [fresh[0]]}, {"build_requests": []},
-                 {"build_requests": [{**fresh[0], "status": "placed"}]}):
+    for body in (
+        {"build_requests": fresh + [fresh[0]]},
+        {"build_requests": []},
+        {"build_requests": [{**fresh[0], "status": "placed"}]},
+    ):
         assert client.post("/build_requests", json=body).status_code == 400
     assert _count(db) == 3
 
 
 def test_bulk_finish_all_or_nothing(client):
     recs = _records(3)
-    client.post("/build_requests", json={"build_requests": recs, "owner": "cell-a",
-                                         "lease_seconds": 30})
+    client.post(
+        "/build_requests", json={"build_requests": recs, "owner": "cell-a", "lease_seconds": 30}
+    )
     a, b, c = (r["instance_uuid"] for r in recs)
     host = _new()
     # c is guarded by a wrong owner: nothing is finished.
-    resp = client.put("/build_requests", json={"build_requests": [
-        {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
-        {"instance_uuid": b, "status": "failed", "reason": "r"},
-        {"instance_uuid": c, "status": "failed", "owner": "cell-b"}]})
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
+                {"instance_uuid": b, "status": "failed", "reason": "r"},
+                {"instance_uuid": c, "status": "failed", "owner": "cell-b"},
+            ]
+        },
+    )
     assert resp.status_code == 409 and _code(resp) == LEASED
     statuses = [client.get(f"/build_requests/{u}").get_json()["status"] for u in (a, b, c)]
     assert statuses == ["pending"] * 3
     # An unknown instance: 404, nothing finished.
-    resp = client.put("/build_requests", json={"build_requests": [
-        {"instance_uuid": a, "status": "failed"}, {"instance_uuid": _new(), "status": "failed"}]})
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {"instance_uuid": a, "status": "failed"},
+                {"instance_uuid": _new(), "status": "failed"},
+            ]
+        },
+    )
     assert resp.status_code == 404
-    resp = client.put("/build_requests", json={"build_requests": [
-        {"instance_uuid": a, "status": "placed"}]})
+    resp = client.put(
+        "/build_requests", json={"build_requests": [{"instance_uuid": a, "status": "placed"}]}
+    )
     assert resp.status_code == 400  # placed without host
-    resp = client.put("/build_requests", json={"build_requests": [
-        {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
-        {"instance_uuid": b, "status": "failed", "reason": "r"}]})
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {"instance_uuid": a, "status": "placed", "host_uuid": host, "owner": "cell-a"},
+                {"instance_uuid": b, "status": "failed", "reason": "r"},
+            ]
+        },
+    )
     assert resp.status_code == 200
     assert [r["status"] for r in resp.get_json()["build_requests"]] == ["placed", "failed"]
     assert client.get(f"/build_requests/{c}").get_json()["status"] == "pending"

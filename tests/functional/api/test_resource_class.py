@@ -13,13 +13,14 @@ def test_standard_classes_are_listed_and_read_only(client):
     assert "VCPU" in names and "MEMORY_MB" in names
     assert client.get("/resource_classes", version="1.1").status_code == 404
     vcpu = client.get("/resource_classes/VCPU")
-    assert vcpu.get_json() == {"name": "VCPU",
-                               "links": [{"rel": "self", "href": "/resource_classes/VCPU"}]}
+    assert vcpu.get_json() == {
+        "name": "VCPU",
+        "links": [{"rel": "self", "href": "/resource_classes/VCPU"}],
+    }
     resp = client.delete("/resource_classes/VCPU")
     assert resp.status_code == 400 and "Cannot delete standard resource class" in _detail(resp)
     resp = client.put("/resource_classes/VCPU", json={"name": "CUSTOM_X"}, version="1.6")
-    assert resp.status_code == 400 and "Cannot update standard resource class VCPU" in \
-        _detail(resp)
+    assert resp.status_code == 400 and "Cannot update standard resource class VCPU" in _detail(resp)
     resp = client.put("/resource_classes/VCPU", version="1.7")
     assert resp.status_code == 400 and "Failed validating 'pattern'" in _detail(resp)
     assert client.get("/resource_classes/CUSTOM_NOPE").status_code == 404
@@ -34,8 +35,9 @@ def test_custom_class_lifecycle(client):
     for bad in ("GOLD", "CUSTOM_lower", "CUSTOM_" + "X" * 250):
         assert client.post("/resource_classes", json={"name": bad}).status_code == 400
 
-    resp = client.put("/resource_classes/CUSTOM_GOLD", json={"name": "CUSTOM_SILVER"},
-                      version="1.6")
+    resp = client.put(
+        "/resource_classes/CUSTOM_GOLD", json={"name": "CUSTOM_SILVER"}, version="1.6"
+    )
     assert resp.status_code == 200 and resp.get_json()["name"] == "CUSTOM_SILVER"
     assert client.get("/resource_classes/CUSTOM_GOLD").status_code == 404
 
@@ -45,8 +47,11 @@ def test_custom_class_lifecycle(client):
     assert again.status_code == 204
     assert again.headers["location"].endswith("/resource_classes/CUSTOM_BRONZE")
     # Before 1.7 a bodiless PUT is a malformed update.
-    resp = client.put("/resource_classes/CUSTOM_BRONZE", version="1.6",
-                      headers={"content-type": "application/json"})
+    resp = client.put(
+        "/resource_classes/CUSTOM_BRONZE",
+        version="1.6",
+        headers={"content-type": "application/json"},
+    )
     assert resp.status_code == 400 and "Malformed JSON" in _detail(resp)
 
     assert client.delete("/resource_classes/CUSTOM_SILVER").status_code == 204
@@ -59,7 +64,9 @@ def test_class_in_use_cannot_be_deleted(client, db):
     resp = client.delete("/resource_classes/CUSTOM_GPU")
     assert resp.status_code == 409 and "Class is in use in inventory" in _detail(resp)
     builders.allocate(db, new_uuid(), {rp: {"CUSTOM_GPU": 1}})
-    client.put(f"/resource_providers/{rp}/inventories", json={
-        "resource_provider_generation": 2, "inventories": {"CUSTOM_GPU": {"total": 8}}})
+    client.put(
+        f"/resource_providers/{rp}/inventories",
+        json={"resource_provider_generation": 2, "inventories": {"CUSTOM_GPU": {"total": 8}}},
+    )
     assert client.delete("/resource_classes/CUSTOM_GPU").status_code == 409
     assert client.get("/resource_classes/CUSTOM_GPU").status_code == 200

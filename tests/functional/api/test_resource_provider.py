@@ -29,7 +29,13 @@ def test_create_versions_and_duplicates(client):
     assert body["uuid"] == str(raw) and body["generation"] == 0
     assert body["parent_provider_uuid"] is None and body["root_provider_uuid"] == str(raw)
     assert {link["rel"] for link in body["links"]} == {
-        "self", "inventories", "usages", "aggregates", "traits", "allocations"}
+        "self",
+        "inventories",
+        "usages",
+        "aggregates",
+        "traits",
+        "allocations",
+    }
 
     dup = client.post("/resource_providers", json={"name": "cn1", "uuid": str(raw)})
     assert dup.status_code == 409 and _code(dup) == "placement.duplicate_name"
@@ -41,8 +47,7 @@ def test_create_versions_and_duplicates(client):
     assert bad.status_code == 400 and "Failed validating 'format'" in _detail(bad)
     bad = client.post("/resource_providers", data="{", headers={"content-type": "application/json"})
     assert bad.status_code == 400 and "Malformed JSON" in _detail(bad)
-    bad = client.post("/resource_providers", data="name=x",
-                      headers={"content-type": "text/plain"})
+    bad = client.post("/resource_providers", data="name=x", headers={"content-type": "text/plain"})
     assert bad.status_code == 415
     # Nothing of the refused requests was stored.
     assert len(client.get("/resource_providers").get_json()["resource_providers"]) == 2
@@ -57,8 +62,7 @@ def test_links_and_fields_follow_microversion(client):
     assert len(body["links"]) == 5
     resp = client.get(f"/resource_providers/{uuid}", version="1.15")
     assert resp.headers["cache-control"] == "no-cache" and "last-modified" in resp.headers
-    assert "last-modified" not in client.get(f"/resource_providers/{uuid}",
-                                             version="1.14").headers
+    assert "last-modified" not in client.get(f"/resource_providers/{uuid}", version="1.14").headers
     missing = client.get(f"/resource_providers/{new_uuid()}")
     assert missing.status_code == 404 and "No resource provider with uuid" in _detail(missing)
 
@@ -80,37 +84,47 @@ def test_rename_and_parenting_rules(client):
     assert resp.status_code == 200 and resp.get_json()["name"] == "kid"
 
     # Before 1.37 a provider with a parent keeps it.
-    resp = client.put(f"/resource_providers/{child}",
-                      json={"name": "kid", "parent_provider_uuid": other}, version="1.36")
+    resp = client.put(
+        f"/resource_providers/{child}",
+        json={"name": "kid", "parent_provider_uuid": other},
+        version="1.36",
+    )
     assert resp.status_code == 400
     assert "re-parenting a provider is not currently allowed" in _detail(resp)
-    resp = client.put(f"/resource_providers/{child}",
-                      json={"name": "kid", "parent_provider_uuid": None}, version="1.36")
+    resp = client.put(
+        f"/resource_providers/{child}",
+        json={"name": "kid", "parent_provider_uuid": None},
+        version="1.36",
+    )
     assert "un-parenting a provider is not currently allowed" in _detail(resp)
     # No loops, even through a grandchild.
-    resp = client.put(f"/resource_providers/{root}",
-                      json={"name": "root", "parent_provider_uuid": grandchild})
+    resp = client.put(
+        f"/resource_providers/{root}", json={"name": "root", "parent_provider_uuid": grandchild}
+    )
     assert resp.status_code == 400 and "creating loop" in _detail(resp)
 
     # 1.37: moving a subtree moves its root with it.
-    resp = client.put(f"/resource_providers/{child}",
-                      json={"name": "kid", "parent_provider_uuid": other})
+    resp = client.put(
+        f"/resource_providers/{child}", json={"name": "kid", "parent_provider_uuid": other}
+    )
     assert resp.status_code == 200 and resp.get_json()["root_provider_uuid"] == other
     gc = client.get(f"/resource_providers/{grandchild}").get_json()
     assert gc["root_provider_uuid"] == other and gc["parent_provider_uuid"] == child
-    resp = client.put(f"/resource_providers/{child}",
-                      json={"name": "kid", "parent_provider_uuid": None})
+    resp = client.put(
+        f"/resource_providers/{child}", json={"name": "kid", "parent_provider_uuid": None}
+    )
     assert resp.get_json()["root_provider_uuid"] == child
-    assert client.get(f"/resource_providers/{grandchild}").get_json()[
-        "root_provider_uuid"] == child
+    assert client.get(f"/resource_providers/{grandchild}").get_json()["root_provider_uuid"] == child
     tree = client.get(f"/resource_providers?in_tree={grandchild}").get_json()
     assert {rp["uuid"] for rp in tree["resource_providers"]} == {child, grandchild}
 
-    resp = client.post("/resource_providers",
-                       json={"name": "orphan", "parent_provider_uuid": new_uuid()})
+    resp = client.post(
+        "/resource_providers", json={"name": "orphan", "parent_provider_uuid": new_uuid()}
+    )
     assert resp.status_code == 400 and "parent provider UUID does not exist" in _detail(resp)
-    resp = client.post("/resource_providers", json={"name": "p", "parent_provider_uuid": root},
-                       version="1.13")
+    resp = client.post(
+        "/resource_providers", json={"name": "p", "parent_provider_uuid": root}, version="1.13"
+    )
     assert resp.status_code == 400 and "Additional properties" in _detail(resp)
 
 
@@ -200,6 +214,11 @@ def test_nul_characters_are_client_errors(client):
     assert client.get("/resource_classes/A%00").status_code == 404
     assert client.get("/traits/A%00").status_code == 404
     assert client.get("/traits?name=in:A%00").status_code == 400
-    assert client.put(f"/resource_providers/{rp}/traits", json={
-        "traits": ["A\u0000"], "resource_provider_generation": 0}).status_code == 400
+    assert (
+        client.put(
+            f"/resource_providers/{rp}/traits",
+            json={"traits": ["A\u0000"], "resource_provider_generation": 0},
+        ).status_code
+        == 400
+    )
     assert client.delete(f"/resource_providers/{rp}/inventories/A%00").status_code == 404

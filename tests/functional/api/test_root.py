@@ -22,8 +22,7 @@ def test_microversion_headers(client):
     assert resp.headers["openstack-api-version"] == "placement 1.0"
 
 
-@pytest.mark.parametrize("value,status", [("1.40", 406), ("2.0", 406), ("1.a", 400),
-                                          ("one", 400)])
+@pytest.mark.parametrize("value,status", [("1.40", 406), ("2.0", 406), ("1.a", 400), ("one", 400)])
 def test_bad_microversion(client, value, status):
     resp = client.get("/", version=value)
     assert resp.status_code == status
@@ -81,8 +80,9 @@ def test_unknown_path_is_404_whatever_the_accept(client):
 
 
 def test_body_without_content_type_is_400(client):
-    resp = client.request("POST", "/resource_providers", data=b"I want a provider",
-                          headers={"content-type": None})
+    resp = client.request(
+        "POST", "/resource_providers", data=b"I want a provider", headers={"content-type": None}
+    )
     assert resp.status_code == 400
     assert "content-type header required" in resp.get_json()["errors"][0]["detail"]
 
@@ -90,12 +90,13 @@ def test_body_without_content_type_is_400(client):
 def test_content_length_not_an_integer_is_400(app):
     # The test client computes content-length itself; override it in the environ.
     resp = app.test_client().post(
-        "/resource_providers", data=b"{}",
+        "/resource_providers",
+        data=b"{}",
         headers={"x-auth-token": "admin", "content-type": "application/json"},
-        environ_overrides={"CONTENT_LENGTH": "hi mom"})
+        environ_overrides={"CONTENT_LENGTH": "hi mom"},
+    )
     assert resp.status_code == 400
-    assert "content-length header must be an integer" in \
-        resp.get_json()["errors"][0]["detail"]
+    assert "content-length header must be an integer" in resp.get_json()["errors"][0]["detail"]
 
 
 def test_head_is_405_as_upstream(client):
@@ -110,8 +111,10 @@ def test_allow_lists_methods_in_upstream_order(client):
     assert resp.status_code == 405
     assert resp.headers["allow"] == "GET, DELETE, PUT"
     detail = resp.get_json()["errors"][0]["detail"]
-    assert detail == ("The method PATCH is not allowed for this resource. \n\n "
-                      "The method specified is not allowed for this resource.")
+    assert detail == (
+        "The method PATCH is not allowed for this resource. \n\n "
+        "The method specified is not allowed for this resource."
+    )
     assert "openstack-api-version" in resp.headers.get_all("vary")
 
 
@@ -125,13 +128,16 @@ def test_error_json_is_spaced_like_upstream(client):
     assert "vary" not in resp.headers
 
 
-@pytest.mark.parametrize("accept,media_type", [
-    ("text/html", "text/html"),
-    ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "text/html"),
-    ("application/json, text/html;q=0.5", "application/json"),
-    ("*/*", "application/json"),
-    ("text/plain", "text/plain"),
-])
+@pytest.mark.parametrize(
+    "accept,media_type",
+    [
+        ("text/html", "text/html"),
+        ("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", "text/html"),
+        ("application/json, text/html;q=0.5", "application/json"),
+        ("*/*", "application/json"),
+        ("text/plain", "text/plain"),
+    ],
+)
 def test_error_body_follows_accept(client, accept, media_type):
     resp = client.get("/no_such_thing", headers={"accept": accept})
     assert resp.status_code == 404
@@ -142,9 +148,11 @@ def test_error_body_follows_accept(client, accept, media_type):
 def test_406_names_the_accept_header(client):
     resp = client.get("/", version="1.99", headers={"accept": None})
     detail = resp.get_json()["errors"][0]["detail"]
-    assert detail == ("The resource could not be generated that was acceptable to your "
-                      "browser (content of type application/json. \n\n Invalid microversion: "
-                      "Unacceptable version header: 1.99")
+    assert detail == (
+        "The resource could not be generated that was acceptable to your "
+        "browser (content of type application/json. \n\n Invalid microversion: "
+        "Unacceptable version header: 1.99"
+    )
     resp = client.get("/resource_providers", headers={"accept": "text/html"})
     assert resp.status_code == 406
     assert resp.mimetype == "text/html"
@@ -152,12 +160,14 @@ def test_406_names_the_accept_header(client):
 
 
 def test_415_names_the_media_type(client):
-    resp = client.request("POST", "/resource_providers", data=b"x",
-                          headers={"content-type": "text/plain"})
+    resp = client.request(
+        "POST", "/resource_providers", data=b"x", headers={"content-type": "text/plain"}
+    )
     assert resp.status_code == 415
     assert resp.get_json()["errors"][0]["detail"] == (
         "The request media type text/plain is not supported by this server. \n\n "
-        "The media type text/plain is not supported, use application/json")
+        "The media type text/plain is not supported, use application/json"
+    )
 
 
 def test_multi_line_details_arrive_on_one_line(client):
@@ -170,10 +180,15 @@ def test_multi_line_details_arrive_on_one_line(client):
     assert "'abc' is not a 'uuid'  Failed validating 'format'" in rest
 
 
-@pytest.mark.parametrize("path,status", [("/resource_providers/%00", 404),
-                                         ("/resource_providers?name=a%00b", 400),
-                                         ("/traits?name=in:%00", 400),
-                                         ("/usages?project_id=%00", 400)])
+@pytest.mark.parametrize(
+    "path,status",
+    [
+        ("/resource_providers/%00", 404),
+        ("/resource_providers?name=a%00b", 400),
+        ("/traits?name=in:%00", 400),
+        ("/usages?project_id=%00", 400),
+    ],
+)
 def test_nul_in_path_or_query(client, path, status):
     resp = client.get(path)
     assert resp.status_code == status

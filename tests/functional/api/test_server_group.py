@@ -17,8 +17,7 @@ def _err(resp):
 
 
 def _group(client, policy, rules=None, **extra):
-    body = {"name": f"g-{policy}", "policy": policy, "project_id": "p", "user_id": "u",
-            **extra}
+    body = {"name": f"g-{policy}", "policy": policy, "project_id": "p", "user_id": "u", **extra}
     if rules is not None:
         body["rules"] = rules
     resp = client.post("/server_groups", json=body)
@@ -39,8 +38,13 @@ def _hosts(db, count, vcpu=8):
 
 
 def _claim(client, consumer, rp, group=None, generation=None, amount=1):
-    body = {"allocations": {rp: {"resources": {"VCPU": amount}}}, "project_id": "p",
-            "user_id": "u", "consumer_generation": generation, "consumer_type": "INSTANCE"}
+    body = {
+        "allocations": {rp: {"resources": {"VCPU": amount}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": generation,
+        "consumer_type": "INSTANCE",
+    }
     if group is not None:
         body["server_group"] = group
     return client.put(f"/allocations/{consumer}", json=body)
@@ -69,25 +73,57 @@ def test_bad_bodies_are_400_and_store_nothing(client):
         {"name": "g", "policy": "affinity", "project_id": "p"},  # no user
         {"name": "g", "policy": "best-effort", "project_id": "p", "user_id": "u"},
         {"name": "", "policy": "affinity", "project_id": "p", "user_id": "u"},
-        {"name": "g", "policy": "anti-affinity", "project_id": "p", "user_id": "u",
-         "rules": {"max_server_per_host": 0}},
-        {"name": "g", "policy": "anti-affinity", "project_id": "p", "user_id": "u",
-         "rules": {"max_server_per_host": "2"}},
-        {"name": "g", "policy": "anti-affinity", "project_id": "p", "user_id": "u",
-         "rules": {"min_server_per_host": 2}},
-        {"name": "g", "policy": "affinity", "project_id": "p", "user_id": "u",
-         "policies": ["affinity"]},
-        {"name": "g", "policy": "affinity", "project_id": "p", "user_id": "u",
-         "uuid": "not-a-uuid"},
+        {
+            "name": "g",
+            "policy": "anti-affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "rules": {"max_server_per_host": 0},
+        },
+        {
+            "name": "g",
+            "policy": "anti-affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "rules": {"max_server_per_host": "2"},
+        },
+        {
+            "name": "g",
+            "policy": "anti-affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "rules": {"min_server_per_host": 2},
+        },
+        {
+            "name": "g",
+            "policy": "affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "policies": ["affinity"],
+        },
+        {
+            "name": "g",
+            "policy": "affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "uuid": "not-a-uuid",
+        },
     ]
     for body in bad:
         resp = client.post("/server_groups", json=body)
         assert resp.status_code == 400, body
         assert "JSON does not validate" in _err(resp)["detail"], body
     # nova 2.64: only anti-affinity takes rules.
-    resp = client.post("/server_groups", json={
-        "name": "g", "policy": "affinity", "project_id": "p", "user_id": "u",
-        "rules": {"max_server_per_host": 2}})
+    resp = client.post(
+        "/server_groups",
+        json={
+            "name": "g",
+            "policy": "affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "rules": {"max_server_per_host": 2},
+        },
+    )
     assert resp.status_code == 400
     assert "Only the anti-affinity policy supports rules" in _err(resp)["detail"]
     assert client.get("/server_groups").get_json()["server_groups"] == []
@@ -96,9 +132,16 @@ def test_bad_bodies_are_400_and_store_nothing(client):
 def test_duplicate_uuid_is_409(client):
     wanted = _new()
     _group(client, "affinity", uuid=wanted)
-    resp = client.post("/server_groups", json={
-        "name": "again", "policy": "affinity", "project_id": "p", "user_id": "u",
-        "uuid": wanted})
+    resp = client.post(
+        "/server_groups",
+        json={
+            "name": "again",
+            "policy": "affinity",
+            "project_id": "p",
+            "user_id": "u",
+            "uuid": wanted,
+        },
+    )
     assert resp.status_code == 409
     assert _err(resp)["code"] == "placement.server_group.duplicate"
 
@@ -150,8 +193,7 @@ def test_soft_policies_record_members_without_refusing(client, db):
         a, b = _new(), _new()
         assert _claim(client, a, numa, group).status_code == 204
         assert _claim(client, b, numa, group).status_code == 204
-        assert client.get(f"/server_groups/{group}").get_json()["hosts"] == {
-            root: sorted([a, b])}
+        assert client.get(f"/server_groups/{group}").get_json()["hosts"] == {root: sorted([a, b])}
 
 
 def test_a_move_is_checked_and_a_release_frees_the_host(client, db):
@@ -210,9 +252,16 @@ def test_sharing_provider_is_not_a_host(client, db):
     builders.set_traits(db, shared, "MISC_SHARES_VIA_AGGREGATE")
     group = _group(client, "anti-affinity")["uuid"]
     for consumer, numa in ((_new(), numa_a), (_new(), numa_b)):
-        body = {"allocations": {numa: {"resources": {"VCPU": 1}},
-                                shared: {"resources": {"DISK_GB": 10}}},
-                "project_id": "p", "user_id": "u", "consumer_generation": None,
-                "consumer_type": "INSTANCE", "server_group": group}
+        body = {
+            "allocations": {
+                numa: {"resources": {"VCPU": 1}},
+                shared: {"resources": {"DISK_GB": 10}},
+            },
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+            "server_group": group,
+        }
         assert client.put(f"/allocations/{consumer}", json=body).status_code == 204
     assert set(client.get(f"/server_groups/{group}").get_json()["hosts"]) == {root_a, root_b}

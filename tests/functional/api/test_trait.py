@@ -37,13 +37,18 @@ def test_list_filters(client, db):
     # '_' is literal in a prefix, not a wildcard.
     assert sorted(names("name=startswith:CUSTOM_A_")) == ["CUSTOM_A_1", "CUSTOM_A_2"]
     assert sorted(names("name=in:CUSTOM_AB,CUSTOM_B,HW_CPU_X86_AVX")) == [
-        "CUSTOM_AB", "CUSTOM_B", "HW_CPU_X86_AVX"]
+        "CUSTOM_AB",
+        "CUSTOM_B",
+        "HW_CPU_X86_AVX",
+    ]
     assert names("associated=true") == ["CUSTOM_B"]
     assert "CUSTOM_B" not in names("associated=false&name=startswith:CUSTOM")
     assert "HW_CPU_X86_AVX" in names("")
-    for query, text in [("name=CUSTOM_B", "Badly formatted name parameter"),
-                        ("associated=maybe", 'only accepts "true" or "false"'),
-                        ("colour=red", "Additional properties are not allowed")]:
+    for query, text in [
+        ("name=CUSTOM_B", "Badly formatted name parameter"),
+        ("associated=maybe", 'only accepts "true" or "false"'),
+        ("colour=red", "Additional properties are not allowed"),
+    ]:
         resp = client.get(f"/traits?{query}")
         assert resp.status_code == 400 and text in _detail(resp)
 
@@ -52,22 +57,27 @@ def test_provider_traits(client, db):
     rp = builders.create_provider(db, "rp")
     url = f"/resource_providers/{rp}/traits"
     assert client.get(url).get_json() == {"traits": [], "resource_provider_generation": 0}
-    resp = client.put(url, json={"traits": ["HW_CPU_X86_AVX", "STORAGE_DISK_SSD"],
-                                 "resource_provider_generation": 0})
+    resp = client.put(
+        url,
+        json={"traits": ["HW_CPU_X86_AVX", "STORAGE_DISK_SSD"], "resource_provider_generation": 0},
+    )
     assert resp.status_code == 200 and resp.get_json()["resource_provider_generation"] == 1
     assert sorted(resp.get_json()["traits"]) == ["HW_CPU_X86_AVX", "STORAGE_DISK_SSD"]
 
     stale = client.put(url, json={"traits": [], "resource_provider_generation": 0})
     assert stale.status_code == 409
     assert stale.get_json()["errors"][0]["code"] == "placement.concurrent_update"
-    missing = client.put(url, json={"traits": ["CUSTOM_NOPE", "HW_CPU_X86_AVX"],
-                                    "resource_provider_generation": 1})
+    missing = client.put(
+        url, json={"traits": ["CUSTOM_NOPE", "HW_CPU_X86_AVX"], "resource_provider_generation": 1}
+    )
     assert missing.status_code == 400 and "No such trait CUSTOM_NOPE" in _detail(missing)
     assert len(client.get(url).get_json()["traits"]) == 2  # unchanged
 
     # The same set again changes nothing, so the generation stays.
-    same = client.put(url, json={"traits": ["STORAGE_DISK_SSD", "HW_CPU_X86_AVX"],
-                                 "resource_provider_generation": 1})
+    same = client.put(
+        url,
+        json={"traits": ["STORAGE_DISK_SSD", "HW_CPU_X86_AVX"], "resource_provider_generation": 1},
+    )
     assert same.get_json()["resource_provider_generation"] == 1
     inuse = client.delete("/traits/HW_CPU_X86_AVX")  # standard: 400 before in-use
     assert inuse.status_code == 400

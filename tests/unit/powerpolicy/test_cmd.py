@@ -5,8 +5,8 @@ import pathlib
 
 import pytest
 
-from powerpolicy import cmd
 from joule import inventory
+from powerpolicy import cmd
 
 FIVE_K = str(pathlib.Path(__file__).parents[3] / "powerpolicy" / "data" / "cluster-nodes-5k.yaml")
 PACKAGED_41 = str(pathlib.Path(cmd.__file__).parent / "data" / "cluster-nodes-41.yaml")
@@ -31,14 +31,16 @@ def test_dry_run_5k_with_environment_override(capsys, monkeypatch):
 
 def test_dry_run_honours_config_file_and_policy(capsys, tmp_path):
     conf = tmp_path / "power.conf"
-    conf.write_text("[power]\npolicy = queue_aware_v1\nqueue_hp_base_frac = 0\n"
-                    "queue_perf_per_hp_node = 2\nqueue_hp_max = 12\n")
-    out = _dry_run(capsys, "--config-file", str(conf), "--inventory", PACKAGED_41,
-                   "--demand", "20")
+    conf.write_text(
+        "[power]\npolicy = queue_aware_v1\nqueue_hp_base_frac = 0\n"
+        "queue_perf_per_hp_node = 2\nqueue_hp_max = 12\n"
+    )
+    out = _dry_run(capsys, "--config-file", str(conf), "--inventory", PACKAGED_41, "--demand", "20")
     # ceil(20 / 2) = 10 slots, raised to the 8 families' floor -> 10.
     assert (out["policy"], out["hp_count"]) == ("queue_aware_v1", 10)
-    out = _dry_run(capsys, "--config-file", str(conf), "--inventory", PACKAGED_41,
-                   "--demand", "500")
+    out = _dry_run(
+        capsys, "--config-file", str(conf), "--inventory", PACKAGED_41, "--demand", "500"
+    )
     assert out["hp_count"] == 12  # QUEUE_HP_MAX
 
 
@@ -50,15 +52,24 @@ def test_dry_run_human_output(capsys, monkeypatch):
     assert "gpu:NVIDIA H100 NVL" in text
 
 
-@pytest.mark.parametrize("args, env, message", [
-    (["--inventory", FIVE_K], {}, "--inventory needs --dry-run"),
-    (["--dry-run", "--demand", "3"], {}, "--demand needs --dry-run --inventory"),
-    (["--dry-run", "--inventory", "/nonexistent.yaml"], {}, "cannot read inventory"),
-    (["--dry-run", "--inventory", FIVE_K], {"OS_POWER__STATIC_HP_FRAC": "1.5"},
-     "bad configuration: [power] static_hp_frac"),
-    (["--dry-run", "--inventory", FIVE_K], {"OS_POWER__POLICY": "greedy"},
-     "bad configuration: [power] policy"),
-])
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--inventory", FIVE_K], {}, "--inventory needs --dry-run"),
+        (["--dry-run", "--demand", "3"], {}, "--demand needs --dry-run --inventory"),
+        (["--dry-run", "--inventory", "/nonexistent.yaml"], {}, "cannot read inventory"),
+        (
+            ["--dry-run", "--inventory", FIVE_K],
+            {"OS_POWER__STATIC_HP_FRAC": "1.5"},
+            "bad configuration: [power] static_hp_frac",
+        ),
+        (
+            ["--dry-run", "--inventory", FIVE_K],
+            {"OS_POWER__POLICY": "greedy"},
+            "bad configuration: [power] policy",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_a_message(capsys, monkeypatch, args, env, message):
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -73,6 +84,17 @@ def test_inventory_errors_name_the_entry():
         inventory.parse({"nodes": [{"node_name_prefix": "x", "replicas": -1}]})
     with pytest.raises(inventory.InventoryError, match="appears twice"):
         inventory.parse({"nodes": [{"node_name_prefix": "x"}, {"node_name_prefix": "x"}]})
-    nodes = inventory.parse({"nodes": [{"node_name_prefix": "g", "replicas": 2, "gpu_count": 4,
-                                        "product": "L40S", "cpu": "EPYC"}]})
+    nodes = inventory.parse(
+        {
+            "nodes": [
+                {
+                    "node_name_prefix": "g",
+                    "replicas": 2,
+                    "gpu_count": 4,
+                    "product": "L40S",
+                    "cpu": "EPYC",
+                }
+            ]
+        }
+    )
     assert [(n.name, n.family) for n in nodes] == [("g-0", "gpu:L40S"), ("g-1", "gpu:L40S")]

@@ -9,26 +9,45 @@ from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
 
 
-def _node(name, family="cpu:EPYC", gpus=0, labels=None, reserved=False, unschedulable=False,
-          hardware=True):
+def _node(
+    name, family="cpu:EPYC", gpus=0, labels=None, reserved=False, unschedulable=False, hardware=True
+):
     hw = None
     if hardware:
-        hw = {"cpu_model": family.split(":", 1)[1] if not gpus else "EPYC",
-              "gpu_model": family.split(":", 1)[1] if gpus else None, "gpu_count": gpus,
-              "cpu_min_cap_watts": 100.0 if not gpus else None,
-              "cpu_max_cap_watts": 400.0 if not gpus else None,
-              "gpu_min_cap_watts": 200.0 if gpus else None,
-              "gpu_max_cap_watts": 400.0 if gpus else None}
-    return {"uuid": f"uuid-{name}", "name": name, "cell": None, "labels": labels or {},
-            "reserved": reserved, "unschedulable": unschedulable, "generation": 0,
-            "hardware": hw, "twin": None}
+        hw = {
+            "cpu_model": family.split(":", 1)[1] if not gpus else "EPYC",
+            "gpu_model": family.split(":", 1)[1] if gpus else None,
+            "gpu_count": gpus,
+            "cpu_min_cap_watts": 100.0 if not gpus else None,
+            "cpu_max_cap_watts": 400.0 if not gpus else None,
+            "gpu_min_cap_watts": 200.0 if gpus else None,
+            "gpu_max_cap_watts": 400.0 if gpus else None,
+        }
+    return {
+        "uuid": f"uuid-{name}",
+        "name": name,
+        "cell": None,
+        "labels": labels or {},
+        "reserved": reserved,
+        "unschedulable": unschedulable,
+        "generation": 0,
+        "hardware": hw,
+        "twin": None,
+    }
 
 
 class FakeClient:
     """Placement as the controller sees it; twin writes land in the node list."""
 
-    def __init__(self, nodes, usages=None, pending=0, pending_missing=False,
-                 usages_missing=False, inventories=None):
+    def __init__(
+        self,
+        nodes,
+        usages=None,
+        pending=0,
+        pending_missing=False,
+        usages_missing=False,
+        inventories=None,
+    ):
         self.nodes = nodes
         self.usages = usages or {}
         self.pending = pending
@@ -39,8 +58,7 @@ class FakeClient:
         self.traits = {}  # uuid -> set of profile traits, kept in step by twin writes
 
     def list_nodes(self):
-        return [{**n, "profile_traits": sorted(self.traits.get(n["uuid"], ()))}
-                for n in self.nodes]
+        return [{**n, "profile_traits": sorted(self.traits.get(n["uuid"], ()))} for n in self.nodes]
 
     def workload_usages(self):
         if self.usages_missing:
@@ -81,10 +99,13 @@ def _classes(client):
 
 
 def test_eligibility_selector_reserved_unschedulable():
-    nodes = [_node("a", labels={"role": "worker"}), _node("b", labels={"role": "worker"}),
-             _node("c", labels={"role": "infra"}),
-             _node("d", labels={"role": "worker"}, reserved=True),
-             _node("e", labels={"role": "worker"}, unschedulable=True)]
+    nodes = [
+        _node("a", labels={"role": "worker"}),
+        _node("b", labels={"role": "worker"}),
+        _node("c", labels={"role": "infra"}),
+        _node("d", labels={"role": "worker"}, reserved=True),
+        _node("e", labels={"role": "worker"}, unschedulable=True),
+    ]
     client = FakeClient(nodes)
     ctl, _ = _controller(client, node_selector="role=worker", static_hp_frac=0.5)
     result = ctl.tick()
@@ -93,8 +114,9 @@ def test_eligibility_selector_reserved_unschedulable():
 
 
 def test_second_tick_writes_nothing_and_caps_follow_profile():
-    nodes = [_node(f"cpu-{i}") for i in range(4)] + [_node(f"gpu-{i}", "gpu:H100", gpus=4)
-                                                     for i in range(4)]
+    nodes = [_node(f"cpu-{i}") for i in range(4)] + [
+        _node(f"gpu-{i}", "gpu:H100", gpus=4) for i in range(4)
+    ]
     client = FakeClient(nodes)
     ctl, metrics = _controller(client, static_hp_frac=0.5)
     first = ctl.tick()
@@ -114,13 +136,15 @@ def test_second_tick_writes_nothing_and_caps_follow_profile():
 def test_demand_counts_pending_work():
     """Joulie gap: its demand ignored pending performance work."""
     nodes = [_node(f"n-{i:02d}") for i in range(10)]
-    opts = dict(policy="queue_aware_v1", queue_hp_base_frac=0.0, queue_hp_min=0,
-                queue_perf_per_hp_node=2)
+    opts = dict(
+        policy="queue_aware_v1", queue_hp_base_frac=0.0, queue_hp_min=0, queue_perf_per_hp_node=2
+    )
     running_only = FakeClient([dict(n) for n in nodes], usages={"uuid-n-00": {"performance": 2}})
     ctl, _ = _controller(running_only, **opts)
     assert ctl.tick().hp_count == 1
-    with_pending = FakeClient([dict(n) for n in nodes], usages={"uuid-n-00": {"performance": 2}},
-                              pending=6)
+    with_pending = FakeClient(
+        [dict(n) for n in nodes], usages={"uuid-n-00": {"performance": 2}}, pending=6
+    )
     ctl, metrics = _controller(with_pending, **opts)
     result = ctl.tick()
     assert (result.running, result.pending, result.hp_count) == (2, 6, 4)
@@ -130,8 +154,9 @@ def test_demand_counts_pending_work():
 def test_missing_build_request_queue_counts_running_only():
     nodes = [_node(f"n-{i}") for i in range(4)]
     client = FakeClient(nodes, usages={"uuid-n-0": {"performance": 3}}, pending_missing=True)
-    ctl, _ = _controller(client, policy="queue_aware_v1", queue_hp_base_frac=0.0,
-                         queue_perf_per_hp_node=1)
+    ctl, _ = _controller(
+        client, policy="queue_aware_v1", queue_hp_base_frac=0.0, queue_perf_per_hp_node=1
+    )
     assert ctl.tick().hp_count == 3
 
 
@@ -173,7 +198,8 @@ def test_drain_lifecycle_metrics_agree_with_twins():
     b = client.nodes[1]["twin"]
     assert (b["profile"], b["cpu_cap_watts"]) == ("eco", 400.0)  # performance caps kept
     assert [(d.from_state, d.to_state, d.result) for d in result.transitions] == [
-        ("performance", "draining", "deferred")]
+        ("performance", "draining", "deferred")
+    ]
     assert metrics.value("joulie_policy_family_performance_nodes", family="cpu:EPYC") == 1
     assert metrics.value("joulie_policy_draining_nodes") == 1
     # Still running: nothing to write.
@@ -183,10 +209,24 @@ def test_drain_lifecycle_metrics_agree_with_twins():
     ctl.tick()
     assert _classes(client) == {"a": "performance", "b": "eco"}
     assert client.nodes[1]["twin"]["cpu_cap_watts"] == 240.0
-    assert metrics.value("joulie_policy_state_transitions_total", from_state="draining",
-                         to_state="eco", result="applied") == 1
-    assert metrics.value("joulie_policy_state_transitions_total", from_state="performance",
-                         to_state="draining", result="deferred") == 1
+    assert (
+        metrics.value(
+            "joulie_policy_state_transitions_total",
+            from_state="draining",
+            to_state="eco",
+            result="applied",
+        )
+        == 1
+    )
+    assert (
+        metrics.value(
+            "joulie_policy_state_transitions_total",
+            from_state="performance",
+            to_state="draining",
+            result="deferred",
+        )
+        == 1
+    )
     assert metrics.value("joulie_policy_draining_nodes") == 0
 
 
@@ -205,11 +245,14 @@ def test_a_trait_changed_behind_the_controller_is_put_back():
     for name in "acd":  # the twin is the truth: the same spec and class, rewritten
         node = next(n for n in client.nodes if n["name"] == name)
         assert {k: v for k, v in node["twin"].items() if k != "generation"} == {
-            k: v for k, v in twins[name].items() if k != "generation"}
-    assert client.traits == {"uuid-a": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
-                             "uuid-b": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
-                             "uuid-c": {"CUSTOM_POWER_PROFILE_ECO"},
-                             "uuid-d": {"CUSTOM_POWER_PROFILE_ECO"}}
+            k: v for k, v in twins[name].items() if k != "generation"
+        }
+    assert client.traits == {
+        "uuid-a": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
+        "uuid-b": {"CUSTOM_POWER_PROFILE_PERFORMANCE"},
+        "uuid-c": {"CUSTOM_POWER_PROFILE_ECO"},
+        "uuid-d": {"CUSTOM_POWER_PROFILE_ECO"},
+    }
     assert result.transitions == []  # a repair is no transition
     assert metrics.value("joulie_policy_repaired_traits_total") == 3
     again = ctl.tick()
@@ -219,8 +262,9 @@ def test_a_trait_changed_behind_the_controller_is_put_back():
 def test_a_placement_without_profile_traits_is_not_rewritten_every_tick(caplog):
     class Older(FakeClient):
         def list_nodes(self):
-            return [{k: v for k, v in n.items() if k != "profile_traits"}
-                    for n in super().list_nodes()]
+            return [
+                {k: v for k, v in n.items() if k != "profile_traits"} for n in super().list_nodes()
+            ]
 
     client = Older([_node(n) for n in "ab"])
     ctl, _ = _controller(client)
@@ -232,15 +276,22 @@ def test_a_placement_without_profile_traits_is_not_rewritten_every_tick(caplog):
 
 
 def test_hardware_fallback_labels_then_inventory():
-    nodes = [_node("lab", hardware=False, labels={"nvidia.com/gpu.product": "L40S",
-                                                  "nvidia.com/gpu.count": "4"}),
-             _node("inv", hardware=False, labels={"nvidia.com/gpu.product": "L40S"}),
-             _node("cpu", hardware=False, labels={"joulie.io/cpu.model": "EPYC 9655"})]
+    nodes = [
+        _node(
+            "lab",
+            hardware=False,
+            labels={"nvidia.com/gpu.product": "L40S", "nvidia.com/gpu.count": "4"},
+        ),
+        _node("inv", hardware=False, labels={"nvidia.com/gpu.product": "L40S"}),
+        _node("cpu", hardware=False, labels={"joulie.io/cpu.model": "EPYC 9655"}),
+    ]
     client = FakeClient(nodes, inventories={"uuid-inv": {"PGPU": {"total": 2}}})
     ctl, _ = _controller(client)
     result = ctl.tick()
-    assert result.families == {"cpu:EPYC 9655": {"nodes": 1, "performance": 1},
-                               "gpu:L40S": {"nodes": 2, "performance": 1}}
+    assert result.families == {
+        "cpu:EPYC 9655": {"nodes": 1, "performance": 1},
+        "gpu:L40S": {"nodes": 2, "performance": 1},
+    }
 
 
 def test_service_loop_serves_metrics_and_survives_a_failed_tick():
@@ -255,8 +306,9 @@ def test_service_loop_serves_metrics_and_survives_a_failed_tick():
         def list_nodes(self):
             Flaky.calls += 1
             if Flaky.calls == 1:
-                raise client_mod.PlacementUnreachable("GET", "/nodes", "http://p",
-                                                      "connection refused")
+                raise client_mod.PlacementUnreachable(
+                    "GET", "/nodes", "http://p", "connection refused"
+                )
             if Flaky.calls == 3:
                 stop.set()
             return super().list_nodes()
@@ -269,8 +321,9 @@ def test_service_loop_serves_metrics_and_survives_a_failed_tick():
         stop_wait = stop.wait
         stop.wait = lambda timeout: stop_wait(0.01)  # do not sleep a whole interval
         ctl.run_forever(stop)
-        body = urllib.request.urlopen(
-            f"http://127.0.0.1:{server.server_port}/metrics").read().decode()
+        body = (
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics").read().decode()
+        )
     finally:
         server.shutdown()
     assert Flaky.calls == 3
@@ -280,31 +333,51 @@ def test_service_loop_serves_metrics_and_survives_a_failed_tick():
 
 
 def test_joulie_hw_labels_make_the_hardware_view():
-    joulie = {"joulie.io/hw.cpu-model": "AMD EPYC 9654", "joulie.io/hw.cpu-sockets": "2",
-              "joulie.io/hw.gpu-model": "NVIDIA H100 NVL", "joulie.io/hw.gpu-count": "8",
-              # Older keys lose to Joulie's hw.* keys.
-              "nvidia.com/gpu.product": "H100-OLD", "joulie.io/cpu.model": "old"}
+    joulie = {
+        "joulie.io/hw.cpu-model": "AMD EPYC 9654",
+        "joulie.io/hw.cpu-sockets": "2",
+        "joulie.io/hw.gpu-model": "NVIDIA H100 NVL",
+        "joulie.io/hw.gpu-count": "8",
+        # Older keys lose to Joulie's hw.* keys.
+        "nvidia.com/gpu.product": "H100-OLD",
+        "joulie.io/cpu.model": "old",
+    }
     view = controller_mod.hardware_view(_node("g", hardware=False, labels=joulie))
     assert (view.cpu_model, view.cpu_sockets, view.gpu_model, view.gpu_count, view.source) == (
-        "AMD EPYC 9654", 2, "NVIDIA H100 NVL", 8, "labels")
+        "AMD EPYC 9654",
+        2,
+        "NVIDIA H100 NVL",
+        8,
+        "labels",
+    )
     assert view.family == "gpu:NVIDIA H100 NVL"
-    cpu_only = controller_mod.hardware_view(_node("c", hardware=False, labels={
-        "joulie.io/hw.cpu-model": "Intel Xeon 6980P", "joulie.io/hw.gpu-count": "0"}),
-        inventories=lambda uuid: pytest.fail("the count label answers; no inventory read"))
+    cpu_only = controller_mod.hardware_view(
+        _node(
+            "c",
+            hardware=False,
+            labels={"joulie.io/hw.cpu-model": "Intel Xeon 6980P", "joulie.io/hw.gpu-count": "0"},
+        ),
+        inventories=lambda uuid: pytest.fail("the count label answers; no inventory read"),
+    )
     assert cpu_only.family == "cpu:Intel Xeon 6980P" and cpu_only.gpu_count == 0
     # A record without a CPU model takes it (and the sockets) from the labels.
-    node = _node("r", gpus=0, labels={"joulie.io/hw.cpu-model": "EPYC 9965",
-                                      "joulie.io/hw.cpu-sockets": "1"})
+    node = _node(
+        "r", gpus=0, labels={"joulie.io/hw.cpu-model": "EPYC 9965", "joulie.io/hw.cpu-sockets": "1"}
+    )
     node["hardware"]["cpu_model"] = None
     view = controller_mod.hardware_view(node)
     assert (view.family, view.cpu_sockets, view.cpu_max_cap_watts) == ("cpu:EPYC 9965", 1, 400.0)
 
 
 def test_bad_count_labels_are_ignored_with_one_warning_per_node(caplog):
-    labels = {"joulie.io/hw.cpu-model": "EPYC", "joulie.io/hw.gpu-count": "eight",
-              "joulie.io/hw.cpu-sockets": "-2"}
-    view = controller_mod.hardware_view(_node("x", hardware=False, labels=labels),
-                                        inventories=lambda uuid: {})
+    labels = {
+        "joulie.io/hw.cpu-model": "EPYC",
+        "joulie.io/hw.gpu-count": "eight",
+        "joulie.io/hw.cpu-sockets": "-2",
+    }
+    view = controller_mod.hardware_view(
+        _node("x", hardware=False, labels=labels), inventories=lambda uuid: {}
+    )
     assert (view.gpu_count, view.cpu_sockets, view.source) == (0, None, "inventory")
     client = FakeClient([_node("x", hardware=False, labels=labels)])
     ctl, _ = _controller(client)
@@ -314,20 +387,26 @@ def test_bad_count_labels_are_ignored_with_one_warning_per_node(caplog):
     warnings = sorted(r.getMessage() for r in caplog.records if "label" in r.getMessage())
     assert warnings == [
         "node x: CPU sockets label '-2' is not a non-negative integer; ignored",
-        "node x: GPU count label 'eight' is not a non-negative integer; ignored"]
+        "node x: GPU count label 'eight' is not a non-negative integer; ignored",
+    ]
 
 
 def test_a_node_with_no_known_hardware_is_its_own_family_warned_once(caplog):
-    nodes = [_node("a", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
-             _node("b", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
-             _node("c", hardware=False), _node("d", hardware=False)]
+    nodes = [
+        _node("a", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
+        _node("b", hardware=False, labels={"joulie.io/hw.cpu-model": "EPYC"}),
+        _node("c", hardware=False),
+        _node("d", hardware=False),
+    ]
     client = FakeClient(nodes)
     ctl, metrics = _controller(client, static_hp_frac=0.25)
     caplog.set_level("WARNING", logger="powerpolicy.controller")
     result = ctl.tick()
     # Not a share of a "cpu:" family with an empty model: its own, with its own slot.
-    assert result.families == {"cpu:EPYC": {"nodes": 2, "performance": 1},
-                               "unknown": {"nodes": 2, "performance": 1}}
+    assert result.families == {
+        "cpu:EPYC": {"nodes": 2, "performance": 1},
+        "unknown": {"nodes": 2, "performance": 1},
+    }
     assert metrics.value("joulie_policy_family_nodes", family="unknown") == 2
     assert metrics.value("joulie_policy_family_nodes", family="cpu:") is None
     ctl.tick()
@@ -344,14 +423,17 @@ def test_a_node_with_no_known_hardware_is_its_own_family_warned_once(caplog):
     assert len(warnings) == 3 and warnings[2].startswith("node c: ")
 
 
-@pytest.mark.parametrize("gpus, gpu_model, cpu_model, family", [
-    (8, "H100", "EPYC", "gpu:H100"),
-    (0, "H100", "EPYC", "cpu:EPYC"),
-    (0, None, "EPYC 9654 96-Core", "cpu:EPYC 9654 96-Core"),
-    (0, None, None, "unknown"),
-    (0, None, "", "unknown"),
-    (0, None, "  ", "unknown"),
-    (None, None, None, "unknown"),
-])
+@pytest.mark.parametrize(
+    "gpus, gpu_model, cpu_model, family",
+    [
+        (8, "H100", "EPYC", "gpu:H100"),
+        (0, "H100", "EPYC", "cpu:EPYC"),
+        (0, None, "EPYC 9654 96-Core", "cpu:EPYC 9654 96-Core"),
+        (0, None, None, "unknown"),
+        (0, None, "", "unknown"),
+        (0, None, "  ", "unknown"),
+        (None, None, None, "unknown"),
+    ],
+)
 def test_family_key(gpus, gpu_model, cpu_model, family):
     assert vocabulary.family_key(gpus, gpu_model, cpu_model) == family

@@ -15,8 +15,11 @@ def test_draining_node_keeps_performance_caps_until_work_ends():
     assert d.caps_profile == "performance" and d.result is None  # still draining
     # A node already eco that runs performance work drains too.
     d = guard.decide("n", "eco", running_performance=1, current_class="eco")
-    assert (d.schedulable_class, d.caps_profile, d.result) == ("draining", "performance",
-                                                               "deferred")
+    assert (d.schedulable_class, d.caps_profile, d.result) == (
+        "draining",
+        "performance",
+        "deferred",
+    )
 
 
 def test_end_of_drain_is_recorded_as_applied():

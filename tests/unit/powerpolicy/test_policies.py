@@ -20,8 +20,12 @@ def test_static_partition_rounds_half_away_and_keeps_family_floor():
     two = _nodes({"cpu:a": 2, "gpu:b": 2})
     plan = policies.static_partition(two, 0.25)  # round(1) raised to 2 families
     assert plan.requested_hp_count == 1 and plan.hp_count == 2
-    assert plan.profiles == {"cpu:a-000": "performance", "cpu:a-001": "eco",
-                             "gpu:b-000": "performance", "gpu:b-001": "eco"}
+    assert plan.profiles == {
+        "cpu:a-000": "performance",
+        "cpu:a-001": "eco",
+        "gpu:b-000": "performance",
+        "gpu:b-001": "eco",
+    }
 
 
 def test_queue_aware_uses_the_larger_of_base_and_need():
@@ -41,9 +45,14 @@ def test_queue_aware_uses_the_larger_of_base_and_need():
 
 
 @settings(max_examples=60, deadline=None)
-@given(sizes=st.lists(st.integers(1, 30), min_size=1, max_size=5),
-       p=st.integers(0, 400), base=st.floats(0, 1), hp_min=st.integers(0, 40),
-       hp_max=st.integers(1, 80), per_node=st.integers(1, 12))
+@given(
+    sizes=st.lists(st.integers(1, 30), min_size=1, max_size=5),
+    p=st.integers(0, 400),
+    base=st.floats(0, 1),
+    hp_min=st.integers(0, 40),
+    hp_max=st.integers(1, 80),
+    per_node=st.integers(1, 12),
+)
 def test_queue_aware_is_monotonic_in_p_and_bounded(sizes, p, base, hp_min, hp_max, per_node):
     nodes = _nodes({f"cpu:{i}": s for i, s in enumerate(sizes)})
     now = policies.queue_aware_v1(nodes, p, base, hp_min, hp_max, per_node)

@@ -144,8 +144,9 @@ def test_house_monotone_one_more_slot_moves_exactly_one_node(nodes, data):
 @given(nodes=inventories(), hp=st.integers(0, 300))
 def test_second_tick_at_constant_demand_moves_nothing(nodes, hp):
     first = selection.performance_set(nodes, hp)
-    relabelled = [Candidate(n.name, n.family,
-                            "performance" if n.name in first else "eco") for n in nodes]
+    relabelled = [
+        Candidate(n.name, n.family, "performance" if n.name in first else "eco") for n in nodes
+    ]
     assert selection.performance_set(relabelled, hp) == first
 
 
@@ -159,6 +160,7 @@ def test_input_order_is_irrelevant(nodes, hp, seed):
 
 # --- where Joulie's own code falls short of the seed ---------------------------
 
+
 def test_selection_follows_family_size_not_a_ranking():
     """Joulie gap: its selection ignored family size (whole slots to one family)."""
     nodes = [Candidate(f"gpu-{i:02d}", "gpu:H100") for i in range(30)]
@@ -169,8 +171,9 @@ def test_selection_follows_family_size_not_a_ranking():
 
 def test_selection_keeps_nodes_already_in_performance():
     """Joulie gap: its selection ignored the current profile labels."""
-    nodes = [Candidate(f"n-{i}", "cpu:x", "performance" if i in (3, 7) else "eco")
-             for i in range(10)]
+    nodes = [
+        Candidate(f"n-{i}", "cpu:x", "performance" if i in (3, 7) else "eco") for i in range(10)
+    ]
     assert selection.performance_set(nodes, 2) == {"n-3", "n-7"}
     # Growing by one adds the first remaining node by name, keeps the others.
     assert selection.performance_set(nodes, 3) == {"n-0", "n-3", "n-7"}
@@ -180,5 +183,4 @@ def test_selection_does_not_depend_on_input_order():
     """Joulie gap: its selection depended on the order of the node list."""
     nodes = _load_5k()
     reversed_nodes = list(reversed(nodes))
-    assert (selection.performance_set(nodes, 1000)
-            == selection.performance_set(reversed_nodes, 1000))
+    assert selection.performance_set(nodes, 1000) == selection.performance_set(reversed_nodes, 1000)

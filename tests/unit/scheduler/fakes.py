@@ -11,14 +11,29 @@ import uuid as uuid_lib
 from joule import placement_client as client_mod
 
 
-def host(name, cell="cell1", klass="performance", vcpu=8, ram=8192, disk=None, labels=None,
-         unschedulable=False, uuid=None):
+def host(
+    name,
+    cell="cell1",
+    klass="performance",
+    vcpu=8,
+    ram=8192,
+    disk=None,
+    labels=None,
+    unschedulable=False,
+    uuid=None,
+):
     caps = {"VCPU": vcpu, "MEMORY_MB": ram}
     if disk is not None:
         caps["DISK_GB"] = disk
-    return {"uuid": uuid or str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, name)), "name": name,
-            "cell": cell, "schedulable_class": klass, "labels": labels or {},
-            "unschedulable": unschedulable, "capacity": caps}
+    return {
+        "uuid": uuid or str(uuid_lib.uuid5(uuid_lib.NAMESPACE_DNS, name)),
+        "name": name,
+        "cell": cell,
+        "schedulable_class": klass,
+        "labels": labels or {},
+        "unschedulable": unschedulable,
+        "capacity": caps,
+    }
 
 
 class FakePlacement:
@@ -52,28 +67,44 @@ class FakePlacement:
             # placement's page_start: from that point of the order, wrapping.
             at = int(float(start) * len(order))
             order = order[at:] + order[:at]
-        fitting = [h for h in order if self._fits(h["uuid"], wanted)
-                   and not (forbidden & self._root_traits(h))]
-        pages = [fitting[i:i + page_size] for i in range(0, len(fitting), page_size)] or [[]]
+        fitting = [
+            h
+            for h in order
+            if self._fits(h["uuid"], wanted) and not (forbidden & self._root_traits(h))
+        ]
+        pages = [fitting[i : i + page_size] for i in range(0, len(fitting), page_size)] or [[]]
         for hosts in pages:
             self.pages_served += 1
             body = {
                 "allocation_requests": [
-                    {"allocations": {h["uuid"]: {"resources": dict(wanted)}}} for h in hosts],
+                    {"allocations": {h["uuid"]: {"resources": dict(wanted)}}} for h in hosts
+                ],
                 "provider_summaries": {
                     h["uuid"]: {
-                        "resources": {rc: {"capacity": cap, "used": self.used[h["uuid"]][rc]}
-                                      for rc, cap in h["capacity"].items()},
-                        "root_provider_uuid": h["uuid"], "parent_provider_uuid": None,
-                        "traits": []}
-                    for h in hosts},
-                "nodes": {h["uuid"]: {"name": h["name"], "cell": h["cell"], "family": "f",
-                                      "profile": None,
-                                      "schedulable_class": h["schedulable_class"],
-                                      "labels": h["labels"], "unschedulable": h["unschedulable"],
-                                      "reserved": False,
-                                      "failed_builds": self.failed_builds.get(h["uuid"], 0)}
-                          for h in hosts},
+                        "resources": {
+                            rc: {"capacity": cap, "used": self.used[h["uuid"]][rc]}
+                            for rc, cap in h["capacity"].items()
+                        },
+                        "root_provider_uuid": h["uuid"],
+                        "parent_provider_uuid": None,
+                        "traits": [],
+                    }
+                    for h in hosts
+                },
+                "nodes": {
+                    h["uuid"]: {
+                        "name": h["name"],
+                        "cell": h["cell"],
+                        "family": "f",
+                        "profile": None,
+                        "schedulable_class": h["schedulable_class"],
+                        "labels": h["labels"],
+                        "unschedulable": h["unschedulable"],
+                        "reserved": False,
+                        "failed_builds": self.failed_builds.get(h["uuid"], 0),
+                    }
+                    for h in hosts
+                },
             }
             if not node_data:
                 del body["nodes"]
@@ -82,9 +113,17 @@ class FakePlacement:
     def ensure_trait(self, name):
         self.calls.append(("PUT /traits", name))
 
-    def put_allocations(self, consumer, allocation_request, project_id, user_id,
-                        consumer_generation=None, workload_class="standard",
-                        consumer_type="INSTANCE", server_group=None):
+    def put_allocations(
+        self,
+        consumer,
+        allocation_request,
+        project_id,
+        user_id,
+        consumer_generation=None,
+        workload_class="standard",
+        consumer_type="INSTANCE",
+        server_group=None,
+    ):
         self.calls.append(("PUT", consumer))
         allocs = {rp: dict(e["resources"]) for rp, e in allocation_request["allocations"].items()}
         for rp in allocs:
@@ -94,36 +133,49 @@ class FakePlacement:
                     self.used[rp][rc] = self.hosts[rp]["capacity"][rc]
         if self.fail_next_claims:
             self.fail_next_claims -= 1
-            raise client_mod.Conflict("PUT", "/allocations", 409,
-                                           "placement.concurrent_update", "injected")
+            raise client_mod.Conflict(
+                "PUT", "/allocations", 409, "placement.concurrent_update", "injected"
+            )
         current = self.consumers.get(consumer)
         have_gen = current["generation"] if current else None
         if consumer_generation != have_gen:
             raise client_mod.Conflict(
-                "PUT", "/allocations", 409, "placement.concurrent_update",
-                f"consumer generation conflict - expected {consumer_generation} "
-                f"but got {have_gen}")
+                "PUT",
+                "/allocations",
+                409,
+                "placement.concurrent_update",
+                f"consumer generation conflict - expected {consumer_generation} but got {have_gen}",
+            )
         old = current["allocations"] if current else {}
         for rp, res in allocs.items():
             for rc, amount in res.items():
                 already = old.get(rp, {}).get(rc, 0)
                 if self.used[rp][rc] - already + amount > self.hosts[rp]["capacity"][rc]:
                     raise client_mod.Conflict(
-                        "PUT", "/allocations", 409, "placement.undefined_code",
-                        f"Unable to allocate inventory: {rc} on {rp}")
+                        "PUT",
+                        "/allocations",
+                        409,
+                        "placement.undefined_code",
+                        f"Unable to allocate inventory: {rc} on {rp}",
+                    )
         self._release(old)
         for rp, res in allocs.items():
             for rc, amount in res.items():
                 self.used[rp][rc] += amount
-        self.consumers[consumer] = {"allocations": allocs, "generation": (have_gen or 0) + 1,
-                                    "workload_class": workload_class}
+        self.consumers[consumer] = {
+            "allocations": allocs,
+            "generation": (have_gen or 0) + 1,
+            "workload_class": workload_class,
+        }
 
     def get_allocations(self, consumer):
         cur = self.consumers.get(consumer)
         if not cur:
             return {}, None
-        return ({rp: {"resources": res} for rp, res in cur["allocations"].items()},
-                cur["generation"])
+        return (
+            {rp: {"resources": res} for rp, res in cur["allocations"].items()},
+            cur["generation"],
+        )
 
     def delete_allocations(self, consumer):
         self.calls.append(("DELETE", consumer))
@@ -138,9 +190,14 @@ class FakePlacement:
         if instance_uuid in self.build_requests:
             return False
         self.build_requests[instance_uuid] = {
-            "instance_uuid": instance_uuid, "request_id": request_id,
-            "workload_class": workload_class, "spec": spec, "status": "pending",
-            "host_uuid": None, "reason": None}
+            "instance_uuid": instance_uuid,
+            "request_id": request_id,
+            "workload_class": workload_class,
+            "spec": spec,
+            "status": "pending",
+            "host_uuid": None,
+            "reason": None,
+        }
         return True
 
     def report_build_outcome(self, host_uuid, succeeded):
@@ -149,14 +206,16 @@ class FakePlacement:
         return count
 
     def finish_build_request(self, instance_uuid, status, host_uuid=None, reason=None):
-        self.build_requests[instance_uuid].update(status=status, host_uuid=host_uuid,
-                                                  reason=reason)
+        self.build_requests[instance_uuid].update(status=status, host_uuid=host_uuid, reason=reason)
 
     def list_build_requests(self, status=None, workload_class=None, request_id=None):
-        return [b for b in self.build_requests.values()
-                if (status is None or b["status"] == status)
-                and (workload_class is None or b["workload_class"] == workload_class)
-                and (request_id is None or b["request_id"] == request_id)]
+        return [
+            b
+            for b in self.build_requests.values()
+            if (status is None or b["status"] == status)
+            and (workload_class is None or b["workload_class"] == workload_class)
+            and (request_id is None or b["request_id"] == request_id)
+        ]
 
     # -- helpers --------------------------------------------------------------
     @staticmethod

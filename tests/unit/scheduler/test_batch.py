@@ -12,13 +12,21 @@ from tests.unit.scheduler.fakes import host
 def test_outcome_per_line():
     fake = FakePlacement([host("a")])
     lines = [
-        json.dumps({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p",
-                    "user_id": "u", "request_id": "req-ok"}),
+        json.dumps(
+            {
+                "version": "1.0",
+                "resources": {"VCPU": 1},
+                "project_id": "p",
+                "user_id": "u",
+                "request_id": "req-ok",
+            }
+        ),
         "",
         "{nope",
         json.dumps({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p"}),
-        json.dumps({"version": "1.0", "resources": {"VCPU": 99}, "project_id": "p",
-                    "user_id": "u"}),
+        json.dumps(
+            {"version": "1.0", "resources": {"VCPU": 99}, "project_id": "p", "user_id": "u"}
+        ),
     ]
     out = io.StringIO()
     counts = cmd.run(make_conf(), lines, out, client=fake)

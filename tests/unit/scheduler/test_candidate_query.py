@@ -15,8 +15,12 @@ ECO_TRAIT = "CUSTOM_POWER_PROFILE_ECO"
 
 
 def _spec(**kw):
-    data = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p",
-            "user_id": "u"}
+    data = {
+        "version": "1.0",
+        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
+        "project_id": "p",
+        "user_id": "u",
+    }
     data.update(kw)
     return spec_mod.load_request_spec(data)
 
@@ -39,16 +43,24 @@ def test_performance_query_forbids_the_eco_trait_standard_does_not():
     # Without the JoulieFilter nothing is forbidden.
     _fake, plain = _sched(enabled_filters=["ComputeFilter"])
     assert "root_required" not in dict(
-        candidate_query.query(_spec(workload_class="performance"), plain.filters))
+        candidate_query.query(_spec(workload_class="performance"), plain.filters)
+    )
 
 
 def test_draining_and_eco_hosts_never_downloaded_for_performance_work():
     hosts = [host("p1"), host("e1", klass="eco"), host("d1", klass="draining")]
     fake, sched = _sched(hosts)
     for n in range(2):
-        [[sel, *_]] = sched.select_destinations({
-            "version": "1.0", "resources": {"VCPU": 1, "MEMORY_MB": 512}, "project_id": "p",
-            "user_id": "u", "workload_class": "performance", "request_id": f"r{n}"})
+        [[sel, *_]] = sched.select_destinations(
+            {
+                "version": "1.0",
+                "resources": {"VCPU": 1, "MEMORY_MB": 512},
+                "project_id": "p",
+                "user_id": "u",
+                "workload_class": "performance",
+                "request_id": f"r{n}",
+            }
+        )
         assert sel.host_name == "p1"
     # The trait is made to exist once per worker (placement refuses an unknown
     # trait even to forbid it), not once per request.
@@ -59,25 +71,37 @@ def test_draining_and_eco_hosts_never_downloaded_for_performance_work():
 def test_node_data_only_when_a_stage_reads_it():
     def fields(spec, **conf):
         _fake, sched = _sched(**conf)
-        return candidate_query.node_fields(spec, sched.filters, sched.weighers,
-                                           sched.conf.scheduler.max_attempts)
+        return candidate_query.node_fields(
+            spec, sched.filters, sched.weighers, sched.conf.scheduler.max_attempts
+        )
 
     # Defaults: ComputeFilter reads unschedulable, the alternates the cell, the
     # power weigher the class, the build-failure weigher the failure count.
     assert fields(_spec()) == {"unschedulable", "cell", "schedulable_class", "failed_builds"}
-    bare = {"enabled_filters": ["CellFilter", "NodeSelectorFilter", "JoulieFilter"],
-            "power_weight_multiplier": 0.0, "build_failure_weight_multiplier": 0.0,
-            "max_attempts": 1}
+    bare = {
+        "enabled_filters": ["CellFilter", "NodeSelectorFilter", "JoulieFilter"],
+        "power_weight_multiplier": 0.0,
+        "build_failure_weight_multiplier": 0.0,
+        "max_attempts": 1,
+    }
     assert fields(_spec(), **bare) == set()
     assert fields(_spec(cell="c1"), **bare) == {"cell"}
     assert fields(_spec(node_selector={"rack": "a"}), **bare) == {"labels"}
     assert fields(_spec(workload_class="performance"), **bare) == {"schedulable_class"}
     # The walk asks for node data accordingly.
     fake, sched = _sched([host("a"), host("b")], **bare)
-    sched.select_destinations({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p",
-                               "user_id": "u"})
-    sched.select_destinations({"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p",
-                               "user_id": "u", "cell": "cell1"})
+    sched.select_destinations(
+        {"version": "1.0", "resources": {"VCPU": 1}, "project_id": "p", "user_id": "u"}
+    )
+    sched.select_destinations(
+        {
+            "version": "1.0",
+            "resources": {"VCPU": 1},
+            "project_id": "p",
+            "user_id": "u",
+            "cell": "cell1",
+        }
+    )
     assert [nd for _q, nd, _s in fake.queries] == [False, True]
 
 

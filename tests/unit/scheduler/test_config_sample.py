@@ -11,9 +11,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 @pytest.mark.parametrize("name", ["scheduler", "conductor"])
 def test_sample_is_current(name, tmp_path):
     out = tmp_path / f"{name}.conf.sample"
-    generator.main(["--config-file", str(ROOT / "etc/scheduler" / f"{name}-config-generator.conf"),
-                    "--output-file", str(out)])
+    generator.main(
+        [
+            "--config-file",
+            str(ROOT / "etc/scheduler" / f"{name}-config-generator.conf"),
+            "--output-file",
+            str(out),
+        ]
+    )
     shipped = (ROOT / "etc/scheduler" / f"{name}.conf.sample").read_text()
     assert out.read_text() == shipped, (
         f"etc/scheduler/{name}.conf.sample is stale; regenerate with oslo-config-generator "
-        f"--config-file etc/scheduler/{name}-config-generator.conf")
+        f"--config-file etc/scheduler/{name}-config-generator.conf"
+    )

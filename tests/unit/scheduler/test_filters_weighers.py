@@ -15,18 +15,27 @@ def spec(**kw):
 
 
 def hs(name, klass="performance", cell="c1", labels=None, unschedulable=False, ram=0, vcpu=0):
-    return HostState(uuid=name, name=name, cell=cell, schedulable_class=klass,
-                     labels=labels or {}, unschedulable=unschedulable,
-                     providers={name: {"MEMORY_MB": [ram, 0], "VCPU": [vcpu, 0]}})
+    return HostState(
+        uuid=name,
+        name=name,
+        cell=cell,
+        schedulable_class=klass,
+        labels=labels or {},
+        unschedulable=unschedulable,
+        providers={name: {"MEMORY_MB": [ram, 0], "VCPU": [vcpu, 0]}},
+    )
 
 
 HOSTS = [hs("perf"), hs("eco", "eco"), hs("drain", "draining"), hs("bare", None)]
 
 
-@pytest.mark.parametrize("workload, expected", [
-    ("performance", ["perf", "bare"]),
-    ("standard", ["perf", "eco", "drain", "bare"]),
-])
+@pytest.mark.parametrize(
+    "workload, expected",
+    [
+        ("performance", ["perf", "bare"]),
+        ("standard", ["perf", "eco", "drain", "bare"]),
+    ],
+)
 def test_joulie_filter(workload, expected):
     flt = JoulieFilter()
     kept = [h.name for h in HOSTS if flt.host_passes(h, spec(workload_class=workload))]
@@ -34,22 +43,34 @@ def test_joulie_filter(workload, expected):
 
 
 def test_compute_cell_and_node_selector_filters():
-    hosts = [hs("a", cell="c1", labels={"zone": "z1"}), hs("b", cell="c2", labels={"zone": "z1"}),
-             hs("c", cell="c1", labels={"zone": "z2"}), hs("d", cell="c1", unschedulable=True)]
+    hosts = [
+        hs("a", cell="c1", labels={"zone": "z1"}),
+        hs("b", cell="c2", labels={"zone": "z1"}),
+        hs("c", cell="c1", labels={"zone": "z2"}),
+        hs("d", cell="c1", unschedulable=True),
+    ]
     req = spec(cell="c1", node_selector={"zone": "z1"})
-    left, records = filters_mod.run_filters(hosts, req, filters_mod.load(
-        ["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]))
+    left, records = filters_mod.run_filters(
+        hosts,
+        req,
+        filters_mod.load(["ComputeFilter", "CellFilter", "NodeSelectorFilter", "JoulieFilter"]),
+    )
     assert [h.name for h in left] == ["a"]
     assert [(r["name"], r["before"], r["removed"]) for r in records] == [
-        ("ComputeFilter", 4, 1), ("CellFilter", 3, 1), ("NodeSelectorFilter", 2, 1),
-        ("JoulieFilter", 1, 0)]
+        ("ComputeFilter", 4, 1),
+        ("CellFilter", 3, 1),
+        ("NodeSelectorFilter", 2, 1),
+        ("JoulieFilter", 1, 0),
+    ]
     assert records[0]["reason"] == "host is marked unschedulable"
 
 
 def test_filter_chain_stops_when_nothing_is_left():
     left, records = filters_mod.run_filters(
-        [hs("eco", "eco")], spec(workload_class="performance"),
-        filters_mod.load(["JoulieFilter", "ComputeFilter"]))
+        [hs("eco", "eco")],
+        spec(workload_class="performance"),
+        filters_mod.load(["JoulieFilter", "ComputeFilter"]),
+    )
     assert left == [] and [r["name"] for r in records] == ["JoulieFilter"]
 
 
@@ -72,21 +93,36 @@ def test_weights_are_normalized_then_multiplied(sconf):
     by_name = {h.name: (w, parts) for w, parts, h in out}
     # Resource weighers normalize against 0 (nova's minval): RAM big=3000/3000,
     # small=1000/3000; VCPU 4/4 for both; power: standard prefers eco (x10).
-    assert by_name["big"][1] == {"RAMWeigher": 1.0, "CPUWeigher": 1.0, "DiskWeigher": 0.0,
-                                 "PowerWeigher": 0.0, "BuildFailureWeigher": 0.0}
+    assert by_name["big"][1] == {
+        "RAMWeigher": 1.0,
+        "CPUWeigher": 1.0,
+        "DiskWeigher": 0.0,
+        "PowerWeigher": 0.0,
+        "BuildFailureWeigher": 0.0,
+    }
     assert by_name["small"][0] == pytest.approx(10.0 + 1 / 3 + 1.0)
     # Performance work gets no power preference: RAM decides.
-    perf = {h.name: w for w, _p, h in weighers_mod.weigh_hosts(
-        hosts, spec(workload_class="performance"), weighers)}
+    perf = {
+        h.name: w
+        for w, _p, h in weighers_mod.weigh_hosts(
+            hosts, spec(workload_class="performance"), weighers
+        )
+    }
     assert perf["big"] > perf["small"]
 
 
 def test_negative_multiplier_stacks(sconf):
     from tests.unit.scheduler.conftest import make_conf
-    conf = make_conf(ram_weight_multiplier=-1.0, power_weight_multiplier=0.0,
-                     cpu_weight_multiplier=0.0, disk_weight_multiplier=0.0,
-                     soft_affinity_weight_multiplier=0.0, build_failure_weight_multiplier=0.0,
-                     soft_anti_affinity_weight_multiplier=0.0)
+
+    conf = make_conf(
+        ram_weight_multiplier=-1.0,
+        power_weight_multiplier=0.0,
+        cpu_weight_multiplier=0.0,
+        disk_weight_multiplier=0.0,
+        soft_affinity_weight_multiplier=0.0,
+        build_failure_weight_multiplier=0.0,
+        soft_anti_affinity_weight_multiplier=0.0,
+    )
     weighers = weighers_mod.load(conf.filter_scheduler)
     assert [w.name for w, _m in weighers] == ["RAMWeigher"]
     out = weighers_mod.weigh_hosts([hs("a", ram=10), hs("b", ram=20)], spec(), weighers)
@@ -97,8 +133,10 @@ def test_negative_multiplier_stacks(sconf):
 def _group_state(policy, hosts, rules=None, **kw):
     from scheduler import request_state
     from scheduler import server_groups
-    group = server_groups.GroupView({"uuid": "g", "policy": policy, "rules": rules or {},
-                                     "hosts": hosts})
+
+    group = server_groups.GroupView(
+        {"uuid": "g", "policy": policy, "rules": rules or {}, "hosts": hosts}
+    )
     return request_state.RequestState(spec(**kw), group)
 
 
@@ -110,17 +148,18 @@ def test_server_group_filters():
         return [h.name for h in filters_mod.run_filters(hosts, state, chain)[0]]
 
     assert names(_group_state("anti-affinity", {"a": ["m1"]})) == ["b", "c"]
-    assert names(_group_state("anti-affinity", {"a": ["m1"], "b": ["m2", "m3"]},
-                              {"max_server_per_host": 2})) == ["a", "c"]
+    assert names(
+        _group_state("anti-affinity", {"a": ["m1"], "b": ["m2", "m3"]}, {"max_server_per_host": 2})
+    ) == ["a", "c"]
     assert names(_group_state("affinity", {"b": ["m1"]})) == ["b"]
     assert names(_group_state("affinity", {})) == ["a", "b", "c"]
     assert names(_group_state("soft-anti-affinity", {"a": ["m1"]})) == ["a", "b", "c"]
     # A request without a group (a plain spec, as older callers pass) passes all.
-    assert [h.name for h in filters_mod.run_filters(hosts, spec(), chain)[0]] == [
-        "a", "b", "c"]
+    assert [h.name for h in filters_mod.run_filters(hosts, spec(), chain)[0]] == ["a", "b", "c"]
     # The record names the filter and its reason, for NoValidHost.
-    _left, records = filters_mod.run_filters(hosts, _group_state(
-        "anti-affinity", {"a": ["1"], "b": ["2"], "c": ["3"]}), chain)
+    _left, records = filters_mod.run_filters(
+        hosts, _group_state("anti-affinity", {"a": ["1"], "b": ["2"], "c": ["3"]}), chain
+    )
     assert records[0]["removed"] == 3 and "anti-affinity group" in records[0]["reason"]
 
 
@@ -142,12 +181,14 @@ def test_soft_group_weighers_only_weigh_their_policy(sconf):
 
 def test_hint_filters():
     from scheduler import request_state
+
     hosts = [hs("a"), hs("b"), hs("c")]
     chain = filters_mod.load(["ForceHostsFilter", "SameHostFilter", "DifferentHostFilter"])
 
     def names(hints, providers=None):
-        state = request_state.RequestState(spec(version="1.2", scheduler_hints=hints),
-                                           hint_providers=providers)
+        state = request_state.RequestState(
+            spec(version="1.2", scheduler_hints=hints), hint_providers=providers
+        )
         return [h.name for h in filters_mod.run_filters(hosts, state, chain)[0]]
 
     assert names({}) == ["a", "b", "c"]
@@ -164,8 +205,9 @@ def test_resource_weighers_normalize_against_zero_and_labels_override_multiplier
     # Nearly full hosts: 10 and 12 MB free weigh 0.83 and 1.0, not 0 and 1.
     assert normalize([10, 12], minval=0) == [pytest.approx(10 / 12), 1.0]
     assert normalize([0, 0], minval=0) == [0.0, 0.0]
-    weighers = [(w, m) for w, m in weighers_mod.load(sconf.filter_scheduler)
-                if w.name == "RAMWeigher"]
+    weighers = [
+        (w, m) for w, m in weighers_mod.load(sconf.filter_scheduler) if w.name == "RAMWeigher"
+    ]
     a = hs("a", ram=100)
     b = hs("b", ram=90)
     out = {h.name: w for w, _p, h in weighers_mod.weigh_hosts([a, b], spec(), weighers)}

@@ -12,8 +12,12 @@ from tests.unit.scheduler.fakes import host
 
 
 def spec(**kw):
-    data = {"version": "1.0", "resources": {"VCPU": 2, "MEMORY_MB": 1024}, "project_id": "p",
-            "user_id": "u"}
+    data = {
+        "version": "1.0",
+        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
+        "project_id": "p",
+        "user_id": "u",
+    }
     data.update(kw)
     return data
 
@@ -35,8 +39,9 @@ def test_performance_never_on_eco_or_draining_and_standard_prefers_eco():
 
 
 def test_alternates_same_cell_own_requests_unclaimed():
-    hosts = [host(f"a{i}", cell="A", ram=8192 + i) for i in range(4)] + \
-            [host(f"b{i}", cell="B", ram=100000) for i in range(3)]
+    hosts = [host(f"a{i}", cell="A", ram=8192 + i) for i in range(4)] + [
+        host(f"b{i}", cell="B", ram=100000) for i in range(3)
+    ]
     fake, sched = make(hosts, max_attempts=3)
     [[sel, *alts]] = sched.select_destinations(spec())
     # The B hosts have the most RAM, so the selected one is in B.
@@ -96,26 +101,37 @@ def test_multi_instance_spreads_and_releases_all_when_one_cannot_fit():
 
 
 def test_no_valid_host_explains_each_filter():
-    hosts = [host("e1", klass="eco"), host("e2", klass="draining"),
-             host("u", unschedulable=True), host("x", cell="other")]
+    hosts = [
+        host("e1", klass="eco"),
+        host("e2", klass="draining"),
+        host("u", unschedulable=True),
+        host("x", cell="other"),
+    ]
     fake, sched = make(hosts)
     with pytest.raises(worker.NoValidHost) as err:
-        sched.select_destinations(spec(workload_class="performance", cell="cell1",
-                                       request_id="req-none"))
+        sched.select_destinations(
+            spec(workload_class="performance", cell="cell1", request_id="req-none")
+        )
     msg = str(err.value)
     # Eco and draining hosts never reach the scheduler: placement leaves them
     # out for the JoulieFilter, and the explanation says so.
-    assert ("JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO "
-            "(performance work is not placed on eco or draining hosts)") in msg
+    assert (
+        "JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO "
+        "(performance work is not placed on eco or draining hosts)"
+    ) in msg
     assert "placement returned 2 candidate host(s)" in msg
     assert "ComputeFilter removed 1 (host is marked unschedulable)" in msg
     assert "CellFilter removed 1 (host is not in the requested cell)" in msg
     report = fake.reports["req-none"]
     assert report["removed_per_filter"] == {
-        "ComputeFilter": 1, "ForceHostsFilter": 0, "CellFilter": 1}
+        "ComputeFilter": 1,
+        "ForceHostsFilter": 0,
+        "CellFilter": 1,
+    }
     assert report["placement_excluded"] == [
         "JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO "
-        "(performance work is not placed on eco or draining hosts)"]
+        "(performance work is not placed on eco or draining hosts)"
+    ]
     # Without the JoulieFilter nothing is left out, and the filter's words go.
     fake, sched = make(hosts, enabled_filters=["ComputeFilter", "CellFilter"])
     [[sel, *_]] = sched.select_destinations(spec(workload_class="performance", cell="cell1"))
@@ -125,8 +141,10 @@ def test_no_valid_host_explains_each_filter():
 
 def test_no_candidates_at_all_names_the_query():
     fake, sched = make([host("tiny", vcpu=1)])
-    with pytest.raises(worker.NoValidHost, match="placement returned no candidates for "
-                                                 "resources=MEMORY_MB:1024,VCPU:2"):
+    with pytest.raises(
+        worker.NoValidHost,
+        match="placement returned no candidates for resources=MEMORY_MB:1024,VCPU:2",
+    ):
         sched.select_destinations(spec())
 
 
@@ -151,8 +169,12 @@ def test_ties_are_shuffled_so_workers_spread():
     # Without shuffling and subset 1, the first best host always wins.
     chosen = set()
     for seed in range(10):
-        fake, sched = make(hosts, rng=random.Random(seed), shuffle_best_same_weighed_hosts=False,
-                           random_walk_start=False)
+        fake, sched = make(
+            hosts,
+            rng=random.Random(seed),
+            shuffle_best_same_weighed_hosts=False,
+            random_walk_start=False,
+        )
         [[sel, *_]] = sched.select_destinations(spec())
         chosen.add(sel.host_name)
     assert chosen == {"h0"}
@@ -187,8 +209,9 @@ class Unreachable(FakePlacement):
         if self.ok_claims == 0:
             # Written, but the answer is lost: the worst case for the caller.
             super().put_allocations(consumer, *args, **kwargs)
-            raise client_mod.PlacementUnreachable("PUT", "/allocations/x", "http://x",
-                                                  "connection dropped")
+            raise client_mod.PlacementUnreachable(
+                "PUT", "/allocations/x", "http://x", "connection dropped"
+            )
         self.ok_claims -= 1
         return super().put_allocations(consumer, *args, **kwargs)
 
@@ -214,8 +237,9 @@ def test_alternates_exclude_every_host_selected_for_the_request():
 
 def test_max_placement_results_stops_the_walk_early():
     hosts = [host(f"h{i}") for i in range(10)]
-    fake, sched = make(hosts, page_size=100, max_placement_results=4, max_attempts=2,
-                       random_walk_start=False)
+    fake, sched = make(
+        hosts, page_size=100, max_placement_results=4, max_attempts=2, random_walk_start=False
+    )
     [[sel, *alts]] = sched.select_destinations(spec(request_id="req-cap"))
     report = fake.reports["req-cap"]
     # page_size is capped too: one page of 4 roots, and nothing more is read.
@@ -223,8 +247,9 @@ def test_max_placement_results_stops_the_walk_early():
     assert report["hosts_seen"] == 4
     assert sel.host_name in {"h0", "h1", "h2", "h3"} and len(alts) == 1
     # From a random start the window moves: another 4 consecutive hosts (wrapping).
-    fake, sched = make(hosts, rng=random.Random(3), page_size=100, max_placement_results=4,
-                       max_attempts=2)
+    fake, sched = make(
+        hosts, rng=random.Random(3), page_size=100, max_placement_results=4, max_attempts=2
+    )
     [[sel, *alts]] = sched.select_destinations(spec(request_id="req-cap"))
     [(_query, _node_data, start)] = fake.queries
     at = int(float(start) * 10)
@@ -243,27 +268,33 @@ def test_max_placement_results_zero_walks_every_page():
 def test_capped_walk_reads_on_when_filters_leave_too_few():
     # The first pages hold only eco hosts: a performance request reads on
     # until enough hosts pass the filters, instead of failing.
-    hosts = [host(f"l{i}", labels={"rack": "a"}) for i in range(6)] + \
-        [host("p0", labels={"rack": "b"}), host("p1", labels={"rack": "b"})]
-    fake, sched = make(hosts, page_size=2, max_placement_results=2, max_attempts=1,
-                       random_walk_start=False)
-    [[sel]] = sched.select_destinations(spec(node_selector={"rack": "b"},
-                                             request_id="req-sel"))
+    hosts = [host(f"l{i}", labels={"rack": "a"}) for i in range(6)] + [
+        host("p0", labels={"rack": "b"}),
+        host("p1", labels={"rack": "b"}),
+    ]
+    fake, sched = make(
+        hosts, page_size=2, max_placement_results=2, max_attempts=1, random_walk_start=False
+    )
+    [[sel]] = sched.select_destinations(spec(node_selector={"rack": "b"}, request_id="req-sel"))
     assert sel.host_name in ("p0", "p1")
     report = fake.reports["req-sel"]
     assert report["pages_fetched"] == 4 and report["hosts_seen"] == 8
     assert report["removed_per_filter"]["NodeSelectorFilter"] == 6
     # Nothing fits at all: the explanation counts every host of every page.
-    fake, sched = make([host(f"l{i}", labels={"rack": "a"}) for i in range(5)], page_size=2,
-                       max_placement_results=2)
+    fake, sched = make(
+        [host(f"l{i}", labels={"rack": "a"}) for i in range(5)],
+        page_size=2,
+        max_placement_results=2,
+    )
     with pytest.raises(worker.NoValidHost, match="placement returned 5 candidate host"):
         sched.select_destinations(spec(node_selector={"rack": "b"}))
 
 
 def test_capped_walk_reads_on_when_every_kept_host_loses_its_race():
     hosts = [host(f"h{i}") for i in range(6)]
-    fake, sched = make(hosts, page_size=2, max_placement_results=2, max_attempts=1,
-                       random_walk_start=False)
+    fake, sched = make(
+        hosts, page_size=2, max_placement_results=2, max_attempts=1, random_walk_start=False
+    )
     fake.steal = {hosts[0]["uuid"], hosts[1]["uuid"]}  # both hosts of the first page
     [[sel]] = sched.select_destinations(spec(request_id="req-race"))
     assert sel.host_name in ("h2", "h3")

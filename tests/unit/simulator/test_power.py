@@ -4,11 +4,24 @@ import pytest
 
 from simulator import power
 
-H100_NVL = {"cpu_model": "AMD EPYC 9654 96-Core Processor", "cpu_sockets": 2,
-            "cpu_cores": 192, "memory_gib": 1536, "gpu_model": "NVIDIA H100 NVL",
-            "gpu_count": 8, "gpu_min_cap_watts": 200, "gpu_max_cap_watts": 400}
-CPU_NODE = {"cpu_model": "AMD EPYC 9655 96-Core Processor", "cpu_sockets": 2,
-            "cpu_cores": 192, "memory_gib": 1536, "gpu_model": "", "gpu_count": 0}
+H100_NVL = {
+    "cpu_model": "AMD EPYC 9654 96-Core Processor",
+    "cpu_sockets": 2,
+    "cpu_cores": 192,
+    "memory_gib": 1536,
+    "gpu_model": "NVIDIA H100 NVL",
+    "gpu_count": 8,
+    "gpu_min_cap_watts": 200,
+    "gpu_max_cap_watts": 400,
+}
+CPU_NODE = {
+    "cpu_model": "AMD EPYC 9655 96-Core Processor",
+    "cpu_sockets": 2,
+    "cpu_cores": 192,
+    "memory_gib": 1536,
+    "gpu_model": "",
+    "gpu_count": 0,
+}
 
 
 def test_idle_node_draws_platform_cpu_idle_and_gpu_idle():
@@ -62,7 +75,7 @@ def test_cpu_cap_is_shared_by_the_jobs_of_a_node():
     assert speeds == [1.0]
     watts, speeds = power.node_state(model, [a, b], cpu_cap=240)
     ratio = (2 * 400 * 0.7) / (2 * (240 - 120))
-    assert speeds == pytest.approx([ratio ** -1.0, ratio ** -0.5])
+    assert speeds == pytest.approx([ratio**-1.0, ratio**-0.5])
     assert watts == pytest.approx(150 + 2 * 240)
     watts_perf, speeds_perf = power.node_state(model, [a, b], cpu_cap=400)
     assert speeds_perf == [1.0, 1.0]

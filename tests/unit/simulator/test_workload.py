@@ -40,24 +40,48 @@ def test_trace_round_trip(tmp_path):
     workload.write_trace(path, jobs)
     assert workload.read_trace(path) == jobs
     first = json.loads(path.read_text().splitlines()[0])
-    assert set(first) == {"id", "arrival", "workload_class", "kind", "instances", "vcpus",
-                          "memory_mb", "gpus", "duration", "utilisation", "sensitivity"}
+    assert set(first) == {
+        "id",
+        "arrival",
+        "workload_class",
+        "kind",
+        "instances",
+        "vcpus",
+        "memory_mb",
+        "gpus",
+        "duration",
+        "utilisation",
+        "sensitivity",
+    }
 
 
-GOOD = {"id": "j1", "arrival": 10.0, "workload_class": "standard", "kind": "cpu",
-        "instances": 1, "vcpus": 8, "memory_mb": 1024, "gpus": 0, "duration": 60.0,
-        "utilisation": 0.5, "sensitivity": 0.5}
+GOOD = {
+    "id": "j1",
+    "arrival": 10.0,
+    "workload_class": "standard",
+    "kind": "cpu",
+    "instances": 1,
+    "vcpus": 8,
+    "memory_mb": 1024,
+    "gpus": 0,
+    "duration": 60.0,
+    "utilisation": 0.5,
+    "sensitivity": 0.5,
+}
 
 
-@pytest.mark.parametrize(("change", "message"), [
-    ({"workload_class": "gold"}, "workload_class"),
-    ({"kind": "gpu"}, "gpus >= 1"),
-    ({"gpus": 2}, "gpus 0"),
-    ({"duration": 0}, "duration"),
-    ({"utilisation": 1.5}, "utilisation"),
-    ({"vcpus": 2.5}, "not an integer"),
-    ({"arrival": -1}, "arrival"),
-])
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"workload_class": "gold"}, "workload_class"),
+        ({"kind": "gpu"}, "gpus >= 1"),
+        ({"gpus": 2}, "gpus 0"),
+        ({"duration": 0}, "duration"),
+        ({"utilisation": 1.5}, "utilisation"),
+        ({"vcpus": 2.5}, "not an integer"),
+        ({"arrival": -1}, "arrival"),
+    ],
+)
 def test_bad_trace_line_is_refused_with_its_line_number(tmp_path, change, message):
     path = tmp_path / "trace.jsonl"
     path.write_text(json.dumps(GOOD) + "\n" + json.dumps({**GOOD, "id": "j2", **change}) + "\n")
@@ -85,7 +109,12 @@ def test_cli_refuses_a_bad_trace_and_bad_options_in_one_line(tmp_path, capsys):
     assert sim_run.main(["--trace", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "placement-sim:" in err and "not JSON" in err
-    for argv in (["--static-hp-frac", "0.2,1.5"], ["--policies", "none,magic"],
-                 ["--hours", "0"], ["--pue", "0.5"], ["--gpu-eco-cap-pct", "0"]):
+    for argv in (
+        ["--static-hp-frac", "0.2,1.5"],
+        ["--policies", "none,magic"],
+        ["--hours", "0"],
+        ["--pue", "0.5"],
+        ["--gpu-eco-cap-pct", "0"],
+    ):
         assert sim_run.main(argv) == 2, argv
         assert "placement-sim:" in capsys.readouterr().err

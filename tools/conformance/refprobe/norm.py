@@ -4,8 +4,16 @@ and allocation requests and mappings in a stable order (upstream promises none).
 
 import json
 
-HEADERS = ("content-type", "location", "last-modified", "cache-control", "allow",
-           "openstack-api-version", "vary", "x-openstack-request-id")
+HEADERS = (
+    "content-type",
+    "location",
+    "last-modified",
+    "cache-control",
+    "allow",
+    "openstack-api-version",
+    "vary",
+    "x-openstack-request-id",
+)
 PRESENT_ONLY = ("last-modified", "x-openstack-request-id")
 
 
@@ -31,8 +39,9 @@ def _body(value):
 
 def record(status, headers, body):
     lower = {key.lower(): value for key, value in headers}
-    kept = {key: ("<present>" if key in PRESENT_ONLY else lower[key])
-            for key in HEADERS if key in lower}
+    kept = {
+        key: ("<present>" if key in PRESENT_ONLY else lower[key]) for key in HEADERS if key in lower
+    }
     try:
         parsed = _body(json.loads(body)) if body else None
     except ValueError:

@@ -14,11 +14,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [os.path.join(HERE, "..", "..", ".."), HERE]
 
 from norm import record  # noqa: E402
+from requests_list import R  # noqa: E402
+
 from placement import app as app_mod  # noqa: E402
 from placement import conf as conf_mod  # noqa: E402
 from placement import db as db_mod  # noqa: E402
 from placement import migration  # noqa: E402
-from requests_list import R  # noqa: E402
 
 
 def main(out_path):
@@ -28,8 +29,9 @@ def main(out_path):
     db = db_mod.Database(url)
     migration.upgrade(db)
     db_mod.sync_standard_classes_and_traits(db)
-    conf = conf_mod.make_conf(overrides={("placement_database", "connection"): url,
-                                         ("api", "auth_strategy"): "noauth2"})
+    conf = conf_mod.make_conf(
+        overrides={("placement_database", "connection"): url, ("api", "auth_strategy"): "noauth2"}
+    )
     client = app_mod.create_app(conf, db=db, sync=False).test_client()
     out = []
     for method, path, version, body, extra in R:

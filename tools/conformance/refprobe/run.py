@@ -34,8 +34,9 @@ def _first_differences(ours, theirs, path=""):
         out = []
         for key in sorted(set(ours) | set(theirs)):
             if key not in ours or key not in theirs:
-                out.append((f"{path}/{key}", ours.get(key, "<absent>"),
-                            theirs.get(key, "<absent>")))
+                out.append(
+                    (f"{path}/{key}", ours.get(key, "<absent>"), theirs.get(key, "<absent>"))
+                )
             elif ours[key] != theirs[key]:
                 out += _first_differences(ours[key], theirs[key], f"{path}/{key}")
         return out
@@ -52,14 +53,21 @@ def _first_differences(ours, theirs, path=""):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--upstream-python", default=upstream.executable("python"),
-                        help="python of the upstream virtualenv (tools/upstream.py)")
+    parser.add_argument(
+        "--upstream-python",
+        default=upstream.executable("python"),
+        help="python of the upstream virtualenv (tools/upstream.py)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         ours_path, theirs_path = os.path.join(tmp, "ours.json"), os.path.join(tmp, "up.json")
         subprocess.run([sys.executable, os.path.join(HERE, "ours.py"), ours_path], check=True)
-        subprocess.run([args.upstream_python, os.path.join(HERE, "upstream.py"), theirs_path],
-                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [args.upstream_python, os.path.join(HERE, "upstream.py"), theirs_path],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         with open(ours_path) as f:
             ours = json.load(f)
         with open(theirs_path) as f:

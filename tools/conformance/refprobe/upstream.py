@@ -18,11 +18,12 @@ import webob  # noqa: E402
 from norm import record  # noqa: E402
 from oslo_config import cfg  # noqa: E402
 from oslo_policy import opts as policy_opts  # noqa: E402
+from placement.db.sqlalchemy import migration  # noqa: E402
+from requests_list import R  # noqa: E402
+
 from placement import conf as pconf  # noqa: E402
 from placement import db_api  # noqa: E402
 from placement import deploy  # noqa: E402
-from placement.db.sqlalchemy import migration  # noqa: E402
-from requests_list import R  # noqa: E402
 
 
 def main(out_path):
