@@ -257,3 +257,30 @@ def test_resubmitted_spec_without_instance_uuids_is_not_placed_twice(db, client,
         )
     )
     assert total == 2
+
+
+def test_failure_reason_names_every_host_tried(db, client, live_server):
+    """Issue 14 item 7: a build that fails everywhere says how many hosts were
+    tried and names each of them (it once said "all 1 host(s)" after 3)."""
+    hosts = add_hosts(
+        db,
+        client,
+        [
+            ("alpha", "c1", "performance", 8, 16384),
+            ("bravo", "c1", "performance", 8, 16384),
+            ("charlie", "c1", "performance", 8, 16384),
+        ],
+    )
+    driver = driver_mod.SimulatedDriver(failing_hosts={"alpha", "bravo", "charlie"})
+    with bus.in_process(
+        live_server.url,
+        cells=("c1",),
+        driver=driver,
+        overrides={("scheduler", "max_attempts"): 3},
+    ) as cloud:
+        _counts, [res] = cloud.submit([spec(workload_class="performance")])
+    assert res["status"] == "failed"
+    assert "failed on all 3 host(s) tried (3 build(s) failed" in res["reason"]
+    for name in hosts:
+        assert f"build on {name} failed" in res["reason"]
+    assert client.get(f"/allocations/{res['instance_uuid']}").get_json()["allocations"] == {}
