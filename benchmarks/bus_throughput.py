@@ -4,19 +4,37 @@ Usage (from the top of a checkout; RabbitMQ on 127.0.0.1:5672 with
 rabbitmqctl allowed to add a virtual host; PostgreSQL on 127.0.0.1:5432,
 user postgres, trust, unless --sqlite):
 
-    python -m benchmarks.bus_throughput [--hosts 1000,5000] [--workers 1,2,4]
-        [--instances 400] [--per-request 1] [--sqlite]
+    python -m benchmarks.bus_throughput [--inventory 1000,5k] [--workers 1,2,4]
+        [--batch-sizes 1,64] [--instances 1000] [--workload issue12|small]
+        [--anti-affinity 0.1] [--per-request 1] [--seed 1] [--sqlite]
 
-For each cluster size: a fresh placement database loaded with that many
-nodes (64 VCPU, 256 GiB; two cells) by ``placement-manage inventory load``,
-served by ``placement-api``. For each scheduler worker count: that many
-``scheduler-worker`` processes, one super conductor and one conductor per
-cell (``conductor-worker``), all on a RabbitMQ virtual host of this run, and
-``build-submit`` with ``--instances`` instances (``--per-request`` per
-request spec, 1-4 VCPU each, no injected failures). The number is
-build-submit's: instances finished (placed or failed) per second from its
-first cast to its last outcome: record, schedule (candidates, filters,
-weighers, claim), hand off, build, finish, outcome back over the bus.
+For each inventory: a fresh placement database loaded by ``placement-manage
+inventory load`` (two cells), served by ``placement-api``. An inventory is
+``41`` or ``5k`` (the clusters shipped in powerpolicy/data/, as
+``placement-sim --inventory`` names them), a number N (N identical nodes of
+64 VCPU and 256 GiB), or a YAML file in their format. For each scheduler
+worker count and each ``[scheduler] batch_size`` (1: every call scheduled
+alone, as before batching), measured in the same run one after the other:
+that many ``scheduler-worker`` processes, one super conductor and one
+conductor per cell (``conductor-worker``), all on a RabbitMQ virtual host of
+this run, and ``build-submit`` with ``--instances`` instances cast at once
+(``--per-request`` per request spec).
+
+Workloads (seeded): ``issue12`` is issue 12's mix: 30% performance requests
+of 8-32 VCPU, 32-64 GiB and, with the inventory's share of GPU nodes as
+probability, 1-2 PGPU; 70% standard requests of 2-8 VCPU, 4-16 GiB.
+``small`` is 1-4 VCPU, 1 GiB (the first measurements). ``--anti-affinity
+SHARE`` puts that share of the instances into anti-affinity server groups of
+10 (one member per host).
+
+Per row: instances/s (build-submit's: instances finished, placed or failed,
+from its first cast to its last outcome); p50/p99 latency from the cast to
+the instance's outcome reaching build-submit (every instance is cast at the
+start, so this includes the queueing of a burst); placement requests per
+instance (placement's /metrics, every route, the measured run only);
+claim races lost per 1,000 placements (the scheduler workers' /metrics);
+and, from the database afterwards, over-committed inventories (must be 0)
+and instances holding allocations on more than one host (must be 0).
 """
 
 import argparse
@@ -37,8 +55,16 @@ import requests
 import sqlalchemy as sa
 import yaml
 
+import powerpolicy
+from joule import inventory as inventory_mod
+
 BIN = os.path.dirname(sys.executable)
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+# The shipped inventories, by the names placement-sim gives them.
+DATA = os.path.join(os.path.dirname(powerpolicy.__file__), "data")
+INVENTORIES = {"41": "cluster-nodes-41.yaml", "5k": "cluster-nodes-5k.yaml"}
+GIB = 1024
+ANTI_AFFINITY_GROUP_SIZE = 10
 
 
 def _free_port():
@@ -55,13 +81,13 @@ class Run:
         self.env = env
         self.procs = []
 
-    def start(self, name, *args, ready=None):
+    def start(self, name, *args, ready=None, env=None):
         log = open(os.path.join(self.workdir, f"{name}.log"), "ab")
         proc = subprocess.Popen(
             [os.path.join(BIN, args[0]), *args[1:]],
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=self.env,
+            env=dict(self.env, **(env or {})),
         )
         proc.name = name
         self.procs.append(proc)
@@ -95,10 +121,10 @@ class Run:
         self.procs = [p for p in self.procs if p not in procs]
 
 
-def _database(args, workdir, hosts):
+def _database(args, workdir, label):
     if args.sqlite:
-        return f"sqlite:///{workdir}/placement-{hosts}.sqlite", None
-    name = f"bus_bench_{hosts}_{uuid.uuid4().hex[:8]}"
+        return f"sqlite:///{workdir}/placement-{label}.sqlite", None
+    name = f"bus_bench_{label}_{uuid.uuid4().hex[:8]}".lower()
     admin = sa.create_engine(PG, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
@@ -117,31 +143,182 @@ def _drop(handle):
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
 
 
-def _specs(path, instances, per_request, seed):
-    rng = random.Random(seed)
-    with open(path, "w") as out:
-        for n in range(instances // per_request):
-            out.write(
-                json.dumps(
-                    {
-                        "version": "1.0",
-                        "request_id": f"bench-{seed}-{n}",
-                        "project_id": "bench",
-                        "user_id": "bench",
-                        "num_instances": per_request,
-                        "resources": {"VCPU": rng.choice((1, 2, 4)), "MEMORY_MB": 1024},
-                    }
-                )
-                + "\n"
+def _inventory(name, workdir):
+    """(label, path of the YAML file, share of nodes with GPUs)."""
+    if name in INVENTORIES:
+        path = os.path.join(DATA, INVENTORIES[name])
+    elif name.isdigit():
+        path = os.path.join(workdir, f"inv-{name}.yaml")
+        with open(path, "w") as f:
+            yaml.safe_dump(
+                {
+                    "nodes": [
+                        {
+                            "node_name_prefix": "bench",
+                            "replicas": int(name),
+                            "cpu": "EPYC",
+                            "cpu_sockets": 2,
+                            "cpu_cores": 64,
+                            "memory_gib": 256,
+                            "gpu_count": 0,
+                        }
+                    ]
+                },
+                f,
             )
+    else:
+        path = name
+    nodes = inventory_mod.load(path)
+    gpu = sum(1 for n in nodes if n.hardware.get("gpu_count")) / len(nodes)
+    label = name if (name in INVENTORIES or name.isdigit()) else os.path.basename(name)
+    return label, path, len(nodes), gpu
 
 
-def measure(args, workdir, env, conf, workers, seed):
+def _spec(rng, n, seed, args, gpu_share):
+    if args.workload == "small":
+        resources = {"VCPU": rng.choice((1, 2, 4)), "MEMORY_MB": 1024}
+        wc = "standard"
+    elif rng.random() < 0.3:
+        wc = "performance"
+        resources = {"VCPU": rng.randint(8, 32), "MEMORY_MB": rng.randint(32, 64) * GIB}
+        if rng.random() < gpu_share:
+            resources["PGPU"] = rng.randint(1, 2)
+    else:
+        wc = "standard"
+        resources = {"VCPU": rng.randint(2, 8), "MEMORY_MB": rng.randint(4, 16) * GIB}
+    return {
+        "version": "1.0",
+        "request_id": f"bench-{seed}-{n}",
+        "project_id": "bench",
+        "user_id": "bench",
+        "workload_class": wc,
+        "num_instances": args.per_request,
+        "resources": resources,
+    }
+
+
+def _specs(path, args, instances, seed, gpu_share, placement=None):
+    """Write the request specs; with ``placement`` (its URL) put the
+    anti-affinity share into server groups created there."""
+    rng = random.Random(seed)
+    count = instances // args.per_request
+    specs = [_spec(rng, n, seed, args, gpu_share) for n in range(count)]
+    if placement and args.anti_affinity:
+        chosen = rng.sample(range(count), round(count * args.anti_affinity))
+        for start in range(0, len(chosen), ANTI_AFFINITY_GROUP_SIZE):
+            resp = requests.post(
+                f"{placement}/server_groups",
+                json={
+                    "name": f"bench-{seed}-{start}",
+                    "policy": "anti-affinity",
+                    "project_id": "bench",
+                    "user_id": "bench",
+                },
+                headers={"x-auth-token": "admin", "openstack-api-version": "placement latest"},
+                timeout=30,
+            )
+            resp.raise_for_status()
+            group = resp.json()["uuid"]
+            for n in chosen[start : start + ANTI_AFFINITY_GROUP_SIZE]:
+                specs[n].update(version="1.1", server_group=group)
+    with open(path, "w") as out:
+        for spec in specs:
+            out.write(json.dumps(spec) + "\n")
+
+
+def _scrape(url, name):
+    """The sum of every sample of metric ``name`` at ``url`` (Prometheus text)."""
+    total = 0.0
+    for line in requests.get(url, timeout=30).text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            metric = line.split("{", 1)[0].split(" ", 1)[0]
+            if metric == name:
+                total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def _percentile(values, q):
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def _submit(cf, path, env):
+    """Run build-submit; return (summary, [seconds from start per outcome])."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        [os.path.join(BIN, "build-submit"), *cf, "--requests", path, "--json", "--timeout", "1800"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    latencies = []
+    last = None
+    for line in proc.stdout:
+        last = line
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if item.get("status") == "placed" and "instance_uuid" in item:
+            latencies.append(time.monotonic() - start)
+    proc.wait(timeout=60)
+    summary = json.loads(last)
+    if proc.returncode != 0:
+        raise RuntimeError(f"build-submit exited {proc.returncode}: {summary}")
+    return summary, latencies
+
+
+def _check(url, prefix):
+    """(over-committed inventories, instances on more than one host) in the database."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            over = conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM inventories i JOIN (SELECT resource_provider_id, "
+                "resource_class_id, SUM(used) AS used FROM allocations GROUP BY "
+                "resource_provider_id, resource_class_id) a ON a.resource_provider_id = "
+                "i.resource_provider_id AND a.resource_class_id = i.resource_class_id "
+                "WHERE a.used > (i.total - i.reserved) * i.allocation_ratio"
+            ).scalar()
+            doubled = conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM (SELECT a.consumer_id FROM allocations a JOIN "
+                "resource_providers rp ON rp.id = a.resource_provider_id GROUP BY "
+                "a.consumer_id HAVING COUNT(DISTINCT COALESCE(rp.root_provider_id, rp.id)) > 1) x"
+            ).scalar()
+            placed = conn.exec_driver_sql(
+                "SELECT COUNT(*) FROM build_requests WHERE status = 'placed' "
+                f"AND request_id LIKE '{prefix}%'"
+            ).scalar()
+    finally:
+        engine.dispose()
+    return over, doubled, placed
+
+
+def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
     run = Run(workdir, env)
     cf = ["--config-file", conf]
+    # Without batching the scheduler keeps its default 8 threads, as before
+    # batching (64 would be 64 concurrent walks per worker); a batching
+    # worker needs as many threads as calls it may hold.
+    sched_env = {
+        "OS_SCHEDULER__BATCH_SIZE": str(batch_size),
+        "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads),
+    }
+    ports = []
     try:
         for n in range(workers):
-            run.start(f"scheduler-{seed}-{n}", "scheduler-worker", *cf, ready=" serving topic ")
+            port = _free_port()
+            ports.append(port)
+            run.start(
+                f"scheduler-{seed}-{n}",
+                "scheduler-worker",
+                *cf,
+                ready=" serving topic ",
+                env=dict(sched_env, OS_METRICS__PORT=str(port)),
+            )
         run.start(f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ")
         for cell in ("cell1", "cell2"):
             run.start(
@@ -149,47 +326,72 @@ def measure(args, workdir, env, conf, workers, seed):
             )
         # Warm-up: every process has its connections and caches.
         warm = os.path.join(workdir, f"warm-{seed}.jsonl")
-        _specs(warm, 20, 1, seed + 1000)
-        subprocess.run(
-            [os.path.join(BIN, "build-submit"), *cf, "--requests", warm, "--json"],
-            env=env,
-            capture_output=True,
-            check=True,
-            timeout=600,
-        )
+        _specs(warm, argparse.Namespace(**{**vars(args), "anti_affinity": 0}), 20, seed + 1000, 0)
+        _submit(cf, warm, env)
         path = os.path.join(workdir, f"specs-{seed}.jsonl")
-        _specs(path, args.instances, args.per_request, seed)
-        res = subprocess.run(
-            [
-                os.path.join(BIN, "build-submit"),
-                *cf,
-                "--requests",
-                path,
-                "--json",
-                "--timeout",
-                "1200",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1500,
-        )
-        summary = json.loads(res.stdout.strip().splitlines()[-1])
-        if res.returncode != 0:
-            raise RuntimeError(f"build-submit exited {res.returncode}: {summary}")
-        return summary
+        _specs(path, args, args.instances, seed, inv["gpu"], placement=inv["url"])
+        metrics = f"{inv['url']}/metrics"
+        races = [f"http://127.0.0.1:{p}/metrics" for p in ports]
+        calls_before = _scrape(metrics, "placement_api_requests_total")
+        races_before = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races)
+        summary, latencies = _submit(cf, path, env)
+        calls = _scrape(metrics, "placement_api_requests_total") - calls_before
+        lost = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races) - races_before
+        over, doubled, placed_db = _check(inv["db"], f"bench-{seed}-")
+        placed = summary["placed"]
+        return {
+            **summary,
+            "p50": _percentile(latencies, 0.5),
+            "p99": _percentile(latencies, 0.99),
+            "placement_per_instance": calls / max(1, placed + summary["failed"]),
+            "races_per_1000": 1000.0 * lost / max(1, placed),
+            "over_committed": over,
+            "multi_host": doubled,
+            "placed_recorded": placed_db,
+        }
     finally:
         run.stop()
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--hosts", default="1000,5000")
+    p.add_argument(
+        "--inventory",
+        default="1000,5k",
+        help="comma-separated: 41, 5k (shipped), N (N identical nodes) or a YAML file",
+    )
+    p.add_argument("--hosts", help="old spelling of --inventory with numbers only")
     p.add_argument("--workers", default="1,2,4")
-    p.add_argument("--instances", type=int, default=400)
+    p.add_argument(
+        "--batch-sizes",
+        default="1,64",
+        help="[scheduler] batch_size values measured one after the other (1: no batching)",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=64,
+        help="[DEFAULT] executor_thread_pool_size of the conductors and of the "
+        "batching scheduler workers (the calls a scheduler-worker holds at once, a "
+        "super conductor's requests in flight); without batching the scheduler "
+        "workers keep the default 8",
+    )
+    p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--per-request", type=int, default=1)
+    p.add_argument("--workload", choices=("issue12", "small"), default="issue12")
+    p.add_argument(
+        "--anti-affinity",
+        type=float,
+        default=0.0,
+        metavar="SHARE",
+        help="share of the instances put into anti-affinity server groups of 10",
+    )
+    p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sqlite", action="store_true", help="placement on SQLite, not PostgreSQL")
     args = p.parse_args(argv)
+    if not 0.0 <= args.anti_affinity <= 1.0:
+        p.error("--anti-affinity is a share, 0 to 1")
+    inventories = (args.hosts or args.inventory).split(",")
     ctl = shutil.which("rabbitmqctl")
     vhost = f"joule-bench-{uuid.uuid4().hex[:10]}"
     subprocess.run([ctl, "add_vhost", vhost], check=True, capture_output=True)
@@ -200,29 +402,19 @@ def main(argv=None):
     )
     rows = []
     workdir = tempfile.mkdtemp(prefix="bus-bench-")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     try:
-        for hosts in [int(h) for h in args.hosts.split(",")]:
-            url, handle = _database(args, workdir, hosts)
-            env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=url)
-            inv = os.path.join(workdir, f"inv-{hosts}.yaml")
-            with open(inv, "w") as f:
-                yaml.safe_dump(
-                    {
-                        "nodes": [
-                            {
-                                "node_name_prefix": "bench",
-                                "replicas": hosts,
-                                "cpu": "EPYC",
-                                "cpu_sockets": 2,
-                                "cpu_cores": 64,
-                                "memory_gib": 256,
-                                "gpu_count": 0,
-                            }
-                        ]
-                    },
-                    f,
-                )
-            for cmd in (["db", "sync"], ["inventory", "load", inv, "--cells", "2"]):
+        for number, name in enumerate(inventories):
+            label, inv_path, size, gpu = _inventory(name, workdir)
+            url, handle = _database(args, workdir, label)
+            env = dict(
+                os.environ,
+                OS_PLACEMENT_DATABASE__CONNECTION=url,
+                OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE=str(args.threads),
+            )
+            for cmd in (["db", "sync"], ["inventory", "load", inv_path, "--cells", "2"]):
                 subprocess.run(
                     [os.path.join(BIN, "placement-manage"), *cmd],
                     env=env,
@@ -231,7 +423,7 @@ def main(argv=None):
                 )
             api_run = Run(workdir, env)
             port = _free_port()
-            api = api_run.start(f"placement-api-{hosts}", "placement-api", "--port", str(port))
+            api = api_run.start(f"placement-api-{label}", "placement-api", "--port", str(port))
             deadline = time.monotonic() + 120
             while True:
                 try:
@@ -241,25 +433,34 @@ def main(argv=None):
                     if time.monotonic() > deadline or api.poll() is not None:
                         raise RuntimeError("placement-api did not start")
                     time.sleep(0.3)
-            conf = os.path.join(workdir, f"bench-{hosts}.conf")
+            conf = os.path.join(workdir, f"bench-{label}.conf")
             with open(conf, "w") as f:
                 f.write(
                     f"[DEFAULT]\ntransport_url = rabbit://guest:guest@127.0.0.1:5672/"
                     f"{vhost}\n[placement]\nauth_type = noauth\n"
                     f"endpoint_override = http://127.0.0.1:{port}\n"
-                    f"[conductor]\nsimulated_state_dir = {workdir}/hv-{hosts}\n"
+                    f"[conductor]\nsimulated_state_dir = {workdir}/hv-{label}\n"
                 )
+            inv = {"url": f"http://127.0.0.1:{port}", "db": url, "gpu": gpu}
             try:
-                for n, workers in enumerate(int(w) for w in args.workers.split(",")):
-                    summary = measure(args, workdir, env, conf, workers, hosts * 10 + n)
-                    load = os.getloadavg()[0]
-                    rows.append((hosts, workers, summary, load))
-                    print(
-                        f"hosts {hosts} workers {workers}: {summary['instances_per_second']}"
-                        f" instances/s ({summary['placed']} placed, {summary['failed']} "
-                        f"failed, {summary['seconds']} s, load {load:.1f})",
-                        flush=True,
-                    )
+                n = 0
+                for workers in (int(w) for w in args.workers.split(",")):
+                    for batch in (int(b) for b in args.batch_sizes.split(",")):
+                        seed = args.seed * 100000 + number * 1000 + n
+                        n += 1
+                        load = os.getloadavg()[0]
+                        r = measure(args, workdir, env, conf, workers, batch, seed, inv)
+                        load = max(load, os.getloadavg()[0])
+                        rows.append((label, size, workers, batch, r, load))
+                        print(
+                            f"{label} ({size} hosts) workers {workers} batch {batch}: "
+                            f"{r['instances_per_second']} instances/s, {r['placed']} placed, "
+                            f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
+                            f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
+                            f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
+                            f"{r['over_committed']}, multi-host {r['multi_host']}, load {load:.1f}",
+                            flush=True,
+                        )
             finally:
                 api_run.stop()
                 _drop(handle)
@@ -267,16 +468,23 @@ def main(argv=None):
         subprocess.run([ctl, "delete_vhost", vhost], capture_output=True)
         shutil.rmtree(workdir, ignore_errors=True)
     print(
-        f"\n{platform.node()} {os.cpu_count()} CPUs, placement on "
-        f"{'SQLite' if args.sqlite else 'PostgreSQL'}, {args.instances} instances, "
-        f"{args.per_request} per request\n"
+        f"\n{platform.node()} {os.cpu_count()} CPUs, commit {commit}, placement on "
+        f"{'SQLite' if args.sqlite else 'PostgreSQL'}, workload {args.workload}, "
+        f"{args.instances} instances, {args.per_request} per request, anti-affinity "
+        f"{args.anti_affinity:.0%}, {args.threads} executor threads, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
     )
-    print("| hosts | scheduler workers | instances/s | placed | failed | seconds | load |")
-    print("|---|---|---|---|---|---|---|")
-    for hosts, workers, s, load in rows:
+    print(
+        "| inventory | scheduler workers | batch_size | instances/s | p50 s | p99 s | "
+        "placement req/instance | races lost /1000 | placed | failed | over-commit | load |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, size, workers, batch, r, load in rows:
         print(
-            f"| {hosts} | {workers} | {s['instances_per_second']} | {s['placed']} | "
-            f"{s['failed']} | {s['seconds']} | {load:.1f} |"
+            f"| {label} ({size}) | {workers} | {batch} | {r['instances_per_second']} | "
+            f"{r['p50']:.1f} | {r['p99']:.1f} | {r['placement_per_instance']:.2f} | "
+            f"{r['races_per_1000']:.1f} | {r['placed']} | {r['failed']} | "
+            f"{r['over_committed']} | {load:.1f} |"
         )
     return 0
 

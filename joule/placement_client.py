@@ -531,6 +531,27 @@ class PlacementClient:
             body["mappings"] = allocation_request["mappings"]
         self.request("PUT", url_path("allocations", consumer), json=body, ok=(204,))
 
+    def post_allocations(self, claims):
+        """POST /allocations: claim for several consumers at once, all or none
+        (since 1.13). ``claims``: [(consumer, allocation_request, project_id,
+        user_id, workload_class, consumer_type)], each a new claim (consumer
+        generation null). A 409 means nothing was written."""
+        body = {}
+        for consumer, areq, project_id, user_id, workload_class, consumer_type in claims:
+            entry = {
+                "allocations": areq["allocations"],
+                "consumer_generation": None,
+                "project_id": project_id,
+                "user_id": user_id,
+                "consumer_type": consumer_type,
+            }
+            if workload_class is not None:
+                entry["workload_class"] = workload_class
+            if areq.get("mappings"):
+                entry["mappings"] = areq["mappings"]
+            body[consumer] = entry
+        self.request("POST", url_path("allocations"), json=body, ok=(204,))
+
     def report_build_outcome(self, host_uuid, succeeded):
         """POST /nodes/{uuid}/build_outcome: count a failed build on the host,
         or clear its count; returns the count now."""
@@ -561,6 +582,21 @@ class PlacementClient:
             url_path("scheduling_reports", request_id),
             json={"project_id": project_id, "report": report},
             ok=(200, 201),
+            retry=True,
+        )
+
+    def put_reports(self, reports):
+        """POST /scheduling_reports: several reports, [(request_id,
+        project_id, report)], in one write (all or none)."""
+        self.request(
+            "POST",
+            url_path("scheduling_reports"),
+            json={
+                "reports": [
+                    {"request_id": r, "project_id": p, "report": body} for r, p, body in reports
+                ]
+            },
+            ok=(200,),
             retry=True,
         )
 

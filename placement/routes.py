@@ -112,6 +112,9 @@ ROUTES = {
     "/build_requests/<instance_uuid>/lease": {
         "PUT": build_request.put_lease,
     },
+    "/scheduling_reports": {
+        "POST": scheduling_report.post_reports,
+    },
     "/scheduling_reports/<request_id>": {
         "GET": scheduling_report.get_report,
         "PUT": scheduling_report.put_report,

@@ -9,11 +9,14 @@ an alternate will be used, so claiming it now would waste capacity.
 """
 
 
-def pick(ranked_hosts, selected, exclude, max_attempts):
+def pick(ranked_hosts, selected, exclude, max_attempts, usable=None):
     """Alternate (host, allocation_request) pairs for ``selected``.
 
     :param ranked_hosts: hosts best first.
     :param exclude: uuids never to offer (selected for other instances, lost).
+    :param usable: ``usable(host)`` -> the allocation request of this request
+        that still fits the host, or None (default: the host's own
+        ``usable_request``; a batch passes one per request of the batch).
     """
     wanted = max_attempts - 1
     out = []
@@ -24,7 +27,7 @@ def pick(ranked_hosts, selected, exclude, max_attempts):
             continue
         if host.cell != selected.cell or host.zone != selected.zone:
             continue
-        areq = host.usable_request()
+        areq = host.usable_request() if usable is None else usable(host)
         if areq is None:
             continue
         out.append((host, areq))

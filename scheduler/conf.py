@@ -189,6 +189,39 @@ scheduler_opts = [
         "values survive more build failures at the cost of longer selections. "
         "Nova's group; [filter_scheduler] max_attempts is its deprecated old place.",
     ),
+    cfg.IntOpt(
+        "batch_size",
+        default=64,
+        min=1,
+        max=1000,
+        help="select_destinations calls a scheduler-worker handles together: "
+        "concurrent calls (one per executor thread, [DEFAULT] "
+        "executor_thread_pool_size) that ask for the same kind of host share one "
+        "walk of the candidate pages, are placed one after the other on what the "
+        "walk read (each sees what the earlier ones took), and are claimed in one "
+        "POST /allocations; each call still gets its own answer. 1 schedules every "
+        "call on its own, as before batching. A batch never holds more calls than "
+        "there are executor threads.",
+    ),
+    cfg.IntOpt(
+        "batch_window_ms",
+        default=2,
+        min=0,
+        max=1000,
+        help="Milliseconds a call waits for others to join its batch when batches "
+        "are already being worked on (calls that arrive while a batch is in hand "
+        "wait for it anyway and join the next one). A call that arrives when the "
+        "worker is idle starts at once: batching costs a lone call nothing.",
+    ),
+    cfg.IntOpt(
+        "concurrent_batches",
+        default=2,
+        min=1,
+        max=64,
+        help="Batches one scheduler-worker works on at once. More overlaps one "
+        "batch's placement round trips with another's work; each batch reads its "
+        "own candidate pages.",
+    ),
 ]
 
 

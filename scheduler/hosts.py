@@ -64,6 +64,16 @@ class HostState:
                 if rc in have:
                     have[rc][1] += amount
 
+    def release(self, allocation_request):
+        """Undo ``consume`` (a planned claim that was not made)."""
+        for rp, entry in allocation_request["allocations"].items():
+            have = self.providers.get(rp)
+            if have is None:
+                continue
+            for rc, amount in entry["resources"].items():
+                if rc in have:
+                    have[rc][1] -= amount
+
     def usable_request(self):
         """The first allocation request that still fits, or None."""
         for areq in self.allocation_requests:

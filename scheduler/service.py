@@ -14,7 +14,10 @@ exception (the caller is another process; a plain answer survives any bus):
 
 Any number of workers share the topic. Requests are handled by a pool of
 threads (``[DEFAULT] executor_thread_pool_size``), each with its own Scheduler (their
-random number generators and statistics are per request stream).
+random number generators and statistics are per request stream). With
+``[scheduler] batch_size`` > 1 the threads hand the requests they hold to one
+``batching.Batcher``: requests that arrive together share a candidate walk
+and a claim (scheduler.batching); each still gets its own answer.
 """
 
 import logging
@@ -23,6 +26,7 @@ import time
 
 from joule import request_spec as spec_mod
 from joule.rpc import oslo_messaging  # imported there, quietly
+from scheduler import batching
 from scheduler import metrics
 from scheduler import worker as worker_mod
 
@@ -38,6 +42,15 @@ class SchedulerEndpoint:
         self._local = threading.local()
         self._all = []
         self._lock = threading.Lock()
+        group = conf.scheduler
+        self._batcher = None
+        if group.batch_size > 1:
+            self._batcher = batching.Batcher(
+                lambda specs: self._scheduler().select_batch(specs),
+                group.batch_size,
+                group.batch_window_ms / 1000.0,
+                group.concurrent_batches,
+            )
 
     def _scheduler(self):
         sched = getattr(self._local, "scheduler", None)
@@ -67,7 +80,7 @@ class SchedulerEndpoint:
         sched = self._scheduler()
         lost_before = sched.stats["races_lost"]
         try:
-            selections = sched.select_destinations(spec)
+            selections = self._select(sched, spec)
         except worker_mod.NoValidHost as exc:
             for name, removed in ((exc.report or {}).get("removed_per_filter") or {}).items():
                 metrics.NO_VALID_HOST.labels(name).inc(removed)
@@ -83,3 +96,14 @@ class SchedulerEndpoint:
             "status": "placed",
             "selections": spec_mod.dump_selections(spec.request_id, selections),
         }
+
+    def _select(self, sched, spec):
+        """The selections of ``spec``, in a batch when it can share one."""
+        if self._batcher is None or not batching.batchable(spec):
+            return sched.select_destinations(spec)
+        kind, value = self._batcher.submit(spec)
+        if kind == batching.PLACED:
+            return value
+        if kind == batching.ERROR:
+            raise value
+        return sched.select_destinations(spec)

@@ -31,6 +31,7 @@ import time
 from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
+from scheduler import batching
 from scheduler import candidate_query
 from scheduler import claim as claim_mod
 from scheduler import filters as filters_mod
@@ -335,6 +336,25 @@ class Scheduler:
             except placement_client.PlacementError as exc:
                 raise SchedulerError(f"could not create trait {name}: {exc}")
             self._traits_ready.add(name)
+
+    def select_batch(self, specs):
+        """Place several requests together (scheduler.batching); one outcome
+        per spec: (PLACED, selections) | (ERROR, exc) | (ALONE, None)."""
+        return batching.schedule_batch(self, specs)
+
+    def _write_reports(self, items):
+        """Several reports, [(spec, data)], in one write when there are more."""
+        if not self.conf.filter_scheduler.write_reports or not items:
+            return
+        if len(items) == 1:
+            self._write_report(*items[0])
+            return
+        try:
+            self.client.put_reports(
+                [(spec.request_id, spec.project_id, data) for spec, data in items]
+            )
+        except placement_client.PlacementError as exc:
+            LOG.warning("%d scheduling reports not written: %s", len(items), exc)
 
     def _write_report(self, spec, data):
         if not self.conf.filter_scheduler.write_reports:

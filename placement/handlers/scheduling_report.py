@@ -65,3 +65,30 @@ def put_report(request_id):
         status=201 if created else 200,
         last_modified=util.last_modified_of([item]),
     )
+
+
+def post_reports():
+    """POST /scheduling_reports: create or replace several reports, all or
+    none (the scheduler's one write per batch). 200 ``{"created": n,
+    "replaced": m}``; any bad item is a 400 naming it and nothing is written."""
+    util.context().can(policies.UPDATE)
+    body = util.extract_json(schema.POST_REPORTS)
+    seen = set()
+    items = []
+    for n, item in enumerate(body["reports"]):
+        request_id = item["request_id"]
+        if not request_spec.is_safe_id(request_id, request_spec.REQUEST_ID_MAX):
+            raise errors.bad_request(
+                f"reports[{n}]: request id {request_id!r} is not a scheduler request id."
+            )
+        if request_id in seen:
+            raise errors.bad_request(f"reports[{n}]: request id {request_id} is repeated.")
+        seen.add(request_id)
+        if len(json.dumps(item["report"])) > schema.MAX_REPORT_BYTES:
+            raise errors.ApiError(
+                413,
+                f"reports[{n}]: scheduling report larger than {schema.MAX_REPORT_BYTES} bytes.",
+            )
+        items.append((request_id, item.get("project_id"), item["report"]))
+    created, replaced = report_obj.put_many(util.deps().db, items)
+    return util.json_response({"created": created, "replaced": replaced}, last_modified="now")

@@ -48,6 +48,47 @@ def put(db, request_id, project_id, report):
     return _to_dict(row), created
 
 
+def put_many(db, items):
+    """Create or replace several reports in one transaction, all or none.
+
+    ``items``: [(request_id, project_id, report)], request ids distinct.
+    Return the number created and the number replaced.
+    """
+    now = db_mod.utcnow()
+    ids = [request_id for request_id, _p, _r in items]
+    with db.write() as conn:
+        existing = {
+            row.request_id: row.id
+            for row in conn.execute(
+                sa.select(_T.c.id, _T.c.request_id).where(_T.c.request_id.in_(ids))
+            )
+        }
+        new = [
+            {
+                "request_id": request_id,
+                "project_id": project_id,
+                "body": json.dumps(report, sort_keys=True),
+                "created_at": now,
+            }
+            for request_id, project_id, report in items
+            if request_id not in existing
+        ]
+        if new:
+            conn.execute(_T.insert(), new)
+        for request_id, project_id, report in items:
+            if request_id in existing:
+                conn.execute(
+                    _T.update()
+                    .where(_T.c.id == existing[request_id])
+                    .values(
+                        project_id=project_id,
+                        body=json.dumps(report, sort_keys=True),
+                        updated_at=now,
+                    )
+                )
+    return len(new), len(items) - len(new)
+
+
 def get(db, request_id):
     with db.read() as conn:
         row = conn.execute(sa.select(_T).where(_T.c.request_id == request_id)).first()

@@ -189,3 +189,40 @@ def test_bulk_build_requests_name_the_record_whose_spec_is_bad(client):
         in err["detail"]
     )
     assert client.get("/build_requests").get_json()["build_requests"] == []
+
+
+def test_bulk_scheduling_reports_all_or_nothing(client):
+    assert client.put("/scheduling_reports/req-old", json={"report": {"v": 1}}).status_code == 201
+    body = {
+        "reports": [
+            {"request_id": "req-old", "project_id": "proj-a", "report": {"v": 2}},
+            {"request_id": "req-new", "project_id": "proj-a", "report": {"v": 3}},
+        ]
+    }
+    resp = client.post("/scheduling_reports", json=body)
+    assert resp.status_code == 200, resp.get_json()
+    assert resp.get_json() == {"created": 1, "replaced": 1}
+    assert client.get("/scheduling_reports/req-old").get_json()["report"] == {"v": 2}
+    got = client.get("/scheduling_reports/req-new").get_json()
+    assert got["report"] == {"v": 3} and got["project_id"] == "proj-a"
+    # One bad item: 400 naming it, nothing written.
+    for bad, words in (
+        ({"request_id": "req/x", "report": {}}, "reports[1]"),
+        ({"request_id": "req-old", "report": {}}, "repeated"),
+        ({"request_id": "req-y", "report": []}, "is not of type"),
+        ({"request_id": "req-y"}, "required"),
+    ):
+        items = [{"request_id": "req-old", "report": {"v": 9}}, bad]
+        resp = client.post("/scheduling_reports", json={"reports": items})
+        assert resp.status_code == 400, bad
+        assert words in resp.get_json()["errors"][0]["detail"], resp.get_json()
+        assert client.get("/scheduling_reports/req-old").get_json()["report"] == {"v": 2}
+        assert client.get("/scheduling_reports/req-y").status_code == 404
+    assert client.post("/scheduling_reports", json={"reports": []}).status_code == 400
+    # Policy: the same rule as PUT.
+    resp = client.post(
+        "/scheduling_reports",
+        json={"reports": [{"request_id": "req-z", "report": {}}]},
+        headers={"x-auth-token": "bob:proj-b", "x-roles": "reader"},
+    )
+    assert resp.status_code == 403

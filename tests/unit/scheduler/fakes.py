@@ -168,6 +168,34 @@ class FakePlacement:
             "workload_class": workload_class,
         }
 
+    def post_allocations(self, claims):
+        """POST /allocations: every claim or none (placement's rule)."""
+        self.calls.append(("POST", [c[0] for c in claims]))
+        for _consumer, areq, *_rest in claims:
+            for rp in areq["allocations"]:
+                if rp in self.steal:  # the other scheduler's claim lands first
+                    self.steal.discard(rp)
+                    for rc in self.used[rp]:
+                        self.used[rp][rc] = self.hosts[rp]["capacity"][rc]
+        used = {rp: dict(res) for rp, res in self.used.items()}
+        consumers = dict(self.consumers)
+        calls = len(self.calls)
+        try:
+            for consumer, areq, project_id, user_id, workload_class, ctype in claims:
+                self.put_allocations(
+                    consumer, areq, project_id, user_id, None, workload_class, ctype
+                )
+        except client_mod.PlacementError:
+            self.used, self.consumers = used, consumers
+            raise
+        finally:
+            del self.calls[calls:]
+
+    def put_reports(self, reports):
+        self.calls.append(("POST /scheduling_reports", len(reports)))
+        for request_id, _project_id, report in reports:
+            self.reports[request_id] = report
+
     def get_allocations(self, consumer):
         cur = self.consumers.get(consumer)
         if not cur:
