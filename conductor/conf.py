@@ -64,6 +64,24 @@ conductor_opts = [
         min=1,
         help="Expired build requests taken over per look.",
     ),
+    cfg.FloatOpt(
+        "batch_window_ms",
+        default=3.0,
+        min=0.0,
+        max=1000.0,
+        help="Milliseconds a conductor waits for other messages in hand to join a "
+        "placement call (build requests created, taken, handed off, finished; build "
+        "outcomes), so that they share one bulk request. Only waited when other "
+        "messages are in hand; calls queued while one is in flight share the next one "
+        "anyway. 0: never wait.",
+    ),
+    cfg.IntOpt(
+        "batch_size",
+        default=500,
+        min=1,
+        max=10000,
+        help="Most build requests (or build outcomes) in one bulk placement call.",
+    ),
 ]
 
 

@@ -3,11 +3,21 @@
 A conductor only acts on a record it holds. ``take`` is placement's
 compare-and-set on the generation the conductor read; ``finish`` is guarded
 by the owner, so a conductor whose lease ran out and was taken over cannot
-finish what is no longer its own. Every call is one REST request.
+finish what is no longer its own.
+
+Calls go in bulk (issue 12): what the threads of one conductor take, hand
+off, finish or create at about the same time is sent as one request of
+placement's bulk forms (``conductor.batch``: a few milliseconds' window,
+and whatever queued while a request was in flight). Those forms are all or
+none; placement names every record it refused (one error object per
+record, with its ``instance_uuid``), so a record that is no longer ours is
+answered "lost" to its own caller and the others are sent again without it:
+a lost compare-and-set never applies, and never blocks, the rest.
 """
 
 import logging
 
+from conductor import batch as batch_mod
 from joule import placement_client as client_mod
 
 LOG = logging.getLogger(__name__)
@@ -26,33 +36,79 @@ class AlreadyRecorded(Exception):
 
 
 class Records:
-    def __init__(self, client, owner, lease_seconds):
+    def __init__(self, client, owner, lease_seconds, window=0.0, max_items=500, company=None):
         self.client = client
         self.owner = owner
         self.lease_seconds = lease_seconds
 
+        def batcher(flush, size=max_items):
+            return batch_mod.Batcher(flush, window, size, company)
+
+        # A create carries whole requests (each its instances' specs).
+        self._creates = batcher(self._create_groups, max(1, max_items // 10))
+        self._takes = batcher(lambda items: self._take_bulk(items, False))
+        self._hand_offs = batcher(lambda items: self._take_bulk(items, True))
+        self._finishes = batcher(self._finish_bulk)
+
+    def batchers(self):
+        return {
+            "create": self._creates,
+            "take": self._takes,
+            "hand_off": self._hand_offs,
+            "finish": self._finishes,
+        }
+
     def create_held(self, items):
         """Record pending build requests held by this owner, all or none.
+
+        The records of several requests (several callers) go in one bulk
+        create; a request some of whose instances are recorded already is
+        refused alone (AlreadyRecorded) and the others are sent again.
 
         :return: {instance_uuid: generation}.
         :raise AlreadyRecorded: some instance is recorded already.
         """
-        try:
-            resp = self.client.request(
-                "POST",
-                "/build_requests",
-                json={
-                    "build_requests": items,
-                    "owner": self.owner,
-                    "lease_seconds": self.lease_seconds,
-                },
-                ok=(201,),
-            )
-        except client_mod.PlacementError as exc:
-            if exc.status == 409 and exc.code == DUPLICATE:
-                raise AlreadyRecorded(exc.detail) from exc
-            raise
+        return self._creates.submit(list(items))
+
+    def _create_once(self, items):
+        resp = self.client.request(
+            "POST",
+            "/build_requests",
+            json={
+                "build_requests": items,
+                "owner": self.owner,
+                "lease_seconds": self.lease_seconds,
+            },
+            ok=(201,),
+        )
         return {r["instance_uuid"]: r["generation"] for r in resp.json()["build_requests"]}
+
+    def _create_groups(self, groups):
+        results = [None] * len(groups)
+        todo = list(range(len(groups)))
+        while todo:
+            try:
+                made = self._create_once([r for i in todo for r in groups[i]])
+            except client_mod.PlacementError as exc:
+                if exc.status == 409 and exc.code == DUPLICATE:
+                    known = set(exc.instances())
+                    refused = [i for i in todo if known & {r["instance_uuid"] for r in groups[i]}]
+                    if len(todo) == 1 or not refused:
+                        refused = todo  # all of it, or cannot tell whose
+                    for i in refused:
+                        results[i] = AlreadyRecorded(exc.detail)
+                    todo = [i for i in todo if i not in refused]
+                    continue
+                if exc.status == 400 and len(todo) > 1:
+                    # One request's records are refused: find out whose, alone.
+                    for i in todo:
+                        results[i] = self._create_groups([groups[i]])[0]
+                    return results
+                raise
+            for i in todo:
+                results[i] = {r["instance_uuid"]: made[r["instance_uuid"]] for r in groups[i]}
+            break
+        return results
 
     def get(self, instance_uuid):
         """The record, or None when there is none."""
@@ -66,45 +122,109 @@ class Records:
     def take(self, instance_uuid, generation, hand_off=False):
         """Take (or renew, or hand off) the record; its new generation, or None
         when it is not this conductor's to take (held, taken, finished)."""
-        try:
-            resp = self.client.request(
-                "PUT",
-                f"/build_requests/{instance_uuid}/lease",
-                json={
+        batcher = self._hand_offs if hand_off else self._takes
+        return batcher.submit((instance_uuid, generation))
+
+    def take_many(self, generations, hand_off=False):
+        """``take`` for {instance_uuid: generation}; {instance_uuid: new
+        generation, or None when lost}."""
+        batcher = self._hand_offs if hand_off else self._takes
+        pairs = list(generations.items())
+        return dict(zip(generations, batcher.submit_many(pairs), strict=True))
+
+    def _take_bulk(self, pairs, hand_off):
+        """One PUT /build_requests/leases per round; the lost ones are
+        answered None and the others sent again."""
+        results = [None] * len(pairs)
+        for round_ in batch_mod.unique_rounds(p[0] for p in pairs):
+            todo = round_
+            while todo:
+                body = {
+                    "build_requests": [
+                        {"instance_uuid": pairs[i][0], "generation": pairs[i][1]} for i in todo
+                    ],
                     "owner": self.owner,
-                    "generation": generation,
                     "lease_seconds": self.lease_seconds,
                     "hand_off": hand_off,
-                },
-                ok=(200,),
-                retry=False,
-            )
-        except client_mod.PlacementError as exc:
-            if exc.status == 409 and exc.code in LOST:
-                return None
-            raise
-        return resp.json()["generation"]
+                }
+                try:
+                    resp = self.client.request(
+                        "PUT", "/build_requests/leases", json=body, ok=(200,), retry=False
+                    )
+                except client_mod.PlacementError as exc:
+                    todo = self._refused(exc, [pairs[i][0] for i in todo], todo, results)
+                    continue
+                gens = {r["instance_uuid"]: r["generation"] for r in resp.json()["build_requests"]}
+                for i in todo:
+                    results[i] = gens[pairs[i][0]]
+                break
+        return results
+
+    def _refused(self, exc, uuids, todo, results):
+        """Answer the records a bulk call refused (None when lost, else the
+        error); return the positions to send again. Raise when the error
+        names none of them (it is about the whole call)."""
+        if exc.status not in (404, 409):
+            raise exc
+        named = {}
+        for item in exc.items:
+            for uuid in [item.get("instance_uuid"), *(item.get("instance_uuids") or ())]:
+                if uuid:
+                    named[uuid] = item.get("code")
+        hit = [k for k, u in zip(todo, uuids, strict=True) if u in named]
+        if not hit:
+            raise exc
+        for k, u in zip(todo, uuids, strict=True):
+            if u in named:
+                results[k] = None if named[u] in LOST else exc
+        return [k for k in todo if k not in hit]
 
     def finish(self, instance_uuid, status, host_uuid=None, reason=None):
         """Finish a record this conductor holds; False when it no longer does."""
-        body = {"status": status, "host_uuid": host_uuid, "owner": self.owner}
-        if reason is not None:
-            body["reason"] = reason[:60000]
-        try:
-            self.client.request(
-                "PUT", f"/build_requests/{instance_uuid}", json=body, ok=(200,), retry=True
-            )
-        except client_mod.PlacementError as exc:
-            if exc.status == 409 and exc.code in LOST:
+        return self.finish_many([(instance_uuid, status, host_uuid, reason)])[0]
+
+    def finish_many(self, finishes):
+        """``finish`` for (instance_uuid, status, host_uuid, reason) tuples;
+        one bool each, False for a record that is no longer ours."""
+        items = []
+        for instance_uuid, status, host_uuid, reason in finishes:
+            item = {"instance_uuid": instance_uuid, "status": status, "host_uuid": host_uuid}
+            item["owner"] = self.owner
+            if reason is not None:
+                item["reason"] = reason[:60000]
+            items.append(item)
+        done = self._finishes.submit_many(items)
+        for item, ok in zip(items, done, strict=True):
+            if not ok:
                 LOG.warning(
-                    "build request %s not finished as %s: no longer ours (%s)",
-                    instance_uuid,
-                    status,
-                    exc.detail,
+                    "build request %s not finished as %s: no longer ours",
+                    item["instance_uuid"],
+                    item["status"],
                 )
-                return False
-            raise
-        return True
+        return done
+
+    def _finish_bulk(self, items):
+        results = [None] * len(items)
+        for round_ in batch_mod.unique_rounds(i["instance_uuid"] for i in items):
+            todo = round_
+            while todo:
+                try:
+                    self.client.request(
+                        "PUT",
+                        "/build_requests",
+                        json={"build_requests": [items[i] for i in todo]},
+                        ok=(200,),
+                        retry=True,
+                    )
+                except client_mod.PlacementError as exc:
+                    todo = self._refused(
+                        exc, [items[i]["instance_uuid"] for i in todo], todo, results
+                    )
+                    continue
+                for i in todo:
+                    results[i] = True
+                break
+        return [False if r is None else r for r in results]
 
     def expired(self, limit):
         """Pending records nobody holds any more (their conductor died)."""

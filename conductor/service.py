@@ -31,11 +31,14 @@ failed build). Outcomes go to the submitter's topic as they happen; the
 finished record in placement is the durable copy.
 """
 
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
+import uuid as uuid_lib
 
+from conductor import batch as batch_mod
 from conductor import driver as driver_mod
 from conductor import metrics
 from conductor import records as records_mod
@@ -50,6 +53,8 @@ LOG = logging.getLogger(__name__)
 
 PLACED = "placed"
 FAILED = "failed"
+# Builds of one build_many message run side by side, at most this many.
+BUILD_THREADS = 16
 _PLACEMENT_ERRORS = (client_mod.PlacementError, client_mod.PlacementUnreachable)
 
 
@@ -96,23 +101,26 @@ class _Held:
             return list(self.generations)
 
     def renew(self):
-        """Renew every lease; return the instances still held."""
+        """Renew every lease (one bulk call); return the instances still held."""
         with self._lock:
-            for instance, generation in list(self.generations.items()):
-                new = self.records.take(instance, generation)
-                if new is None:
-                    del self.generations[instance]
-                else:
-                    self.generations[instance] = new
+            if self.generations:
+                for instance, new in self.records.take_many(self.generations).items():
+                    if new is None:
+                        del self.generations[instance]
+                    else:
+                        self.generations[instance] = new
             return list(self.generations)
 
-    def hand_off(self, instance):
-        """Leave the record for the receiver of the hand-off; False if not ours."""
+    def hand_off(self, instances):
+        """Leave the records for the receivers of the hand-off (one bulk
+        call); return {instance: generation handed off} of those that were
+        still ours."""
         with self._lock:
-            generation = self.generations.pop(instance, None)
-        if generation is None:
-            return False
-        return self.records.take(instance, generation, hand_off=True) is not None
+            mine = {i: self.generations.pop(i) for i in instances if i in self.generations}
+        if not mine:
+            return {}
+        handed = self.records.take_many(mine, hand_off=True)
+        return {i: g for i, g in handed.items() if g is not None}
 
     @contextlib.contextmanager
     def kept_alive(self):
@@ -143,12 +151,37 @@ class Conductor:
         self.client = client
         self.driver = driver
         self.name = name
-        self.records = records_mod.Records(client, name, conf.conductor.lease_seconds)
+        # Messages in hand (RPC handlers and the builds of a bulk message):
+        # more than one means a batch is worth waiting a moment for.
+        self._active = 0
+        self._active_lock = threading.Lock()
+        window = conf.conductor.batch_window_ms / 1000.0
+        size = conf.conductor.batch_size
+        self.records = records_mod.Records(
+            client, name, conf.conductor.lease_seconds, window, size, self._in_company
+        )
+        self._outcome_reports = batch_mod.Batcher(
+            self._send_outcomes, window, size, self._in_company
+        )
         self.scheduler = rpc.SchedulerAPI(conf, transport)
         self.conductors = rpc.ConductorAPI(conf, transport)
         self.outcomes = rpc.OutcomeAPI(transport)
         self._sweeper = None
         self._stop = threading.Event()
+
+    def _in_company(self):
+        return self._active > 1
+
+    @contextlib.contextmanager
+    def working(self):
+        """Count a message (or a build) in hand while the block runs."""
+        with self._active_lock:
+            self._active += 1
+        try:
+            yield
+        finally:
+            with self._active_lock:
+                self._active -= 1
 
     # -- super conductor -------------------------------------------------------
 
@@ -214,32 +247,95 @@ class Conductor:
                 self._fail(spec, instance, f"scheduling failed: {answer['error']}", reply_topic)
             return
         selections = spec_mod.load_selections(answer["selections"]).selections
+        # One bulk hand-off; the ones taken over meanwhile are left out
+        # (their taker finishes them).
+        handed = held.hand_off([hosts[0].instance_uuid for hosts in selections])
+        by_cell = {}
         for hosts in selections:
             instance = hosts[0].instance_uuid
-            one = spec_mod.dump_request_spec(spec.for_instances([instance]))
-            message = spec_mod.dump_selections(spec.request_id, [hosts])
-            if not held.hand_off(instance):
-                continue  # taken over meanwhile: the taker finishes it
-            if hosts[0].cell is None:
-                # A host without a cell has no cell conductors: build here.
-                self.build_instance(instance, one, message, reply_topic)
+            if instance not in handed:
                 continue
-            self.conductors.build_instance(hosts[0].cell, instance, one, message, reply_topic)
+            by_cell.setdefault(hosts[0].cell, []).append(
+                {
+                    "instance_uuid": instance,
+                    "request_spec": spec_mod.dump_request_spec(spec.for_instances([instance])),
+                    "selections": spec_mod.dump_selections(spec.request_id, [hosts]),
+                    "generation": handed[instance],
+                }
+            )
+        for cell, builds in by_cell.items():
+            if cell is None:
+                # A host without a cell has no cell conductors: build here.
+                self.build_many(builds, reply_topic)
+            else:
+                self._cast_builds(cell, builds, reply_topic)
+
+    def _cast_builds(self, cell, builds, reply_topic):
+        """One message per cell (``build_many``); a cells API without it (the
+        simulator's direct calls) gets one ``build_instance`` per instance."""
+        many = getattr(self.conductors, "build_many", None)
+        if many is not None:
+            many(cell, builds, reply_topic)
+            return
+        for b in builds:
+            self.conductors.build_instance(
+                cell, b["instance_uuid"], b["request_spec"], b["selections"], reply_topic
+            )
 
     # -- cell conductor --------------------------------------------------------
 
-    def build_instance(self, instance_uuid, request_spec, selections, reply_topic=None):
-        record = self.records.get(instance_uuid)
-        if record is None or record["status"] != "pending":
-            return
-        generation = self.records.take(instance_uuid, record["generation"])
+    def build_instance(
+        self, instance_uuid, request_spec, selections, reply_topic=None, generation=None
+    ):
+        """Take the record and build. ``generation``: the one the super
+        conductor handed the record off at (then taking it is the only
+        call); without it (a message of an older super conductor) the record
+        is read first."""
         if generation is None:
-            return  # another conductor holds it
+            record = self.records.get(instance_uuid)
+            if record is None or record["status"] != "pending":
+                return
+            generation = record["generation"]
+        taken = self.records.take(instance_uuid, generation)
+        if taken is None:
+            return  # another conductor holds it, or it is finished
+        self._build_taken(instance_uuid, request_spec, selections, reply_topic, taken)
+
+    def build_many(self, builds, reply_topic=None):
+        """Build the instances of one message: their records taken in one
+        bulk call (the ones lost are left to whoever holds them), then built
+        side by side so that their finishes share calls too."""
+        known = {b["instance_uuid"]: b["generation"] for b in builds}
+        taken = self.records.take_many(known)
+        work = [b for b in builds if taken.get(b["instance_uuid"]) is not None]
+
+        def one(b):
+            with self.working():
+                try:
+                    self._build_taken(
+                        b["instance_uuid"],
+                        b["request_spec"],
+                        b["selections"],
+                        reply_topic,
+                        taken[b["instance_uuid"]],
+                    )
+                except _PLACEMENT_ERRORS as exc:
+                    # Still held: the sweep finishes it after the lease.
+                    LOG.warning("build_many %s: %s", b["instance_uuid"], exc)
+
+        if len(work) == 1:
+            one(work[0])
+            return
+        with concurrent.futures.ThreadPoolExecutor(min(len(work), BUILD_THREADS) or 1) as pool:
+            list(pool.map(one, work))
+
+    def _build_taken(self, instance_uuid, request_spec, selections, reply_topic, generation):
         try:
             spec = spec_mod.load_request_spec(request_spec)
             hosts = spec_mod.load_selections(selections).selections[0]
         except spec_mod.InvalidMessage as exc:
             claim_mod.unclaim(self.client, instance_uuid)
+            record = self.records.get(instance_uuid)
             self._fail(_Bare(record), instance_uuid, f"bad build message: {exc}", reply_topic)
             return
         self._build(spec, instance_uuid, hosts, reply_topic, generation)
@@ -311,9 +407,21 @@ class Conductor:
         BuildFailureWeigher sinks hosts whose builds keep failing, until one
         succeeds. Losing a report must not fail the build."""
         try:
-            self.client.report_build_outcome(host_uuid, succeeded)
+            self._outcome_reports.submit((host_uuid, succeeded))
         except client_mod.PlacementError as exc:
             LOG.warning("build outcome on %s not reported: %s", host_uuid, exc)
+
+    def _send_outcomes(self, outcomes):
+        """Many reports in one POST /nodes/build_outcomes (in order); one
+        call each on a placement without it."""
+        try:
+            self.client.report_build_outcomes(outcomes)
+        except client_mod.PlacementError as exc:
+            if not exc.route_missing:
+                raise
+            for host_uuid, succeeded in outcomes:
+                self.client.report_build_outcome(host_uuid, succeeded)
+        return [None] * len(outcomes)
 
     def _fail(self, spec, instance, reason, reply_topic, result=None):
         if not self.records.finish(instance, FAILED, reason=reason):
@@ -328,8 +436,12 @@ class Conductor:
     def sweep_once(self):
         """Take over and finish expired records; return how many were taken."""
         taken = 0
-        for record in self.records.expired(self.conf.conductor.sweep_batch):
-            generation = self.records.take(record["instance_uuid"], record["generation"])
+        expired = self.records.expired(self.conf.conductor.sweep_batch)
+        if not expired:
+            return 0
+        won = self.records.take_many({r["instance_uuid"]: r["generation"] for r in expired})
+        for record in expired:
+            generation = won.get(record["instance_uuid"])
             if generation is None:
                 continue
             taken += 1
@@ -437,7 +549,8 @@ class SuperConductorEndpoint:
     def build_instances(self, ctxt, request_spec, reply_topic=None):
         start = time.perf_counter()
         try:
-            self.conductor.build_instances(request_spec, reply_topic)
+            with self.conductor.working():
+                self.conductor.build_instances(request_spec, reply_topic)
         except _PLACEMENT_ERRORS as exc:
             # Held records stay pending; the sweep finishes them after the lease.
             LOG.warning("build_instances: %s", exc)
@@ -446,16 +559,72 @@ class SuperConductorEndpoint:
 
 
 class CellConductorEndpoint:
-    target = oslo_messaging.Target(version="1.0")
+    """Topic ``conductor.<cell>``. 1.0: ``build_instance`` (one instance);
+    1.1: ``build_many`` (the instances of one request going to this cell,
+    each with the generation it was handed off at). A 1.1 conductor serves
+    both, so cell conductors are upgraded before super conductors."""
+
+    target = oslo_messaging.Target(version="1.1")
 
     def __init__(self, conductor):
         self.conductor = conductor
 
-    def build_instance(self, ctxt, instance_uuid, request_spec, selections, reply_topic=None):
+    def build_instance(
+        self, ctxt, instance_uuid, request_spec, selections, reply_topic=None, generation=None
+    ):
         start = time.perf_counter()
         try:
-            self.conductor.build_instance(instance_uuid, request_spec, selections, reply_topic)
+            with self.conductor.working():
+                self.conductor.build_instance(
+                    instance_uuid, request_spec, selections, reply_topic, generation
+                )
         except _PLACEMENT_ERRORS as exc:
             LOG.warning("build_instance %s: %s", instance_uuid, exc)
         finally:
             metrics.HANDLED.labels("build_instance").observe(time.perf_counter() - start)
+
+    def build_many(self, ctxt, builds, reply_topic=None):
+        start = time.perf_counter()
+        try:
+            builds = _checked_builds(builds)
+        except ValueError as exc:
+            LOG.warning("build_many: bad message dropped: %s", exc)
+            return
+        try:
+            with self.conductor.working():
+                self.conductor.build_many(builds, reply_topic)
+        except _PLACEMENT_ERRORS as exc:
+            # Held records stay pending; the sweep finishes them after the lease.
+            LOG.warning("build_many: %s", exc)
+        finally:
+            metrics.HANDLED.labels("build_many").observe(time.perf_counter() - start)
+
+
+def _canonical_uuid(value):
+    try:
+        return isinstance(value, str) and str(uuid_lib.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+_BUILD_KEYS = {"instance_uuid", "request_spec", "selections", "generation"}
+
+
+def _checked_builds(builds):
+    """The builds of a build_many message, or ValueError naming what is wrong
+    (the request spec and selections inside are checked when built)."""
+    if not isinstance(builds, list) or not builds:
+        raise ValueError("builds is not a non-empty list")
+    seen = set()
+    for number, b in enumerate(builds):
+        if not isinstance(b, dict) or set(b) != _BUILD_KEYS:
+            raise ValueError(f"builds[{number}] is not an object of {sorted(_BUILD_KEYS)}")
+        gen = b["generation"]
+        if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
+            raise ValueError(f"builds[{number}].generation is not a generation")
+        if not _canonical_uuid(b["instance_uuid"]):
+            raise ValueError(f"builds[{number}].instance_uuid is not a canonical uuid")
+        if b["instance_uuid"] in seen:
+            raise ValueError(f"builds[{number}]: instance {b['instance_uuid']} twice")
+        seen.add(b["instance_uuid"])
+    return builds

@@ -81,13 +81,25 @@ _LEGACY_TOKEN = {"placement_client": "token", "power": "placement_token"}
 class PlacementError(Exception):
     """Placement did not do what was asked. ``status`` is None when no answer came."""
 
-    def __init__(self, method, path, status=None, code=None, detail=""):
+    def __init__(self, method, path, status=None, code=None, detail="", items=()):
         self.method = method
         self.path = path
         self.status = status
         self.code = code
         self.detail = detail
+        # Every error object of the body (a bulk extension request refused
+        # for several items answers one per item, naming its instance).
+        self.items = list(items)
         super().__init__(self._message())
+
+    def instances(self):
+        """The instance uuids the error objects name (bulk build requests)."""
+        named = []
+        for item in self.items:
+            if item.get("instance_uuid"):
+                named.append(item["instance_uuid"])
+            named.extend(item.get("instance_uuids") or ())
+        return named
 
     def _message(self):
         return (
@@ -163,11 +175,19 @@ def _error_of(resp):
         return None, (resp.text or "").strip()[:500]
 
 
+def _error_items(resp):
+    try:
+        items = resp.json()["errors"]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+    return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+
 def _raise_for(method, path, resp):
     code, detail = _error_of(resp)
     status = resp.status_code
     kind = _BY_STATUS.get(status) or (ServerError if status >= 500 else PlacementError)
-    raise kind(method, path, status, code, detail)
+    raise kind(method, path, status, code, detail, _error_items(resp))
 
 
 # -- configuration -------------------------------------------------------------
@@ -559,6 +579,15 @@ class PlacementClient:
             "POST",
             url_path("nodes", host_uuid, "build_outcome"),
             json={"succeeded": bool(succeeded)},
+        )["failed_builds"]
+
+    def report_build_outcomes(self, outcomes):
+        """POST /nodes/build_outcomes: many reports, all or none, in order.
+        ``outcomes``: (host uuid, succeeded) pairs; returns {host: count}."""
+        return self._json(
+            "POST",
+            url_path("nodes", "build_outcomes"),
+            json={"outcomes": [{"uuid": h, "succeeded": bool(ok)} for h, ok in outcomes]},
         )["failed_builds"]
 
     def get_server_group(self, group_uuid):

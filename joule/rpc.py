@@ -290,12 +290,8 @@ class ConductorAPI:
         self._super.cast({}, "build_instances", request_spec=request_spec, reply_topic=reply_topic)
 
     def build_instance(self, cell, instance_uuid, request_spec, selections, reply_topic):
-        """Cast one instance's selection list to the conductors of ``cell``."""
-        with self._lock:
-            client = self._cells.get(cell)
-            if client is None:
-                client = self._cells[cell] = _client(self._transport, cell_topic(self.conf, cell))
-        client.cast(
+        """Cast one instance's selection list to the conductors of ``cell`` (1.0)."""
+        self._cell_client(cell).cast(
             {},
             "build_instance",
             instance_uuid=instance_uuid,
@@ -303,6 +299,22 @@ class ConductorAPI:
             selections=selections,
             reply_topic=reply_topic,
         )
+
+    def build_many(self, cell, builds, reply_topic):
+        """Cast the builds of several instances to the conductors of ``cell``
+        in one message (RPC 1.1): [{"instance_uuid", "request_spec",
+        "selections", "generation"}, ...], the generation being the one each
+        record was handed off at."""
+        self._cell_client(cell).prepare(version="1.1").cast(
+            {}, "build_many", builds=builds, reply_topic=reply_topic
+        )
+
+    def _cell_client(self, cell):
+        with self._lock:
+            client = self._cells.get(cell)
+            if client is None:
+                client = self._cells[cell] = _client(self._transport, cell_topic(self.conf, cell))
+            return client
 
 
 class OutcomeAPI:

@@ -269,10 +269,16 @@ def error_response(exc):
     """Render an ApiError as upstream does: JSON, HTML or plain text by Accept."""
     req = flask.request
     version = getattr(flask.g, "version", None)
-    item = {"status": exc.status, "title": exc.title, "detail": exc.body_detail()}
-    if version is not None and version.matches((1, 23)):
-        item["code"] = exc.code
-    item["request_id"] = getattr(flask.g, "request_id", None) or "req-" + str(uuid.uuid4())
+    request_id = getattr(flask.g, "request_id", None) or "req-" + str(uuid.uuid4())
+    items = []
+    for one in [exc, *exc.also]:
+        item = {"status": one.status, "title": one.title, "detail": one.body_detail()}
+        if version is not None and version.matches((1, 23)):
+            item["code"] = one.code
+        item["request_id"] = request_id
+        item.update(one.extra)
+        items.append(item)
+    item = items[0]
     if exc.status == 406 and version is None:
         item["max_version"] = microversion.MAX_VERSION
         item["min_version"] = microversion.MIN_VERSION
@@ -295,7 +301,7 @@ def error_response(exc):
     else:
         # json.dumps, not jsonify: upstream's spacing and no trailing newline.
         resp = flask.Response(
-            json.dumps({"errors": [item]}), status=exc.status, content_type="application/json"
+            json.dumps({"errors": items}), status=exc.status, content_type="application/json"
         )
     for name, value in exc.headers.items():
         resp.headers[name] = value

@@ -72,13 +72,20 @@ class ApiError(Exception):
     ``<explanation> \\n\\n <detail>``.
     """
 
-    def __init__(self, status, detail="", code=None, headers=None, explanation=None):
+    def __init__(
+        self, status, detail="", code=None, headers=None, explanation=None, extra=None, also=()
+    ):
         super().__init__(detail)
         self.status = int(status)
         self.detail = detail
         self.code = code or DEFAULT
         self.headers = dict(headers or {})
         self.explanation = explanation
+        # Extensions only: more members of this error's JSON object (e.g.
+        # the ``instance_uuid`` an item of a bulk request is refused for),
+        # and further errors of the same request (one per refused item).
+        self.extra = dict(extra or {})
+        self.also = list(also)
 
     @property
     def title(self):

@@ -93,6 +93,7 @@ ROUTES = {
         "GET": node.get_hardware,
         "PUT": node.put_hardware,
     },
+    "/nodes/build_outcomes": {"POST": node.post_build_outcomes},
     "/nodes/<uuid>/build_outcome": {
         "POST": node.post_build_outcome,
     },
@@ -104,6 +105,9 @@ ROUTES = {
         "GET": build_request.list_build_requests,
         "POST": build_request.create_build_request,
         "PUT": build_request.update_build_requests,
+    },
+    "/build_requests/leases": {
+        "PUT": build_request.put_leases,
     },
     "/build_requests/<instance_uuid>": {
         "GET": build_request.get_build_request,

@@ -28,23 +28,58 @@ def _instance_uuid(value):
     return util.normalize_uuid(value)
 
 
-def _api_error(exc):
-    """The API error of an object-layer exception."""
+def _one_error(exc):
+    """The API error of one object-layer exception, naming its instance."""
     if isinstance(exc, br_obj.NotFound):
-        return errors.not_found(
-            f"No build request for instance(s) {exc}.", errors.BUILD_REQUEST_NOT_FOUND
+        return errors.ApiError(
+            404,
+            f"No build request for instance(s) {exc}.",
+            errors.BUILD_REQUEST_NOT_FOUND,
+            extra=_named(exc.uuids),
         )
     if isinstance(exc, br_obj.Duplicate):
-        return errors.conflict(
-            f"A build request already exists for instance(s) {exc}.", errors.BUILD_REQUEST_EXISTS
+        return errors.ApiError(
+            409,
+            f"A build request already exists for instance(s) {exc}.",
+            errors.BUILD_REQUEST_EXISTS,
+            extra=_named(exc.uuids),
         )
-    if isinstance(exc, br_obj.InvalidTransition):
-        return errors.conflict(f"{str(exc).capitalize()}.", errors.BUILD_REQUEST_FINISHED)
-    if isinstance(exc, br_obj.GenerationConflict):
-        return errors.conflict(f"{str(exc).capitalize()}.", errors.CONCURRENT_UPDATE)
-    if isinstance(exc, br_obj.Leased):
-        return errors.conflict(f"{str(exc).capitalize()}.", errors.BUILD_REQUEST_LEASED)
+    codes = (
+        (br_obj.InvalidTransition, errors.BUILD_REQUEST_FINISHED),
+        (br_obj.GenerationConflict, errors.CONCURRENT_UPDATE),
+        (br_obj.Leased, errors.BUILD_REQUEST_LEASED),
+    )
+    for kind, code in codes:
+        if isinstance(exc, kind):
+            return errors.ApiError(
+                409,
+                f"{str(exc).capitalize()}.",
+                code,
+                extra={"instance_uuid": exc.instance_uuid},
+            )
     raise exc
+
+
+def _named(uuids):
+    return {"instance_uuid": uuids[0]} if len(uuids) == 1 else {"instance_uuids": uuids}
+
+
+def _api_error(exc):
+    """The API error of an object-layer exception.
+
+    A bulk write refused for several items answers one error object per
+    item, each naming its ``instance_uuid``: 404 when some instance is
+    unknown (those are listed), else 409 with every item that lost.
+    """
+    if not isinstance(exc, br_obj.Refused):
+        return _one_error(exc)
+    unknown = [e for e in exc.errors if isinstance(e, br_obj.NotFound)]
+    if unknown:
+        exc = br_obj.NotFound([u for e in unknown for u in e.uuids])
+        return _one_error(exc)
+    first, *rest = (_one_error(e) for e in exc.errors)
+    first.also = rest
+    return first
 
 
 _OBJECT_ERRORS = (
@@ -53,6 +88,7 @@ _OBJECT_ERRORS = (
     br_obj.InvalidTransition,
     br_obj.GenerationConflict,
     br_obj.Leased,
+    br_obj.Refused,
 )
 
 
@@ -220,3 +256,30 @@ def put_lease(instance_uuid):
     except _OBJECT_ERRORS as exc:
         raise _api_error(exc)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
+
+
+def put_leases():
+    """Take, renew or hand off many pending records' leases, all or none."""
+    util.context().can(policies.UPDATE)
+    body = util.extract_json(schema.PUT_LEASES)
+    items = [
+        {"instance_uuid": util.normalize_uuid(i["instance_uuid"]), "generation": i["generation"]}
+        for i in body["build_requests"]
+    ]
+    uuids = [i["instance_uuid"] for i in items]
+    if len(set(uuids)) != len(uuids):
+        raise errors.bad_request("An instance appears more than once in build_requests.")
+    try:
+        taken = br_obj.take_many(
+            util.deps().db,
+            items,
+            body["owner"],
+            body["lease_seconds"],
+            hand_off=body.get("hand_off", False),
+        )
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
+    return util.json_response(
+        {"build_requests": [_serialize(i) for i in taken]},
+        last_modified=util.last_modified_of(taken),
+    )

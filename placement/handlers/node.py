@@ -244,3 +244,16 @@ def post_build_outcome(uuid):
     body = util.extract_json(schema.POST_BUILD_OUTCOME)
     count = _call(node_obj.record_build_outcome, util.deps().db, uuid, body["succeeded"])
     return util.json_response({"failed_builds": count}, last_modified="now")
+
+
+def post_build_outcomes():
+    """POST /nodes/build_outcomes ``{"outcomes": [{"uuid", "succeeded"}, ...]}``
+    (extension): many build reports in one call, all or none, applied in
+    order (a host may appear several times). 200 ``{"failed_builds": {uuid:
+    n}}`` with each host's count after its last report.
+    """
+    util.context().can(policies.UPDATE)
+    body = util.extract_json(schema.POST_BUILD_OUTCOMES)
+    outcomes = [(util.normalize_uuid(o["uuid"]), o["succeeded"]) for o in body["outcomes"]]
+    counts = _call(node_obj.record_build_outcomes, util.deps().db, outcomes)
+    return util.json_response({"failed_builds": counts}, last_modified="now")

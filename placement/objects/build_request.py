@@ -209,48 +209,101 @@ def list_requests(
         return [_to_dict(r) for r in conn.execute(query)]
 
 
-def take(db, instance_uuid, owner, generation, lease_seconds, hand_off=False):
-    """Take, renew or hand off the lease of a pending record (compare-and-set).
+class Refused(Exception):
+    """Some items of a bulk write were refused; nothing was written.
 
-    ``generation`` is the one the caller read. With ``hand_off`` the caller
-    (who must be able to take it) leaves it unowned, reserved for
-    ``lease_seconds`` for whoever receives the hand-off.
+    ``errors`` holds one NotFound, InvalidTransition, GenerationConflict or
+    Leased per refused item, in the order of the request.
+    """
+
+    def __init__(self, errors):
+        self.errors = list(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+
+def _refuse(errors):
+    """Raise the one error of a single item as itself, several as Refused."""
+    if len(errors) == 1:
+        raise errors[0]
+    raise Refused(errors)
+
+
+def take(db, instance_uuid, owner, generation, lease_seconds, hand_off=False):
+    """Take, renew or hand off the lease of one pending record (see take_many).
 
     :raise NotFound, InvalidTransition (finished), GenerationConflict,
         Leased (another owner's lease is live).
     """
+    items = [{"instance_uuid": instance_uuid, "generation": generation}]
+    return take_many(db, items, owner, lease_seconds, hand_off=hand_off)[0]
+
+
+def take_many(db, items, owner, lease_seconds, hand_off=False):
+    """Take, renew or hand off the leases of pending records, all or none
+    (compare-and-set on each record's generation).
+
+    ``items``: dicts with instance_uuid and the generation the caller read.
+    With ``hand_off`` the caller (who must be able to take them) leaves them
+    unowned, reserved for ``lease_seconds`` for whoever receives the
+    hand-off.
+
+    :raise Refused: (or, for one item, its own error) every item that cannot
+        be taken: NotFound, InvalidTransition (finished), GenerationConflict,
+        Leased (another owner's lease is live); nothing was changed.
+    """
+    uuids = [i["instance_uuid"] for i in items]
     now = db_mod.utcnow()
     with db.write() as conn:
-        row = conn.execute(sa.select(_T).where(_T.c.instance_uuid == instance_uuid)).first()
-        if row is None:
-            raise NotFound(instance_uuid)
-        if row.status != PENDING:
-            raise InvalidTransition(instance_uuid, row.status, "leased")
-        if row.generation != generation:
-            raise GenerationConflict(instance_uuid, generation, row.generation)
-        if (
-            row.owner is not None
-            and row.owner != owner
-            and row.lease_expires_at is not None
-            and row.lease_expires_at > now
-        ):
-            raise Leased(instance_uuid, row.owner, row.lease_expires_at)
-        # UPDATE ... WHERE id = :id AND generation = :seen AND status = 'pending':
-        # the guard that makes two takers of one record one winner.
-        res = conn.execute(
-            _T.update()
-            .where(_T.c.id == row.id, _T.c.generation == generation, _T.c.status == PENDING)
-            .values(
-                owner=None if hand_off else owner,
-                lease_expires_at=_lease_until(now, lease_seconds),
-                generation=generation + 1,
-                updated_at=now,
+        rows = _rows_by_uuid(conn, uuids)
+        refused = []
+        for item in items:
+            row = rows.get(item["instance_uuid"])
+            problem = _lease_problem(row, item, owner, now)
+            if problem is not None:
+                refused.append(problem)
+        if refused:
+            _refuse(refused)
+        values = {
+            "owner": None if hand_off else owner,
+            "lease_expires_at": _lease_until(now, lease_seconds),
+            "updated_at": now,
+        }
+        for item in items:
+            row = rows[item["instance_uuid"]]
+            # UPDATE ... WHERE id = :id AND generation = :seen AND status =
+            # 'pending': the guard that makes two takers of one record one
+            # winner. A loser here rolls the whole call back.
+            res = conn.execute(
+                _T.update()
+                .where(
+                    _T.c.id == row.id,
+                    _T.c.generation == item["generation"],
+                    _T.c.status == PENDING,
+                )
+                .values(generation=item["generation"] + 1, **values)
             )
-        )
-        if res.rowcount != 1:
-            raise GenerationConflict(instance_uuid, generation, "newer")
-        row = conn.execute(sa.select(_T).where(_T.c.id == row.id)).one()
-    return _to_dict(row)
+            if res.rowcount != 1:
+                _refuse([GenerationConflict(row.instance_uuid, item["generation"], "newer")])
+        rows = _rows_by_uuid(conn, uuids)
+    return [_to_dict(rows[u]) for u in uuids]
+
+
+def _lease_problem(row, item, owner, now):
+    """Why ``owner`` cannot take the record ``row`` at the item's generation, or None."""
+    if row is None:
+        return NotFound(item["instance_uuid"])
+    if row.status != PENDING:
+        return InvalidTransition(row.instance_uuid, row.status, "leased")
+    if row.generation != item["generation"]:
+        return GenerationConflict(row.instance_uuid, item["generation"], row.generation)
+    if (
+        row.owner is not None
+        and row.owner != owner
+        and row.lease_expires_at is not None
+        and row.lease_expires_at > now
+    ):
+        return Leased(row.instance_uuid, row.owner, row.lease_expires_at)
+    return None
 
 
 def update(db, instance_uuid, status, host_uuid=None, reason=None, owner=None, generation=None):
@@ -281,30 +334,39 @@ def update_many(db, items):
     generation. The status and generation are compared in the UPDATE itself
     so two conductors cannot both finish the same request.
 
-    :raise NotFound, InvalidTransition, Leased, GenerationConflict: nothing
+    :raise NotFound: (every unknown instance) nothing was changed.
+    :raise Refused: (or, for one item, its own error) every item that cannot
+        be finished: InvalidTransition, Leased, GenerationConflict; nothing
         was changed.
     """
     uuids = [i["instance_uuid"] for i in items]
     now = db_mod.utcnow()
     with db.write() as conn:
         rows = _rows_by_uuid(conn, uuids)
-        missing = set(uuids) - set(rows)
+        missing = [u for u in uuids if u not in rows]
         if missing:
             raise NotFound(missing)
-        todo = []
+        todo, refused = [], []
         for item in items:
             row = rows[item["instance_uuid"]]
             status, host = item["status"], item.get("host_uuid")
             if row.status == status and status != PENDING and row.host_uuid == host:
                 continue  # the same finish again: nothing to do
-            if row.status != PENDING or status == PENDING:
-                raise InvalidTransition(row.instance_uuid, row.status, status)
-            if item.get("generation") is not None and row.generation != item["generation"]:
-                raise GenerationConflict(row.instance_uuid, item["generation"], row.generation)
             owner = item.get("owner")
-            if owner is not None and row.owner != owner:
-                raise Leased(row.instance_uuid, row.owner or "nobody", row.lease_expires_at or now)
-            todo.append((row, item))
+            if row.status != PENDING or status == PENDING:
+                refused.append(InvalidTransition(row.instance_uuid, row.status, status))
+            elif item.get("generation") is not None and row.generation != item["generation"]:
+                refused.append(
+                    GenerationConflict(row.instance_uuid, item["generation"], row.generation)
+                )
+            elif owner is not None and row.owner != owner:
+                refused.append(
+                    Leased(row.instance_uuid, row.owner or "nobody", row.lease_expires_at or now)
+                )
+            else:
+                todo.append((row, item))
+        if refused:
+            _refuse(refused)
         for row, item in todo:
             # UPDATE build_requests SET status=:s ... WHERE id=:id AND
             # generation=:g AND status='pending'
@@ -324,7 +386,7 @@ def update_many(db, items):
             if res.rowcount != 1:
                 # Someone finished or took it between our read and this write
                 # (PostgreSQL READ COMMITTED); the transaction rolls back.
-                raise GenerationConflict(row.instance_uuid, row.generation, "newer")
+                _refuse([GenerationConflict(row.instance_uuid, row.generation, "newer")])
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
 

@@ -368,29 +368,73 @@ def record_build_outcome(db, uuid, succeeded):
 
     :raise ProviderNotFound, NotRoot.
     """
+    return record_build_outcomes(db, [(uuid, succeeded)])[uuid]
+
+
+def record_build_outcomes(db, outcomes):
+    """Record builds on hosts, all or none, in the order given: each failure
+    adds one to its host's consecutive failed builds, each success clears
+    them. ``outcomes``: (root provider uuid, succeeded) pairs, a host may
+    appear several times. Returns {uuid: its count after the last one}.
+
+    :raise ProviderNotFound, NotRoot: (every such uuid) nothing was recorded.
+    """
+    uuids = sorted({u for u, _ok in outcomes})
     now = db_mod.utcnow()
     with db.write() as conn:
-        rp_id = _root(conn, uuid)
-        row = conn.execute(
-            sa.select(_failures.c.failed_builds)
-            .where(_failures.c.resource_provider_id == rp_id)
-            .with_for_update()
-        ).first()
-        count = 0 if succeeded else (row.failed_builds if row else 0) + 1
-        if row is None:
-            if count:
-                conn.execute(
-                    _failures.insert().values(
-                        resource_provider_id=rp_id, failed_builds=count, created_at=now
-                    )
-                )
-        elif row.failed_builds != count:
-            conn.execute(
-                _failures.update()
-                .where(_failures.c.resource_provider_id == rp_id)
-                .values(failed_builds=count, updated_at=now)
+        ids = _roots(conn, uuids)
+        # Rows locked in id order, so two bulk reports cannot deadlock.
+        current = {
+            row.resource_provider_id: row.failed_builds
+            for row in conn.execute(
+                sa.select(_failures.c.resource_provider_id, _failures.c.failed_builds)
+                .where(_failures.c.resource_provider_id.in_(sorted(ids.values())))
+                .order_by(_failures.c.resource_provider_id)
+                .with_for_update()
             )
-    return count
+        }
+        counts = {}
+        for uuid, succeeded in outcomes:
+            before = counts.get(uuid, current.get(ids[uuid], 0))
+            counts[uuid] = 0 if succeeded else before + 1
+        for uuid, count in sorted(counts.items()):
+            rp_id = ids[uuid]
+            if rp_id not in current:
+                if count:
+                    conn.execute(
+                        _failures.insert().values(
+                            resource_provider_id=rp_id, failed_builds=count, created_at=now
+                        )
+                    )
+            elif current[rp_id] != count:
+                conn.execute(
+                    _failures.update()
+                    .where(_failures.c.resource_provider_id == rp_id)
+                    .values(failed_builds=count, updated_at=now)
+                )
+    return counts
+
+
+def _roots(conn, uuids):
+    """{uuid: id} of root providers; raise ProviderNotFound / NotRoot for the rest."""
+    rows = {}
+    for start in range(0, len(uuids), 900):
+        chunk = uuids[start : start + 900]
+        for row in conn.execute(
+            sa.select(_rp.c.uuid, _rp.c.id, _rp.c.root_provider_id).where(_rp.c.uuid.in_(chunk))
+        ):
+            rows[row.uuid] = row
+    missing = [u for u in uuids if u not in rows]
+    if missing:
+        raise ProviderNotFound(missing)
+    not_root = [
+        u
+        for u, row in rows.items()
+        if row.root_provider_id is not None and row.root_provider_id != row.id
+    ]
+    if not_root:
+        raise NotRoot(not_root)
+    return {u: row.id for u, row in rows.items()}
 
 
 # --- writes -------------------------------------------------------------------

@@ -113,6 +113,30 @@ PUT_LEASE = {
     "additionalProperties": False,
 }
 
+# Many leases in one transaction, all or none: one owner, one lease length,
+# one operation (take/renew, or hand off) for every record listed.
+PUT_LEASES = {
+    "type": "object",
+    "properties": {
+        "build_requests": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_BULK,
+            "items": {
+                "type": "object",
+                "properties": {"instance_uuid": UUID, "generation": GENERATION},
+                "required": ["instance_uuid", "generation"],
+                "additionalProperties": False,
+            },
+        },
+        "owner": OWNER,
+        "lease_seconds": LEASE_SECONDS,
+        "hand_off": {"type": "boolean"},
+    },
+    "required": ["build_requests", "owner", "lease_seconds"],
+    "additionalProperties": False,
+}
+
 LIST_QUERY = {
     "type": "object",
     "properties": {

@@ -100,3 +100,26 @@ POST_BUILD_OUTCOME = {
     "required": ["succeeded"],
     "additionalProperties": False,
 }
+
+# Many build reports in one call (the conductors batch them).
+POST_BUILD_OUTCOMES = {
+    "type": "object",
+    "properties": {
+        "outcomes": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 10000,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "uuid": {"type": "string", "format": "uuid"},
+                    "succeeded": {"type": "boolean"},
+                },
+                "required": ["uuid", "succeeded"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["outcomes"],
+    "additionalProperties": False,
+}

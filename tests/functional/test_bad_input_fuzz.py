@@ -416,7 +416,14 @@ def _valid_bodies(ctx, gens):
             "lease_seconds": 30,
             "hand_off": False,
         },
+        ("PUT", "/build_requests/leases"): {
+            "build_requests": [{"instance_uuid": ctx["instance"], "generation": 0}],
+            "owner": "conductor-fuzz",
+            "lease_seconds": 30,
+            "hand_off": False,
+        },
         ("POST", "/nodes/<uuid>/build_outcome"): {"succeeded": False},
+        ("POST", "/nodes/build_outcomes"): {"outcomes": [{"uuid": root, "succeeded": False}]},
         ("POST", "/server_groups"): {
             "name": "fuzz-group-2",
             "policy": "anti-affinity",

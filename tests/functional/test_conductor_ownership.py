@@ -183,3 +183,95 @@ def test_second_conductor_leaves_live_work_alone_and_finishes_dead_work_once(clo
     # A comes back from the dead: it cannot finish or release what is B's.
     assert a.records.finish(running, "failed", reason="late") is False
     assert _record(cloud, running)["status"] == "placed"
+
+
+# -- bulk calls (issue 12): a lost record is answered alone, the rest go on --
+
+
+def _held(cloud, conductor, count):
+    """``count`` records created held by ``conductor`` in one call."""
+    items = []
+    for _ in range(count):
+        instance = str(uuid.uuid4())
+        spec = {
+            "version": "1.0",
+            "request_id": f"req-{instance[:8]}",
+            "project_id": "p",
+            "user_id": "u",
+            "resources": {"VCPU": 1},
+            "instance_uuids": [instance],
+        }
+        items.append(
+            {
+                "instance_uuid": instance,
+                "request_id": spec["request_id"],
+                "workload_class": "standard",
+                "spec": spec,
+            }
+        )
+    gens = conductor.records.create_held(items)
+    return [i["instance_uuid"] for i in items], gens
+
+
+def test_bulk_take_answers_the_lost_record_and_takes_the_others(cloud):
+    super_c, a, b = (cloud["conductor"](n) for n in ("super-1", "cell-a", "cell-b"))
+    instances, gens = _held(cloud, super_c, 3)
+    handed = super_c.records.take_many(gens, hand_off=True)
+    assert handed == {i: 1 for i in instances}
+    one, two, three = instances
+    assert b.records.take(two, 1) == 2
+    # cell-a's bulk take loses two (b holds it) and still takes one and three.
+    assert a.records.take_many(handed) == {one: 2, two: None, three: 2}
+    owners = {i: (_record(cloud, i)["owner"], _record(cloud, i)["generation"]) for i in instances}
+    assert owners == {one: ("cell-a", 2), two: ("cell-b", 2), three: ("cell-a", 2)}
+    # A renewal of what it holds plus one it never held: the held ones renew.
+    assert a.records.take_many({one: 2, two: 2, three: 2}) == {one: 3, two: None, three: 3}
+    assert _record(cloud, two)["owner"] == "cell-b"
+
+
+def test_bulk_finish_leaves_a_record_taken_over_and_finishes_the_rest(cloud, db):
+    a, b = cloud["conductor"]("cell-a"), cloud["conductor"]("cell-b")
+    (one, two, three), gens = _held(cloud, a, 3)
+    # cell-a stalled past its lease on two; cell-b took it over.
+    with db.write() as conn:
+        conn.execute(
+            models.build_requests.update()
+            .where(models.build_requests.c.instance_uuid == two)
+            .values(lease_expires_at=datetime.datetime(2000, 1, 1))
+        )
+    assert b.records.take(two, gens[two]) is not None
+    host = cloud["hosts"]["hA"]
+    done = a.records.finish_many(
+        [(one, "placed", host, None), (two, "placed", host, None), (three, "failed", None, "r")]
+    )
+    assert done == [True, False, True]
+    statuses = [
+        (_record(cloud, i)["status"], _record(cloud, i)["owner"]) for i in (one, two, three)
+    ]
+    assert statuses == [("placed", None), ("pending", "cell-b"), ("failed", None)]
+
+
+def test_build_many_builds_what_it_takes_and_leaves_the_rest(cloud):
+    super_c, a, b = (cloud["conductor"](n) for n in ("super-1", "cell-a", "cell-b"))
+    scheduled = [_scheduled(cloud, super_c) for _ in range(3)]
+    builds = [
+        {"instance_uuid": i, "request_spec": w, "selections": m, "generation": 1}
+        for i, w, m in scheduled
+    ]
+    lost = builds[1]["instance_uuid"]
+    assert b.records.take(lost, 1) == 2  # another conductor has it in hand
+    a.build_many(builds)
+    for i, _w, _m in scheduled:
+        rec = _record(cloud, i)
+        if i == lost:
+            assert (rec["status"], rec["owner"]) == ("pending", "cell-b")
+            assert a.driver.host_of(i) is None
+        else:
+            assert rec["status"] == "placed"
+            assert _allocated_on(cloud, i) == {rec["host_uuid"]}
+            assert a.driver.host_of(i) == rec["host_uuid"]
+    # A record already finished is not built again by a second delivery.
+    finished = builds[0]
+    before = _record(cloud, finished["instance_uuid"])
+    a.build_many([{**finished, "generation": before["generation"]}])
+    assert _record(cloud, finished["instance_uuid"]) == before

@@ -31,3 +31,38 @@ def test_failures_count_up_a_success_clears_and_candidates_show_it(client, db):
     assert resp.status_code == 404
     assert resp.get_json()["errors"][0]["code"] == "placement.resource_provider.not_found"
     assert client.post(url, json={"succeeded": False}).get_json() == {"failed_builds": 1}
+
+
+def test_bulk_outcomes_in_order_all_or_nothing(client, db):
+    one = builders.create_provider(db, name="bo-bulk-1")
+    two = builders.create_provider(db, name="bo-bulk-2")
+    child = builders.create_provider(db, name="bo-bulk-child", parent_uuid=one)
+    url = "/nodes/build_outcomes"
+
+    def report(*pairs):
+        return client.post(url, json={"outcomes": [{"uuid": u, "succeeded": s} for u, s in pairs]})
+
+    resp = report((one, False), (two, False), (one, False), (two, True), (two, False))
+    assert resp.status_code == 200
+    assert resp.get_json() == {"failed_builds": {one: 2, two: 1}}
+    # A success clears what came before it in the same call.
+    assert report((one, False), (one, True)).get_json() == {"failed_builds": {one: 0}}
+    # An unknown host or a child: refused, nothing counted (not even the others).
+    missing = str(uuid.uuid4())
+    resp = report((two, False), (missing, False))
+    assert resp.status_code == 404
+    assert resp.get_json()["errors"][0]["code"] == "placement.resource_provider.not_found"
+    assert missing in resp.get_json()["errors"][0]["detail"]
+    assert report((two, False), (child, False)).status_code == 400
+    for bad in (
+        {},
+        {"outcomes": []},
+        {"outcomes": [{"uuid": two}]},
+        {"outcomes": [{"uuid": "nope", "succeeded": True}]},
+        {"outcomes": [{"uuid": two, "succeeded": False, "x": 1}]},
+    ):
+        resp = client.post(url, json=bad)
+        assert resp.status_code == 400, bad
+        assert "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
+    # Refused calls counted nothing: two was at 1.
+    assert report((two, False)).get_json() == {"failed_builds": {two: 2}}

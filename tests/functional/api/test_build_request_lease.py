@@ -260,3 +260,112 @@ def test_bulk_finish_all_or_nothing(client):
     assert resp.status_code == 200
     assert [r["status"] for r in resp.get_json()["build_requests"]] == ["placed", "failed"]
     assert client.get(f"/build_requests/{c}").get_json()["status"] == "pending"
+
+
+def _leases(client, items, owner, seconds=30, **extra):
+    return client.put(
+        "/build_requests/leases",
+        json={
+            "build_requests": [{"instance_uuid": u, "generation": g} for u, g in items],
+            "owner": owner,
+            "lease_seconds": seconds,
+            **extra,
+        },
+    )
+
+
+def test_bulk_lease_all_or_nothing_names_every_loser(client, db):
+    recs = _records(4)
+    client.post(
+        "/build_requests", json={"build_requests": recs, "owner": "super-1", "lease_seconds": 30}
+    )
+    a, b, c, d = (r["instance_uuid"] for r in recs)
+    # The super conductor hands all four off in one call.
+    resp = _leases(client, [(a, 0), (b, 0), (c, 0), (d, 0)], "super-1", hand_off=True)
+    assert resp.status_code == 200, resp.get_json()
+    out = resp.get_json()["build_requests"]
+    assert [(r["instance_uuid"], r["owner"], r["generation"]) for r in out] == [
+        (u, None, 1) for u in (a, b, c, d)
+    ]
+    # Another conductor took b meanwhile, d was finished, c is read stale:
+    # 409, one error object per loser naming it, and a is not taken either.
+    assert _lease(client, b, "cell-b", 1).status_code == 200
+    client.put(f"/build_requests/{d}", json={"status": "failed", "reason": "r"})
+    resp = _leases(client, [(a, 1), (b, 1), (c, 0), (d, 1)], "cell-a")
+    assert resp.status_code == 409
+    errs = resp.get_json()["errors"]
+    assert [(e["instance_uuid"], e["code"]) for e in errs] == [
+        (b, CONCURRENT),
+        (c, CONCURRENT),
+        (d, FINISHED),
+    ]
+    assert all(e["status"] == 409 and e["instance_uuid"] in e["detail"] for e in errs)
+    got = client.get(f"/build_requests/{a}").get_json()
+    assert (got["owner"], got["generation"]) == (None, 1)
+    # A live lease of another owner is "leased".
+    resp = _leases(client, [(b, 2)], "cell-a")
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    assert resp.get_json()["errors"][0]["instance_uuid"] == b
+    # The winners retried alone: taken, and renewed by the same owner.
+    resp = _leases(client, [(a, 1), (c, 1)], "cell-a")
+    assert resp.status_code == 200
+    assert [r["generation"] for r in resp.get_json()["build_requests"]] == [2, 2]
+    resp = _leases(client, [(a, 2), (c, 2)], "cell-a", seconds=60)
+    assert resp.status_code == 200
+    assert {r["owner"] for r in resp.get_json()["build_requests"]} == {"cell-a"}
+
+
+def test_bulk_lease_bad_input_changes_nothing(client, db):
+    recs = _records(2)
+    client.post("/build_requests", json={"build_requests": recs})
+    a, b = (r["instance_uuid"] for r in recs)
+    unknown = _new()
+    resp = _leases(client, [(a, 0), (unknown, 0), (b, 0)], "cell-a")
+    assert resp.status_code == 404
+    errs = resp.get_json()["errors"]
+    assert [e["code"] for e in errs] == ["placement.build_request.not_found"]
+    assert errs[0]["instance_uuid"] == unknown
+    item = {"instance_uuid": a, "generation": 0}
+    for body in (
+        {"build_requests": [item], "owner": "x"},
+        {"build_requests": [item], "lease_seconds": 5},
+        {"build_requests": [], "owner": "x", "lease_seconds": 5},
+        {"build_requests": [item, item], "owner": "x", "lease_seconds": 5},
+        {"build_requests": [{**item, "generation": -1}], "owner": "x", "lease_seconds": 5},
+        {
+            "build_requests": [{"instance_uuid": "nope", "generation": 0}],
+            "owner": "x",
+            "lease_seconds": 5,
+        },
+        {"build_requests": [{**item, "x": 1}], "owner": "x", "lease_seconds": 5},
+        {"build_requests": [item], "owner": "x", "lease_seconds": 5, "hand_off": "yes"},
+    ):
+        resp = client.put("/build_requests/leases", json=body)
+        assert resp.status_code == 400, body
+        assert resp.get_json()["errors"][0]["code"] == "placement.undefined_code"
+    for u in (a, b):
+        got = client.get(f"/build_requests/{u}").get_json()
+        assert (got["owner"], got["generation"]) == (None, 0)
+
+
+def test_bulk_finish_names_every_loser(client):
+    recs = _records(3)
+    client.post(
+        "/build_requests", json={"build_requests": recs, "owner": "cell-a", "lease_seconds": 30}
+    )
+    a, b, c = (r["instance_uuid"] for r in recs)
+    assert client.put(f"/build_requests/{c}", json={"status": "failed"}).status_code == 200
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {"instance_uuid": a, "status": "failed", "owner": "cell-a"},
+                {"instance_uuid": b, "status": "failed", "owner": "cell-b"},
+                {"instance_uuid": c, "status": "placed", "host_uuid": _new()},
+            ]
+        },
+    )
+    assert resp.status_code == 409
+    errs = resp.get_json()["errors"]
+    assert [(e["instance_uuid"], e["code"]) for e in errs] == [(b, LEASED), (c, FINISHED)]
+    assert client.get(f"/build_requests/{a}").get_json()["status"] == "pending"

@@ -1,0 +1,110 @@
+"""Group commit: independent callers share one placement request.
+
+A conductor handles several RPC messages at once (one executor thread
+each); each wants a record taken, finished, created or handed off. A
+``Batcher`` collects what the threads submit and sends it as one bulk
+request: the first caller to find no request in flight becomes the leader,
+waits ``window`` seconds for others to join, and flushes up to
+``max_items`` items; callers arriving while a flush is in flight queue up
+for the next one, whose leader is one of them. So a busy conductor sends
+one request per flush instead of one per item.
+
+The leader only waits when ``company()`` says other work is in flight
+that may join (the conductor counts the messages it is handling), so a lone
+caller pays nothing.
+
+``flush(items)`` returns one result per item, in order; a result that is an
+exception is raised in the caller of that item. An exception raised by
+``flush`` itself is raised in every caller of the batch.
+"""
+
+import threading
+import time
+
+
+class _Slot:
+    __slots__ = ("item", "done", "result")
+
+    def __init__(self, item):
+        self.item = item
+        self.done = False
+        self.result = None
+
+
+class Batcher:
+    def __init__(self, flush, window, max_items, company=None):
+        self._flush = flush
+        self.window = window
+        self.max_items = max_items
+        # company() -> True when other work is in flight that may join the
+        # batch: the leader only waits out the window then (a lone caller,
+        # e.g. the simulator's one thread, never waits).
+        self._company = company or (lambda: True)
+        self._cond = threading.Condition()
+        self._pending = []
+        self._busy = False
+        # How many flushes and items went through (tests and metrics).
+        self.flushes = 0
+        self.items = 0
+
+    def submit(self, item):
+        return self.submit_many([item])[0]
+
+    def submit_many(self, items):
+        """Submit items; block until their flush is done; return their results."""
+        slots = [_Slot(i) for i in items]
+        with self._cond:
+            self._pending.extend(slots)
+        while True:
+            with self._cond:
+                while not all(s.done for s in slots) and (self._busy or not self._pending):
+                    self._cond.wait()
+                if all(s.done for s in slots):
+                    break
+                self._busy = True
+            self._lead()
+        out = []
+        for slot in slots:
+            if isinstance(slot.result, BaseException):
+                raise slot.result
+            out.append(slot.result)
+        return out
+
+    def _lead(self):
+        batch = []
+        try:
+            if self.window > 0 and self._company():
+                time.sleep(self.window)  # others join meanwhile
+            with self._cond:
+                batch = self._pending[: self.max_items]
+                del self._pending[: self.max_items]
+            try:
+                results = self._flush([s.item for s in batch])
+            except Exception as exc:  # noqa: BLE001 - every caller of the batch gets it
+                results = [exc] * len(batch)
+            for slot, result in zip(batch, results, strict=True):
+                slot.result = result
+            self.flushes += 1
+            self.items += len(batch)
+        finally:
+            with self._cond:
+                for slot in batch:
+                    slot.done = True
+                self._busy = False
+                self._cond.notify_all()
+
+
+def unique_rounds(keys):
+    """Split positions 0..n-1 into rounds in which no key appears twice
+    (a bulk body names each record once), keeping the order."""
+    rounds, seen = [], []
+    for index, key in enumerate(keys):
+        for number, used in enumerate(seen):
+            if key not in used:
+                used.add(key)
+                rounds[number].append(index)
+                break
+        else:
+            seen.append({key})
+            rounds.append([index])
+    return rounds

@@ -1,0 +1,128 @@
+"""Group commit (conductor.batch): callers of several threads share one flush."""
+
+import threading
+
+import pytest
+
+from conductor import batch
+from conductor import service as cond_service
+
+
+class _Flush:
+    """A flush that holds its first call until released, so the callers that
+    arrive meanwhile queue up for the next one."""
+
+    def __init__(self):
+        self.calls = []
+        self.first_in = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, items):
+        self.calls.append(list(items))
+        if len(self.calls) == 1:
+            self.first_in.set()
+            self.release.wait(10)
+        return [("done", i) if i != "bad" else ValueError("bad item") for i in items]
+
+
+def _run(batcher, items):
+    out = {}
+
+    def call(i):
+        try:
+            out[i] = batcher.submit(i)
+        except ValueError as exc:
+            out[i] = exc
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in items]
+    return out, threads
+
+
+def test_callers_queued_behind_a_flush_share_the_next_one():
+    flush = _Flush()
+    b = batch.Batcher(flush, window=0.0, max_items=100)
+    first, threads = _run(b, ["a"])
+    threads[0].start()
+    assert flush.first_in.wait(10)
+    rest, others = _run(b, ["b", "c", "bad", "d"])
+    for t in others:
+        t.start()
+    # Wait until all four are queued behind the flush in flight.
+    for _ in range(1000):
+        with b._cond:
+            if len(b._pending) == 4:
+                break
+        threading.Event().wait(0.01)
+    flush.release.set()
+    for t in threads + others:
+        t.join(10)
+    assert flush.calls[0] == ["a"]
+    assert sorted(flush.calls[1]) == ["b", "bad", "c", "d"] and len(flush.calls) == 2
+    assert first == {"a": ("done", "a")}
+    # Each caller gets its own item's result; an item's error is raised in its caller only.
+    assert {k: v for k, v in rest.items() if k != "bad"} == {
+        "b": ("done", "b"),
+        "c": ("done", "c"),
+        "d": ("done", "d"),
+    }
+    assert isinstance(rest["bad"], ValueError)
+    assert (b.flushes, b.items) == (2, 5)
+
+
+def test_max_items_splits_and_a_failed_flush_fails_its_callers():
+    calls = []
+
+    def flush(items):
+        calls.append(list(items))
+        if "boom" in items:
+            raise RuntimeError("placement down")
+        return list(items)
+
+    b = batch.Batcher(flush, window=0.0, max_items=2)
+    assert b.submit_many([1, 2, 3, 4, 5]) == [1, 2, 3, 4, 5]
+    assert calls == [[1, 2], [3, 4], [5]]
+    with pytest.raises(RuntimeError, match="placement down"):
+        b.submit_many(["boom", 6])
+    # The batcher is usable after a failed flush.
+    assert b.submit(7) == 7
+
+
+def test_unique_rounds_keep_order_and_never_repeat_a_key():
+    assert batch.unique_rounds([]) == []
+    assert batch.unique_rounds(["a", "b", "a", "c", "a", "b"]) == [[0, 1, 3], [2, 5], [4]]
+
+
+def _build(**over):
+    b = {
+        "instance_uuid": "6a6f756c-6500-4000-8000-000000000001",
+        "request_spec": {},
+        "selections": {},
+        "generation": 3,
+    }
+    b.update(over)
+    return b
+
+
+@pytest.mark.parametrize(
+    "builds",
+    [
+        [],
+        {"instance_uuid": "x"},
+        [_build(generation=-1)],
+        [_build(generation=True)],
+        [_build(generation="3")],
+        [_build(instance_uuid="6A6F756C-6500-4000-8000-000000000001")],
+        [_build(instance_uuid="../x")],
+        [_build(), _build()],
+        [{**_build(), "extra": 1}],
+        [{k: v for k, v in _build().items() if k != "generation"}],
+    ],
+)
+def test_bad_build_many_messages_are_refused(builds):
+    with pytest.raises(ValueError):
+        cond_service._checked_builds(builds)
+
+
+def test_good_build_many_message_passes():
+    builds = [_build(), _build(instance_uuid="6a6f756c-6500-4000-8000-000000000002")]
+    assert cond_service._checked_builds(builds) == builds
