@@ -265,8 +265,9 @@ class Conductor:
             )
         for cell, builds in by_cell.items():
             if cell is None:
-                # A host without a cell has no cell conductors: build here.
-                self.build_many(builds, reply_topic)
+                # A host without a cell has no cell conductors: build here,
+                # in this thread, one after the other.
+                self.build_many(builds, reply_topic, side_by_side=False)
             else:
                 self._cast_builds(cell, builds, reply_topic)
 
@@ -301,10 +302,11 @@ class Conductor:
             return  # another conductor holds it, or it is finished
         self._build_taken(instance_uuid, request_spec, selections, reply_topic, taken)
 
-    def build_many(self, builds, reply_topic=None):
+    def build_many(self, builds, reply_topic=None, side_by_side=True):
         """Build the instances of one message: their records taken in one
         bulk call (the ones lost are left to whoever holds them), then built
-        side by side so that their finishes share calls too."""
+        side by side (unless not ``side_by_side``) so that their finishes
+        share calls too."""
         known = {b["instance_uuid"]: b["generation"] for b in builds}
         taken = self.records.take_many(known)
         work = [b for b in builds if taken.get(b["instance_uuid"]) is not None]
@@ -323,8 +325,9 @@ class Conductor:
                     # Still held: the sweep finishes it after the lease.
                     LOG.warning("build_many %s: %s", b["instance_uuid"], exc)
 
-        if len(work) == 1:
-            one(work[0])
+        if len(work) <= 1 or not side_by_side:
+            for b in work:
+                one(b)
             return
         with concurrent.futures.ThreadPoolExecutor(min(len(work), BUILD_THREADS) or 1) as pool:
             list(pool.map(one, work))
