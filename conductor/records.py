@@ -44,8 +44,10 @@ class Records:
         def batcher(flush, size=max_items):
             return batch_mod.Batcher(flush, window, size, company)
 
-        # A create carries whole requests (each its instances' specs).
-        self._creates = batcher(self._create_groups, max(1, max_items // 10))
+        self.max_items = max_items
+        # A create carries whole requests (each its instances' specs); the
+        # requests of one flush go in bodies of at most max_items records.
+        self._creates = batcher(self._create_chunked, max_items)
         self._takes = batcher(lambda items: self._take_bulk(items, False))
         self._hand_offs = batcher(lambda items: self._take_bulk(items, True))
         self._finishes = batcher(self._finish_bulk)
@@ -83,6 +85,20 @@ class Records:
         )
         return {r["instance_uuid"]: r["generation"] for r in resp.json()["build_requests"]}
 
+    def _create_chunked(self, groups):
+        """Whole requests, in bodies of at most ``max_items`` records (a
+        bigger request alone in its body, as it always was)."""
+        results, chunk, size = [], [], 0
+        for group in groups:
+            if chunk and size + len(group) > self.max_items:
+                results.extend(self._create_groups(chunk))
+                chunk, size = [], 0
+            chunk.append(group)
+            size += len(group)
+        if chunk:
+            results.extend(self._create_groups(chunk))
+        return results
+
     def _create_groups(self, groups):
         results = [None] * len(groups)
         todo = list(range(len(groups)))
@@ -102,7 +118,10 @@ class Records:
                 if exc.status == 400 and len(todo) > 1:
                     # One request's records are refused: find out whose, alone.
                     for i in todo:
-                        results[i] = self._create_groups([groups[i]])[0]
+                        try:
+                            results[i] = self._create_groups([groups[i]])[0]
+                        except client_mod.PlacementError as alone:
+                            results[i] = alone
                     return results
                 raise
             for i in todo:

@@ -13,6 +13,7 @@ hypervisors and placement what the dead holder left.
 """
 
 import datetime
+import threading
 import uuid
 
 import pytest
@@ -275,3 +276,53 @@ def test_build_many_builds_what_it_takes_and_leaves_the_rest(cloud):
     before = _record(cloud, finished["instance_uuid"])
     a.build_many([{**finished, "generation": before["generation"]}])
     assert _record(cloud, finished["instance_uuid"]) == before
+
+
+def _items(instances, request_id):
+    spec = {
+        "version": "1.0",
+        "request_id": request_id,
+        "project_id": "p",
+        "user_id": "u",
+        "resources": {"VCPU": 1},
+        "instance_uuids": instances,
+    }
+    return [
+        {"instance_uuid": i, "request_id": request_id, "workload_class": "standard", "spec": spec}
+        for i in instances
+    ]
+
+
+def test_requests_created_together_refuse_only_the_redelivered_one(cloud):
+    from conductor import records as records_mod
+
+    records = records_mod.Records(cloud["client"], "super-1", 60, window=0.2, max_items=3)
+    old = [str(uuid.uuid4())]
+    records.create_held(_items(old, "req-old"))
+    fresh = [[str(uuid.uuid4()), str(uuid.uuid4())] for _ in range(3)]
+    groups = [
+        _items(fresh[0], "req-a"),
+        # A redelivery of req-old that also names a new instance.
+        _items(old + fresh[1], "req-old"),
+        _items(fresh[2], "req-b"),
+    ]
+    out = {}
+
+    def create(n):
+        try:
+            out[n] = records.create_held(groups[n])
+        except records_mod.AlreadyRecorded as exc:
+            out[n] = exc
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert out[0] == {i: 0 for i in fresh[0]} and out[2] == {i: 0 for i in fresh[2]}
+    assert isinstance(out[1], records_mod.AlreadyRecorded)
+    # Nothing of the refused request was recorded; the others are held.
+    assert [_record(cloud, i)["owner"] for i in fresh[0] + fresh[2]] == ["super-1"] * 4
+    for i in fresh[1]:
+        resp = cloud["client"].request("GET", f"/build_requests/{i}", ok=(404,))
+        assert resp.status_code == 404
