@@ -21,6 +21,8 @@ exception is raised in the caller of that item. An exception raised by
 import threading
 import time
 
+from conductor import metrics
+
 
 class _Slot:
     __slots__ = ("item", "done", "result")
@@ -32,8 +34,10 @@ class _Slot:
 
 
 class Batcher:
-    def __init__(self, flush, window, max_items, company=None):
+    def __init__(self, flush, window, max_items, company=None, kind=None):
         self._flush = flush
+        # The label of joule_conductor_placement_batch_items, if any.
+        self._kind = kind
         self.window = window
         self.max_items = max_items
         # company() -> True when other work is in flight that may join the
@@ -86,6 +90,8 @@ class Batcher:
                 slot.result = result
             self.flushes += 1
             self.items += len(batch)
+            if self._kind is not None:
+                metrics.BATCH.labels(self._kind).observe(len(batch))
         finally:
             with self._cond:
                 for slot in batch:

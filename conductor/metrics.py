@@ -32,3 +32,10 @@ HANDLED = prom.Histogram(
     ["method"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120),
 )
+BATCH = prom.Histogram(
+    "joule_conductor_placement_batch_items",
+    "Items per bulk placement call of the conductor, by kind: create (requests), take, "
+    "hand_off, finish (build requests), build_outcomes (reports).",
+    ["kind"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+)

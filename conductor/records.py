@@ -41,16 +41,16 @@ class Records:
         self.owner = owner
         self.lease_seconds = lease_seconds
 
-        def batcher(flush, size=max_items):
-            return batch_mod.Batcher(flush, window, size, company)
+        def batcher(flush, kind):
+            return batch_mod.Batcher(flush, window, max_items, company, kind)
 
         self.max_items = max_items
         # A create carries whole requests (each its instances' specs); the
         # requests of one flush go in bodies of at most max_items records.
-        self._creates = batcher(self._create_chunked, max_items)
-        self._takes = batcher(lambda items: self._take_bulk(items, False))
-        self._hand_offs = batcher(lambda items: self._take_bulk(items, True))
-        self._finishes = batcher(self._finish_bulk)
+        self._creates = batcher(self._create_chunked, "create")
+        self._takes = batcher(lambda items: self._take_bulk(items, False), "take")
+        self._hand_offs = batcher(lambda items: self._take_bulk(items, True), "hand_off")
+        self._finishes = batcher(self._finish_bulk, "finish")
 
     def batchers(self):
         return {

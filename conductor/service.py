@@ -161,7 +161,7 @@ class Conductor:
             client, name, conf.conductor.lease_seconds, window, size, self._in_company
         )
         self._outcome_reports = batch_mod.Batcher(
-            self._send_outcomes, window, size, self._in_company
+            self._send_outcomes, window, size, self._in_company, "build_outcomes"
         )
         self.scheduler = rpc.SchedulerAPI(conf, transport)
         self.conductors = rpc.ConductorAPI(conf, transport)
