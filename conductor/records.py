@@ -255,6 +255,11 @@ class Records:
         ).json()["build_requests"]
 
     def of_request(self, request_id):
+        return self.of_requests([request_id])
+
+    def of_requests(self, request_ids):
+        """The records of these requests (at most 100 ids), in one read."""
+        value = request_ids[0] if len(request_ids) == 1 else "in:" + ",".join(request_ids)
         return self.client.request(
-            "GET", "/build_requests", params={"request_id": request_id}, ok=(200,)
+            "GET", "/build_requests", params={"request_id": value}, ok=(200,)
         ).json()["build_requests"]

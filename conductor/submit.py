@@ -21,10 +21,13 @@ build requests are the durable copy: outcomes a conductor could not send (it
 died, and another one finished its work) are read from there, and a request
 that no conductor recorded after ``--resend-after`` seconds (its message died
 with a conductor) is sent again (the records make a second delivery
-harmless). Exit status 0 when every request was answered (placed, failed
-with a reason, refused or invalid), 1 when some never were within
-``--timeout`` seconds, 2 for a bad configuration or command line, 3 when
-placement or the bus cannot be reached at start-up.
+harmless), once the conductors have recorded a request sent after it or it
+is the oldest one not recorded (a long queue is not a lost message). The
+quiet requests are read in one placement request per poll. Exit status 0
+when every request was answered (placed, failed with a reason, refused or
+invalid), 1 when some never were within ``--timeout`` seconds, 2 for a bad
+configuration or command line, 3 when placement or the bus cannot be
+reached at start-up.
 """
 
 import json
@@ -47,6 +50,8 @@ from scheduler import cli
 from scheduler import conf as sconf
 
 LOG = logging.getLogger("build-submit")
+# Quiet requests read from placement per poll, in one GET (request_id=in:...).
+POLL_BATCH = 100
 
 cli_opts = [
     cfg.StrOpt(
@@ -98,6 +103,7 @@ class _Request:
         self.pending = set(spec.instance_uuids)
         self.sent_at = 0.0
         self.sends = 0
+        self.order = 0  # of its last send, among every send of this run
         self.recorded = False
         self.last_news = 0.0
 
@@ -124,6 +130,10 @@ class Submitter:
             "unanswered": 0,
         }
         self.results = []  # the build results, as dicts
+        self._sends = 0
+        # The latest send (by order) of a request known to be recorded: the
+        # conductors have taken the queue past it.
+        self._recorded_up_to = 0
 
     def parse(self, lines):
         """The valid requests of ``lines``; invalid ones are emitted right away."""
@@ -197,6 +207,8 @@ class Submitter:
     def _send(self, req):
         req.sent_at = req.last_news = time.monotonic()
         req.sends += 1
+        self._sends += 1
+        req.order = self._sends
         self.conductors.build_instances(req.wire, self.reply_topic)
 
     def _take(self, kind, body, waiting):
@@ -236,7 +248,7 @@ class Submitter:
         if req is None or instance not in req.pending:
             return  # a second copy (bus and placement both told us)
         req.pending.discard(instance)
-        req.recorded = True
+        self._mark_recorded(req)
         req.last_news = time.monotonic()
         status = line["status"]
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -246,19 +258,47 @@ class Submitter:
         if not req.pending:
             del waiting[request_id]
 
+    def _mark_recorded(self, req):
+        req.recorded = True
+        self._recorded_up_to = max(self._recorded_up_to, req.order)
+
+    def _overdue(self, req, head):
+        """Whether a request nobody recorded looks lost rather than queued:
+        a request sent after it was recorded (the conductors took the queue
+        past it), or it is the oldest unrecorded one (``head``, the order of
+        that one when the poll began). A long queue in front of slow
+        conductors is not a lost message."""
+        return self._recorded_up_to > req.order or req.order == head
+
     def _poll(self, waiting, resend_after, stale_after):
-        """Read placement for requests the bus has been quiet about."""
+        """Read placement (one request) for requests the bus has been quiet about."""
         now = time.monotonic()
-        for req in [r for r in waiting.values() if now - r.last_news >= stale_after][:50]:
-            try:
-                records = self.records.of_request(req.spec.request_id)
-            except (client_mod.PlacementError, client_mod.PlacementUnreachable) as exc:
-                LOG.warning("placement not read: %s", exc)
-                return
+        quiet = [r for r in waiting.values() if now - r.last_news >= stale_after][:POLL_BATCH]
+        if not quiet:
+            return
+        try:
+            records = self.records.of_requests([r.spec.request_id for r in quiet])
+        except (client_mod.PlacementError, client_mod.PlacementUnreachable) as exc:
+            LOG.warning("placement not read: %s", exc)
+            return
+        head = min((r.order for r in waiting.values() if not r.recorded), default=0)
+        by_request = {}
+        for rec in records:
+            by_request.setdefault(rec["request_id"], []).append(rec)
+        for req in quiet:
+            if req.spec.request_id in by_request:
+                self._mark_recorded(req)
+        for req in quiet:
+            if req.spec.request_id not in waiting:
+                continue
+            recs = by_request.get(req.spec.request_id, [])
             req.last_news = now
-            if records:
-                req.recorded = True
-            elif not req.recorded and now - req.sent_at >= resend_after and req.sends < 5:
+            if (
+                not req.recorded
+                and now - req.sent_at >= resend_after
+                and req.sends < 5
+                and self._overdue(req, head)
+            ):
                 LOG.info(
                     "%s: not recorded %.0f s after sending; sending again",
                     req.spec.request_id,
@@ -266,7 +306,7 @@ class Submitter:
                 )
                 self._send(req)
                 continue
-            for rec in records:
+            for rec in recs:
                 if rec["status"] in ("placed", "failed"):
                     self._record_result(
                         waiting,

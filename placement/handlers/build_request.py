@@ -96,11 +96,21 @@ def list_build_requests():
     util.context().can(policies.LIST)
     params = util.validate_query(schema.LIST_QUERY)
     lease_expired = params.get("lease_expired")
+    request_id = params.get("request_id")
+    if request_id is not None and request_id.startswith("in:"):
+        request_id = request_id[3:].split(",")
+        too_long = [r for r in request_id if len(r) > request_spec.REQUEST_ID_MAX]
+        if len(request_id) > schema.MAX_REQUEST_IDS or too_long:
+            raise errors.bad_request(
+                f"Invalid query string parameters: request_id=in: takes at most "
+                f"{schema.MAX_REQUEST_IDS} request ids of at most "
+                f"{request_spec.REQUEST_ID_MAX} characters."
+            )
     items = br_obj.list_requests(
         util.deps().db,
         status=params.get("status"),
         workload_class=params.get("workload_class"),
-        request_id=params.get("request_id"),
+        request_id=request_id,
         owner=params.get("owner"),
         lease_expired=None if lease_expired is None else lease_expired == "true",
         limit=int(params["limit"]) if "limit" in params else None,

@@ -183,7 +183,8 @@ def list_requests(
     owner=None,
     lease_expired=None,
 ):
-    """Build requests in creation order, filtered.
+    """Build requests in creation order, filtered (``request_id``: one id,
+    or a list of them).
 
     ``lease_expired=True``: only records nobody holds any more (no lease, or
     a lease that has run out): what a conductor sweeping for the work of
@@ -195,7 +196,9 @@ def list_requests(
         query = query.where(_T.c.status == status)
     if workload_class is not None:
         query = query.where(_T.c.workload_class == workload_class)
-    if request_id is not None:
+    if isinstance(request_id, list | tuple):
+        query = query.where(_T.c.request_id.in_(request_id))
+    elif request_id is not None:
         query = query.where(_T.c.request_id == request_id)
     if owner is not None:
         query = query.where(_T.c.owner == owner)

@@ -137,12 +137,21 @@ PUT_LEASES = {
     "additionalProperties": False,
 }
 
+# ``request_id=in:a,b,c``: the records of any of these requests (at most
+# MAX_REQUEST_IDS ids, each a request id; the id pattern has no ':' or ',').
+MAX_REQUEST_IDS = 100
+_ID_BODY = request_spec.ID_PATTERN[1:-1]
+REQUEST_IDS = {
+    "type": "string",
+    "pattern": f"^in:{_ID_BODY}(,{_ID_BODY})*$",
+}
+
 LIST_QUERY = {
     "type": "object",
     "properties": {
         "status": {"type": "string", "enum": ["pending", "placed", "failed"]},
         "workload_class": WORKLOAD_CLASS,
-        "request_id": REQUEST_ID,
+        "request_id": {"anyOf": [REQUEST_ID, REQUEST_IDS]},
         "owner": OWNER,
         "lease_expired": {"type": "string", "enum": ["true", "false"]},
         "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,6}$"},

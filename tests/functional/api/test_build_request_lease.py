@@ -1,6 +1,7 @@
 """Build request ownership: leases taken by compare-and-set, bulk create and finish."""
 
 import datetime
+import urllib.parse
 import uuid
 
 import sqlalchemy as sa
@@ -369,3 +370,25 @@ def test_bulk_finish_names_every_loser(client):
     errs = resp.get_json()["errors"]
     assert [(e["instance_uuid"], e["code"]) for e in errs] == [(b, LEASED), (c, FINISHED)]
     assert client.get(f"/build_requests/{a}").get_json()["status"] == "pending"
+
+
+def test_list_of_several_requests_in_one_read(client):
+    for rid in ("req-x", "req-y", "req-z"):
+        client.post("/build_requests", json={"build_requests": _records(2, rid)})
+    resp = client.get("/build_requests?request_id=in:req-x,req-z,req-none")
+    assert resp.status_code == 200
+    got = resp.get_json()["build_requests"]
+    assert sorted(r["request_id"] for r in got) == ["req-x", "req-x", "req-z", "req-z"]
+    one = client.get("/build_requests?request_id=req-y").get_json()["build_requests"]
+    assert [r["request_id"] for r in one] == ["req-y", "req-y"]
+    for bad in (
+        "in:",
+        "in:req-x,",
+        "in:req-x,,req-y",
+        "in:req-x,../traits",
+        "in:" + ",".join(f"r{i}" for i in range(101)),
+        "in:" + "r" * 65,
+    ):
+        resp = client.get(f"/build_requests?request_id={urllib.parse.quote(bad)}")
+        assert resp.status_code == 400, bad
+        assert "Invalid query string parameters" in resp.get_json()["errors"][0]["detail"]
