@@ -4,7 +4,7 @@ Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, 
 
     python -m benchmarks.candidates_gate [--providers 1000]
         [--concurrency 10] [--requests 400] [--workers 2] [--threads 10]
-        [--skip-upstream]
+        [--skip-upstream] [--client python|ab] [--baseline CHECKOUT]
 
 For each system, in the same run, with the same gunicorn workers/threads on
 the same PostgreSQL server: a fresh database, ``placeload`` (PyPI, from the
@@ -13,11 +13,19 @@ inventory, aggregates and traits through the API, then ``--concurrency`` clients
 (the one upstream's perfload job times) ``--requests`` times in total, after
 an ``ANALYZE`` of the database.
 Prints median / p95 latency and requests per second.
+
+``--client ab``: ApacheBench (``ab -c <concurrency> -n <requests>``, apache2-utils)
+sends the requests instead of Python threads, a lighter client on a shared
+machine; its median and 95% are its own percentiles.
+``--baseline CHECKOUT``: also run our API from another checkout of this
+project (such as the commit before a change), as "baseline", in the same run.
 """
 
 import argparse
 import concurrent.futures
+import os
 import platform
+import re
 import statistics
 import subprocess
 import time
@@ -39,9 +47,24 @@ HEADERS = {
 
 
 class GateServer(claims.Server):
-    def __init__(self, kind, workers, threads):
-        super().__init__(kind, workers, threads)
+    def __init__(self, kind, workers, threads, pythonpath=None):
+        # "baseline" is our API too, imported from another checkout.
+        super().__init__("ours" if kind == "baseline" else kind, workers, threads)
         self.dbname = f"bench_candidates_{kind}"
+        self.pythonpath = pythonpath
+
+    def start(self):
+        if self.pythonpath is None:
+            return super().start()
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = self.pythonpath  # inherited by the API's process
+        try:
+            return super().start()
+        finally:
+            if saved is None:
+                del os.environ["PYTHONPATH"]
+            else:
+                os.environ["PYTHONPATH"] = saved
 
 
 def load(url, providers):
@@ -86,6 +109,32 @@ def hammer(url, concurrency, total):
     }
 
 
+def hammer_ab(url, concurrency, total):
+    """The same requests sent by ApacheBench; its own median and 95%."""
+    cmd = ["ab", "-q", "-c", str(concurrency), "-n", str(total)]
+    for name, value in HEADERS.items():
+        cmd += ["-H", f"{name}: {value}"]
+    out = subprocess.run(
+        [*cmd, url + GATE_QUERY], check=True, capture_output=True, text=True
+    ).stdout
+
+    def field(pattern):
+        return float(re.search(pattern, out, re.M).group(1))
+
+    # A body of another length is no failure here (summaries list their
+    # classes in the database's order); an error status or a lost connection is.
+    assert "Non-2xx responses" not in out, out
+    lost = re.search(r"Connect: (\d+), Receive: (\d+), Length: \d+, Exceptions: (\d+)", out)
+    assert lost is None or not any(int(n) for n in lost.groups()), out
+    body = requests.get(url + GATE_QUERY, headers=HEADERS, timeout=120).json()
+    return {
+        "candidates": len(body["allocation_requests"]),
+        "median_ms": field(r"^\s+50%\s+(\d+)"),
+        "p95_ms": field(r"^\s+95%\s+(\d+)"),
+        "rps": field(r"^Requests per second:\s+([0-9.]+)"),
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--providers", type=int, default=1000)
@@ -94,23 +143,32 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--threads", type=int, default=10)
     parser.add_argument("--skip-upstream", action="store_true")
+    parser.add_argument("--client", choices=("python", "ab"), default="python")
+    parser.add_argument(
+        "--baseline", metavar="CHECKOUT", help="also run our API from this checkout"
+    )
     args = parser.parse_args(argv)
+    run = hammer_ab if args.client == "ab" else hammer
     print(
         f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
         f"python {platform.python_version()}"
     )
     kinds = ["ours"] if args.skip_upstream else ["ours", "upstream"]
+    if args.baseline:
+        kinds.insert(1, "baseline")
     for kind in kinds:
-        server = GateServer(kind, args.workers, args.threads).start()
+        server = GateServer(
+            kind, args.workers, args.threads, args.baseline if kind == "baseline" else None
+        ).start()
         try:
             t0 = time.perf_counter()
             load(server.url, args.providers)
             loaded = time.perf_counter() - t0
             analyze(server.sampler_url)
             hammer(server.url, args.concurrency, args.concurrency * 2)  # warm up
-            res = hammer(server.url, args.concurrency, args.requests)
+            res = run(server.url, args.concurrency, args.requests)
             print(
-                f"{kind:9s} providers={args.providers} load={loaded:.1f}s "
+                f"{kind:9s} client={args.client} providers={args.providers} load={loaded:.1f}s "
                 f"candidates={res['candidates']} median={res['median_ms']:.1f}ms "
                 f"p95={res['p95_ms']:.1f}ms rps={res['rps']:.1f}",
                 flush=True,

@@ -242,8 +242,19 @@ class Database:
         return self.dialect == "postgresql"
 
     @contextlib.contextmanager
-    def read(self):
+    def read(self, snapshot=True):
+        """A read transaction.
+
+        ``snapshot=False``, for readers that need no more consistency than
+        each statement's own: on PostgreSQL the statements run in autocommit,
+        which at READ COMMITTED sees exactly what a transaction would (every
+        statement takes its own snapshot either way) without the BEGIN and
+        COMMIT round trips. SQLite keeps its transaction (its snapshot spans
+        the statements).
+        """
         with self.engine.connect() as conn:
+            if not snapshot and self.is_postgres:
+                conn.execution_options(isolation_level="AUTOCOMMIT")
             with conn.begin():
                 yield conn
 

@@ -15,7 +15,6 @@ from placement import query
 from placement import util
 from placement.objects import allocation_candidate as ac_obj
 from placement.objects import candidate_request
-from placement.objects import node as node_obj
 from placement.policies import allocation_candidate as policies
 from placement.schemas import allocation_candidate as schema
 
@@ -276,6 +275,7 @@ def list_allocation_candidates():
         randomize=conf.randomize_allocation_candidates,
         max_candidates=conf.max_allocation_candidates,
         start_fraction=start,
+        with_nodes=want_nodes,
     )
 
     # The page holds its requests and summaries as JSON texts: join them once.
@@ -287,7 +287,7 @@ def list_allocation_candidates():
         "}",
     ]
     if want_nodes:
-        parts.append(', "nodes": ' + json.dumps(node_obj.node_data(deps.db, page.anchor_roots)))
+        parts.append(', "nodes": ' + json.dumps(page.nodes))
     if page_size is not None:
         links = []
         if page.next_marker is not None:

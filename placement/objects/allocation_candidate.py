@@ -1,6 +1,7 @@
 """Allocation candidates: the query engine.
 
-Pipeline (one read transaction):
+Pipeline (one database connection; on PostgreSQL each statement at READ
+COMMITTED, as in any transaction there, on SQLite one read transaction):
 
 1. resolve the parsed request (names -> ids; ``candidate_request``);
 2. find anchor roots, in root-id order after the page marker (a walk with a
@@ -36,6 +37,7 @@ import sqlalchemy as sa
 from placement import models as m
 from placement.objects import candidate_request
 from placement.objects import candidate_sql
+from placement.objects import node as node_obj
 
 WINDOW = 1000  # roots loaded at a time when not paging
 
@@ -64,6 +66,7 @@ class Page:
         self.anchor_roots = []  # roots that produced candidates, in order
         self.next_marker = None  # Position to resume at, or None
         self.provider_summaries = {}  # rp uuid -> JSON text
+        self.nodes = {}  # root uuid -> node data (find(with_nodes=True))
 
 
 class Position:
@@ -114,10 +117,13 @@ class _Engine:
         self._with_traits = self.version >= (1, 17)
         self._nested = self.version >= (1, 29)
         self._requested = req.requested_rc_names
-        self._quoted = {}
         self._trait_texts = {}  # sorted trait ids -> JSON list text
         self._full_anchors = {}
         self._root_attrs = {}
+        self._single_amounts = (
+            tuple(self.unnumbered.rc_amounts.items()) if self.unnumbered is not None else ()
+        )
+        self._summary_heads = {}  # rc id -> '"NAME": {"capacity": ' or None (not shown)
 
     # -- per provider checks --------------------------------------------
     @staticmethod
@@ -227,17 +233,23 @@ class _Engine:
     def _single_provider(self, root, data):
         """The candidate of a tree of one provider for the lone unnumbered
         group (no sharing providers): exactly what ``_options`` and
-        ``_combine`` decide for it, without the general machinery."""
+        ``_combine`` decide for it, without the general machinery. Its
+        amounts and mappings are implied (``single``): the serializer writes
+        them from the group alone."""
         group = self.unnumbered
         if group.in_tree_root is not None and root != group.in_tree_root:
             return None
         inv = data.inv[root]
-        amounts = {}
-        for rc, amount in group.rc_amounts.items():
+        for rc, amount in self._single_amounts:
             item = inv.get(rc)
-            if item is None or not item.fits(amount):
+            if (
+                item is None
+                or item.used + amount > item.capacity
+                or amount < item.min_unit
+                or amount > item.max_unit
+                or amount % item.step_size
+            ):
                 return None
-            amounts[(root, rc)] = amount
         traits = data.traits[root]
         if traits & group.forbidden_ids or not group.required_ids <= traits:
             return None
@@ -250,7 +262,7 @@ class _Engine:
                 return None
         if aggs & group.forbidden_agg_ids:
             return None
-        return Candidate(root, amounts, {"": frozenset((root,))}, single=True)
+        return Candidate(root, None, None, single=True)
 
     # -- whole-request checks -------------------------------------------
     def _same_subtree_ok(self, parts, data):
@@ -417,6 +429,7 @@ class _Engine:
                     break
                 data = candidate_sql.load_trees(self.conn, roots)
                 data.merge(sdata)
+                req.trait_names.update(data.trait_names)
                 by_anchor = self._sharing_by_anchor(roots)
                 window_cands = []
                 for root in roots:
@@ -450,7 +463,7 @@ class _Engine:
         """The sharing providers' trees (loaded once for every window); sets
         the request's ``sharing_ids`` and ``shared_rcs``."""
         req = self.req
-        sharing = candidate_sql.sharing_providers(self.conn, req.sharing_trait_id)
+        sharing = req.sharing_providers  # listed by candidate_request.resolve
         req.sharing_ids = {sid for sid, _root in sharing}
         req.shared_rcs = candidate_sql.shared_rc_ids(self.conn, req.sharing_ids)
         if not sharing:
@@ -535,6 +548,9 @@ class _Engine:
                 if u not in bucket:
                     bucket[u] = self._summary(cand.root, data)
                 continue
+            if cand.single:  # before 1.12: the general shape, from the group
+                cand.amounts = {(cand.root, rc): amt for rc, amt in self._single_amounts}
+                cand.mappings = {"": frozenset((cand.root,))}
             by_rp = {}
             for (rp, rc), amt in cand.amounts.items():
                 u = uuid_of[rp]
@@ -573,31 +589,39 @@ class _Engine:
                 if uuid_of[rp] not in bucket:
                     bucket[uuid_of[rp]] = self._summary(rp, data)
 
+    def _summary_head(self, rc):
+        """'"NAME": {"capacity": ' for a class the summaries show, else None
+        (before 1.27 only the requested classes are shown)."""
+        name = self.req.rc_names.get(rc)
+        if name is None:
+            if not self._all_resources:
+                head = None
+            else:
+                head = json.dumps(self._rc_name(rc)) + ': {"capacity": '
+        elif not self._all_resources and name not in self._requested:
+            head = None
+        else:
+            head = json.dumps(name) + ': {"capacity": '
+        self._summary_heads[rc] = head
+        return head
+
     def _summary(self, rp, data):
         """One provider summary as JSON text (names are JSON-quoted once per
         request; numbers are ints; uuids need no escaping)."""
-        all_resources = self._all_resources
-        requested = self._requested
-        names = self.req.rc_names
-        quoted = self._quoted
+        heads = self._summary_heads
         parts = []
         for rc, item in data.inv[rp].items():
-            name = names.get(rc)
-            if name is None:
-                if not all_resources:
-                    continue
-                name = self._rc_name(rc)
-            elif not all_resources and name not in requested:
-                continue
-            q = quoted.get(name)
-            if q is None:
-                q = quoted[name] = json.dumps(name)
-            parts.append(f'{q}: {{"capacity": {item.capacity}, "used": {item.used}}}')
+            head = heads.get(rc, False)
+            if head is False:
+                head = self._summary_head(rc)
+            if head is not None:
+                parts.append(f'{head}{item.capacity}, "used": {item.used}}}')
         out = '{"resources": {' + ", ".join(parts) + "}"
         if self._with_traits:
             # Trait id order, as upstream's join returns them (clients and gabbits
             # compare the list as it comes).
-            ids = tuple(sorted(data.traits[rp]))
+            traits = data.traits[rp]
+            ids = tuple(sorted(traits)) if len(traits) > 1 else tuple(traits)
             ttext = self._trait_texts.get(ids)
             if ttext is None:
                 tnames = self.req.trait_names
@@ -672,14 +696,20 @@ def find(
     randomize=False,
     max_candidates=-1,
     start_fraction=None,
+    with_nodes=False,
 ):
-    """Run the pipeline in one read transaction; return a Page.
+    """Run the pipeline on one connection; return a Page.
+
+    ``with_nodes``: also read the node data of the page's anchor roots
+    (``page.nodes``) on the same connection.
 
     ``position``: where a paged walk resumes (a decoded marker); without it,
     ``start_fraction`` (0 <= f < 1) starts a new walk at that point of the
     root-id range, wrapping around past the highest root.
     """
-    with db.read() as conn:
+    # READ COMMITTED: every statement sees its own snapshot, with or without a
+    # transaction around them, so none is opened (two round trips fewer).
+    with db.read(snapshot=False) as conn:
         candidate_request.resolve(conn, req)
         if position is None and start_fraction is not None:
             start = candidate_sql.root_id_at(conn, start_fraction)
@@ -688,4 +718,6 @@ def find(
             position = Position(None, start, False)
         engine = _Engine(conn, req, version, randomize, max_candidates)
         page = engine.run(page_size=page_size, position=position)
+        if with_nodes:
+            page.nodes = node_obj.node_data(db, page.anchor_roots, conn)
     return page

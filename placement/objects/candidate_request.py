@@ -1,11 +1,12 @@
 """The parsed and resolved form of a GET /allocation_candidates request.
 
 The handler fills ``CandidateRequest`` from the query string (names and
-UUIDs); ``resolve`` turns names into internal ids in one read transaction and
+UUIDs); ``resolve`` turns names into internal ids in one round trip and
 raises the upstream 400s for unknown resource classes and traits.
 """
 
 import dataclasses
+import functools
 
 import os_traits
 import sqlalchemy as sa
@@ -54,6 +55,7 @@ class CandidateRequest:
     root_required_ids: set = dataclasses.field(default_factory=set)
     root_forbidden_ids: set = dataclasses.field(default_factory=set)
     sharing_trait_id: int = None
+    sharing_providers: list = dataclasses.field(default_factory=list)  # [(id, root id)]
     sharing_ids: set = dataclasses.field(default_factory=set)
     shared_rcs: set = dataclasses.field(default_factory=set)
     # True when the request cannot match anything (unknown aggregate or
@@ -65,17 +67,65 @@ class CandidateRequest:
         return {name for g in self.groups for name in g.resources}
 
 
+@functools.cache
+def _lookup_statement():
+    """Resource class, trait and aggregate ids by name/uuid, and the sharing
+    providers (id, root id), in one round trip: (kind, key, id, root id)."""
+    rc, tr, agg = m.resource_classes, m.traits, m.placement_aggregates
+    rp, rpt = m.resource_providers, m.resource_provider_traits
+    no_int = sa.cast(sa.null(), sa.Integer)
+    no_text = sa.cast(sa.null(), sa.String)
+    return sa.union_all(
+        sa.select(sa.literal(0), rc.c.name, rc.c.id, no_int).where(
+            rc.c.name.in_(sa.bindparam("rc_names", expanding=True))
+        ),
+        sa.select(sa.literal(1), tr.c.name, tr.c.id, no_int).where(
+            tr.c.name.in_(sa.bindparam("trait_names", expanding=True))
+        ),
+        sa.select(sa.literal(2), agg.c.uuid, agg.c.id, no_int).where(
+            agg.c.uuid.in_(sa.bindparam("agg_uuids", expanding=True))
+        ),
+        sa.select(sa.literal(3), no_text, rp.c.id, rp.c.root_provider_id)
+        .select_from(
+            rp.join(rpt, rpt.c.resource_provider_id == rp.c.id).join(tr, tr.c.id == rpt.c.trait_id)
+        )
+        .where(tr.c.name == os_traits.MISC_SHARES_VIA_AGGREGATE),
+    )
+
+
 def resolve(conn, req):
-    """Map names and UUIDs to internal ids.
+    """Map names and UUIDs to internal ids; list the sharing providers
+    (``req.sharing_providers``: (id, root id), in id order).
 
     :raise ApiError 400: an unknown resource class or trait (upstream's messages).
     """
-    rc = m.resource_classes
-    wanted_rcs = sorted(req.requested_rc_names)
-    rc_ids = dict(
-        tuple(r)
-        for r in conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted_rcs)))
-    )
+    names = set(req.root_required) | set(req.root_forbidden) | {os_traits.MISC_SHARES_VIA_AGGREGATE}
+    for group in req.groups:
+        names |= group.required | group.forbidden
+        for anyset in group.any_of:
+            names |= anyset
+    agg_uuids = set()
+    for group in req.groups:
+        agg_uuids |= group.forbidden_aggs
+        for s in group.member_of:
+            agg_uuids |= s
+    found = ({}, {}, {})
+    sharing = []
+    for kind, key, ident, root in conn.execute(
+        _lookup_statement(),
+        {
+            "rc_names": sorted(req.requested_rc_names),
+            "trait_names": sorted(names),
+            "agg_uuids": sorted(agg_uuids),
+        },
+    ):
+        if kind == 3:
+            sharing.append((ident, root))
+        else:
+            found[kind][key] = ident
+    rc_ids, trait_ids, agg_ids = found
+    req.sharing_providers = sorted(sharing)
+
     for group in req.groups:
         for name in group.resources:
             if name not in rc_ids:
@@ -85,16 +135,6 @@ def resolve(conn, req):
         group.rc_amounts = {rc_ids[name]: amount for name, amount in group.resources.items()}
     req.rc_names = {v: k for k, v in rc_ids.items()}
 
-    tr = m.traits
-    names = set(req.root_required) | set(req.root_forbidden) | {os_traits.MISC_SHARES_VIA_AGGREGATE}
-    for group in req.groups:
-        names |= group.required | group.forbidden
-        for anyset in group.any_of:
-            names |= anyset
-    trait_ids = dict(
-        tuple(r)
-        for r in conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(sorted(names))))
-    )
     req.sharing_trait_id = trait_ids.get(os_traits.MISC_SHARES_VIA_AGGREGATE)
     missing = sorted(n for n in names - set(trait_ids) if n != os_traits.MISC_SHARES_VIA_AGGREGATE)
     if missing:
@@ -107,20 +147,6 @@ def resolve(conn, req):
         group.any_of_ids = [{trait_ids[n] for n in s} for s in group.any_of]
         group.forbidden_ids = {trait_ids[n] for n in group.forbidden}
 
-    agg = m.placement_aggregates
-    agg_uuids = set()
-    for group in req.groups:
-        agg_uuids |= group.forbidden_aggs
-        for s in group.member_of:
-            agg_uuids |= s
-    agg_ids = {}
-    if agg_uuids:
-        agg_ids = dict(
-            tuple(r)
-            for r in conn.execute(
-                sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(sorted(agg_uuids)))
-            )
-        )
     rp = m.resource_providers
     for group in req.groups:
         group.member_of_ids = []

@@ -11,6 +11,8 @@ Two kinds of queries:
   candidates and summaries needs no per-provider round trip.
 """
 
+import functools
+
 import sqlalchemy as sa
 
 from placement import models as m
@@ -20,6 +22,7 @@ INV = m.inventories
 ALLOC = m.allocations
 RPT = m.resource_provider_traits
 RPA = m.resource_provider_aggregates
+TR = m.traits
 
 
 class Inventory:
@@ -52,10 +55,11 @@ class TreeData:
         self.traits = {}  # rp id -> set of trait ids
         self.aggs = {}  # rp id -> set of aggregate ids
         self.by_root = {}  # root id -> [rp ids], in id order
+        self.trait_names = {}  # trait id -> name, of the traits above
         self.loaded_roots = set()
 
     def merge(self, other):
-        for name in ("uuid", "parent", "root", "inv", "traits", "aggs", "by_root"):
+        for name in ("uuid", "parent", "root", "inv", "traits", "aggs", "by_root", "trait_names"):
             getattr(self, name).update(getattr(other, name))
         self.loaded_roots |= other.loaded_roots
 
@@ -143,21 +147,13 @@ def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
     :param req: a resolved CandidateRequest.
     :param limit: at most this many ids, or None for all.
     """
-    bounds = [RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after", type_=sa.Integer)]
-    if before_id is not None:
-        bounds.append(RP.c.id < sa.bindparam("before", type_=sa.Integer))
-    win = (
-        sa.select(RP.c.id)
-        .where(*bounds)
-        .order_by(RP.c.id)
-        .limit(sa.bindparam("chunk", type_=sa.Integer))
-        .subquery("r")
-    )
     if filtered:
-        sel = sa.select(win.c.id, sa.case((sa.and_(*_driver_conds(win, req)), 1), else_=0))
+        win = _driver_window(before_id is not None)
+        sel = sa.select(
+            win.c.id, sa.case((sa.and_(*_driver_conds(win, req)), 1), else_=0)
+        ).order_by(win.c.id)
     else:
-        sel = sa.select(win.c.id, sa.literal(1))
-    sel = sel.order_by(win.c.id)
+        sel = _unfiltered_driver(before_id is not None)
     out = []
     cursor = -1 if after_id is None else after_id
     chunk = max(64, limit or 0) if limit is not None else MAX_CHUNK
@@ -165,7 +161,7 @@ def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
         params = {"after": cursor, "chunk": chunk}
         if before_id is not None:
             params["before"] = before_id
-        rows = conn.execute(sel, params).all()
+        rows = _rows(conn, sel, params)
         for root, ok in rows:
             if ok:
                 out.append(root)
@@ -176,6 +172,28 @@ def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
         cursor = rows[-1][0]
         # Sparse matches: widen the scan, still bounded.
         chunk = min(chunk * 2, MAX_CHUNK)
+
+
+def _driver_window(bounded):
+    """Roots after :after (and before :before), in id order, at most :chunk."""
+    bounds = [RP.c.id == RP.c.root_provider_id, RP.c.id > sa.bindparam("after", type_=sa.Integer)]
+    if bounded:
+        bounds.append(RP.c.id < sa.bindparam("before", type_=sa.Integer))
+    return (
+        sa.select(RP.c.id)
+        .where(*bounds)
+        .order_by(RP.c.id)
+        .limit(sa.bindparam("chunk", type_=sa.Integer))
+        .subquery("r")
+    )
+
+
+@functools.cache
+def _unfiltered_driver(bounded):
+    """The driver without conditions, built once per process (it depends on
+    nothing of the request)."""
+    win = _driver_window(bounded)
+    return sa.select(win.c.id, sa.literal(1)).order_by(win.c.id)
 
 
 def root_id_at(conn, fraction):
@@ -272,34 +290,22 @@ def _rows(conn, sel, params):
         result.close()
 
 
-def load_trees(conn, root_ids, exact=False):
-    """Everything about the trees rooted at ``root_ids`` (None: every tree).
+@functools.cache
+def _loader_statements(mode):
+    """The four loader selects for ``mode`` ("range", "exact" or "all"),
+    built once per process: building and cache-keying them anew per request
+    cost more than executing the smallest of them."""
+    root_ids = None if mode == "all" else ()
+    exact = mode == "exact"
 
-    ``exact``: only those trees (for scattered ids such as sharing
-    providers'); otherwise every tree in their id range (driver windows)."""
-    data = TreeData()
-    params = _root_params(root_ids, exact) if root_ids else {}
-    if root_ids is not None and not root_ids:
-        return data
-    rows = _rows(
-        conn,
+    def trees(col):
+        return _root_filter(col, root_ids, exact)
+
+    providers = (
         sa.select(RP.c.id, RP.c.uuid, RP.c.parent_provider_id, RP.c.root_provider_id)
-        .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
-        .order_by(RP.c.id),
-        params,
+        .where(trees(RP.c.root_provider_id))
+        .order_by(RP.c.id)
     )
-    for rp_id, uuid, parent, root in rows:
-        data.uuid[rp_id] = uuid
-        data.parent[rp_id] = parent
-        data.root[rp_id] = root
-        data.by_root.setdefault(root, []).append(rp_id)
-        data.inv[rp_id] = {}
-        data.traits[rp_id] = set()
-        data.aggs[rp_id] = set()
-    data.loaded_roots = set(data.by_root)
-    if not data.uuid:
-        return data
-
     usage = (
         sa.select(
             ALLOC.c.resource_provider_id.label("rp"),
@@ -307,12 +313,11 @@ def load_trees(conn, root_ids, exact=False):
             sa.func.sum(ALLOC.c.used).label("used"),
         )
         .select_from(ALLOC.join(RP, RP.c.id == ALLOC.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids, exact))
+        .where(trees(RP.c.root_provider_id))
         .group_by(ALLOC.c.resource_provider_id, ALLOC.c.resource_class_id)
         .subquery()
     )
-    inv_rows = _rows(
-        conn,
+    inventories = (
         sa.select(
             INV.c.resource_provider_id,
             INV.c.resource_class_id,
@@ -332,47 +337,69 @@ def load_trees(conn, root_ids, exact=False):
                 ),
             )
         )
-        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
-        params,
+        .where(trees(RP.c.root_provider_id))
     )
-    for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in inv_rows:
-        # Capacity as upstream reports it: int((total - reserved) * ratio).
-        data.inv[rp_id][rc_id] = Inventory(
-            int((total - reserved) * ratio), int(used), min_u, max_u, step or 1
+    # With the trait names: the summaries need them, and a name per row is
+    # cheaper than a second round trip for the names afterwards.
+    traits = (
+        sa.select(RPT.c.resource_provider_id, RPT.c.trait_id, TR.c.name)
+        .select_from(
+            RPT.join(RP, RP.c.id == RPT.c.resource_provider_id).join(TR, TR.c.id == RPT.c.trait_id)
         )
-
-    for rp_id, trait_id in _rows(
-        conn,
-        sa.select(RPT.c.resource_provider_id, RPT.c.trait_id)
-        .select_from(RPT.join(RP, RP.c.id == RPT.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
-        params,
-    ):
-        data.traits[rp_id].add(trait_id)
-    for rp_id, agg_id in _rows(
-        conn,
+        .where(trees(RP.c.root_provider_id))
+    )
+    aggregates = (
         sa.select(RPA.c.resource_provider_id, RPA.c.aggregate_id)
         .select_from(RPA.join(RP, RP.c.id == RPA.c.resource_provider_id))
-        .where(_root_filter(RP.c.root_provider_id, root_ids, exact)),
-        params,
+        .where(trees(RP.c.root_provider_id))
+    )
+    return providers, inventories, traits, aggregates
+
+
+def load_trees(conn, root_ids, exact=False):
+    """Everything about the trees rooted at ``root_ids`` (None: every tree).
+
+    ``exact``: only those trees (for scattered ids such as sharing
+    providers'); otherwise every tree in their id range (driver windows)."""
+    data = TreeData()
+    if root_ids is not None and not root_ids:
+        return data
+    mode = "all" if root_ids is None else ("exact" if exact else "range")
+    providers, inventories, traits, aggregates = _loader_statements(mode)
+    params = _root_params(root_ids, exact) if root_ids else {}
+
+    uuids, parents, roots, by_root = data.uuid, data.parent, data.root, data.by_root
+    invs, trait_sets, agg_sets = data.inv, data.traits, data.aggs
+    for rp_id, uuid, parent, root in _rows(conn, providers, params):
+        uuids[rp_id] = uuid
+        parents[rp_id] = parent
+        roots[rp_id] = root
+        members = by_root.get(root)
+        if members is None:
+            by_root[root] = [rp_id]
+        else:
+            members.append(rp_id)
+        invs[rp_id] = {}
+        trait_sets[rp_id] = set()
+        agg_sets[rp_id] = set()
+    data.loaded_roots = set(by_root)
+    if not uuids:
+        return data
+
+    for rp_id, rc_id, total, reserved, min_u, max_u, step, ratio, used in _rows(
+        conn, inventories, params
     ):
-        data.aggs[rp_id].add(agg_id)
-    return data
-
-
-def sharing_providers(conn, sharing_trait_id):
-    """(id, root id) of every provider carrying MISC_SHARES_VIA_AGGREGATE."""
-    if sharing_trait_id is None:
-        return []
-    return [
-        (row[0], row[1])
-        for row in conn.execute(
-            sa.select(RP.c.id, RP.c.root_provider_id)
-            .select_from(RP.join(RPT, RPT.c.resource_provider_id == RP.c.id))
-            .where(RPT.c.trait_id == sharing_trait_id)
-            .order_by(RP.c.id)
+        # Capacity as upstream reports it: int((total - reserved) * ratio).
+        invs[rp_id][rc_id] = Inventory(
+            int((total - reserved) * ratio), int(used), min_u, max_u, step or 1
         )
-    ]
+    names = data.trait_names
+    for rp_id, trait_id, name in _rows(conn, traits, params):
+        trait_sets[rp_id].add(trait_id)
+        names[trait_id] = name
+    for rp_id, agg_id in _rows(conn, aggregates, params):
+        agg_sets[rp_id].add(agg_id)
+    return data
 
 
 def sharing_anchors(conn, sharing_ids, root_ids):

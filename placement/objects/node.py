@@ -20,6 +20,7 @@ Node records and twins carry their own generations; an update must name the
 generation it read (``None`` when it believes there is no record yet).
 """
 
+import functools
 import json
 
 import sqlalchemy as sa
@@ -326,39 +327,90 @@ def get_twin(db, uuid):
     return _twin_dict(row), row.tw_updated or row.tw_created
 
 
-def node_data(db, root_ids):
+@functools.cache
+def _node_data_select():
+    """Only the columns node data shows, built once per process."""
+    joined = (
+        _rp.outerjoin(_node, _node.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_hw, _hw.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_twin, _twin.c.resource_provider_id == _rp.c.id)
+        .outerjoin(_failures, _failures.c.resource_provider_id == _rp.c.id)
+    )
+    return (
+        sa.select(
+            _rp.c.uuid,
+            _rp.c.name,
+            _node.c.resource_provider_id,
+            _node.c.cell,
+            _node.c.labels,
+            _node.c.unschedulable,
+            _node.c.reserved,
+            _hw.c.resource_provider_id,
+            _hw.c.gpu_count,
+            _hw.c.gpu_model,
+            _hw.c.cpu_model,
+            _twin.c.profile,
+            _twin.c.schedulable_class,
+            _failures.c.failed_builds,
+        )
+        .select_from(joined)
+        .where(_rp.c.id.in_(sa.bindparam("ids", expanding=True)))
+    )
+
+
+def node_data(db, root_ids, conn=None):
     """{root uuid: what GET /allocation_candidates?node_data=true shows of it}.
 
     Every root is listed, with None for the parts it has no record of (the
     candidate is a plain provider to a client that knows nothing of nodes).
+    ``conn``: read on this connection (the candidates' own) instead of a new
+    one from ``db``.
     """
     if not root_ids:
         return {}
-    query = _select().where(_rp.c.id.in_(sa.bindparam("ids", expanding=True)))
+    if conn is None:
+        with db.read() as own:
+            return node_data(db, root_ids, own)
+    ids = list(root_ids)
     out = {}
-    with db.read() as conn:
-        rows = conn.execute(query, {"ids": list(root_ids)}).all()
-    for row in rows:
-        has_node = row.n_rp is not None
-        labels = None
-        if has_node:
-            try:
-                labels = json.loads(row.n_labels or "{}")
-            except ValueError:
-                labels = {}
-        out[row.uuid] = {
-            "name": row.name,
-            "cell": row.n_cell if has_node else None,
-            "family": vocabulary.family_key(row.hw_gpu_count, row.hw_gpu_model, row.hw_cpu_model)
-            if row.hw_rp is not None
-            else None,
-            "profile": row.tw_profile,
-            "schedulable_class": row.tw_schedulable_class,
-            "labels": labels,
-            "unschedulable": bool(row.n_unschedulable) if has_node else None,
-            "reserved": bool(row.n_reserved) if has_node else None,
-            "failed_builds": row.bf_failed_builds or 0,
-        }
+    query = _node_data_select()
+    for i in range(0, len(ids), _CHUNK):
+        rows = conn.execute(query, {"ids": ids[i : i + _CHUNK]}).all()
+        for (
+            uuid,
+            name,
+            n_rp,
+            cell,
+            labels,
+            unschedulable,
+            reserved,
+            hw_rp,
+            gpu_count,
+            gpu_model,
+            cpu_model,
+            profile,
+            schedulable_class,
+            failed_builds,
+        ) in rows:
+            has_node = n_rp is not None
+            if has_node:
+                try:
+                    labels = json.loads(labels or "{}")
+                except ValueError:
+                    labels = {}
+            out[uuid] = {
+                "name": name,
+                "cell": cell if has_node else None,
+                "family": vocabulary.family_key(gpu_count, gpu_model, cpu_model)
+                if hw_rp is not None
+                else None,
+                "profile": profile,
+                "schedulable_class": schedulable_class,
+                "labels": labels if has_node else None,
+                "unschedulable": bool(unschedulable) if has_node else None,
+                "reserved": bool(reserved) if has_node else None,
+                "failed_builds": failed_builds or 0,
+            }
     return out
 
 
