@@ -6,8 +6,9 @@ the benchmarks that compare with upstream use a virtualenv of its own, by
 default ``.upstream-venv`` at the top of the checkout (ignored by git)::
 
     python3 -m venv .upstream-venv
-    .upstream-venv/bin/pip install openstack-placement==16.0.0 gunicorn placeload
+    .upstream-venv/bin/pip install openstack-placement==16.0.0 gunicorn placeload psycopg2-binary
 
+(the benchmarks run upstream on PostgreSQL through psycopg2.)
 ``PLACEMENT_UPSTREAM_VENV`` names another one.
 """
 
