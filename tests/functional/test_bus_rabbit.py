@@ -1,8 +1,8 @@
 """The services as processes on the real RabbitMQ (issue 11's acceptance).
 
 3 scheduler workers, 2 super conductors and 2 conductors for each of 2 cells,
-started with their console scripts, place INSTANCES instances (200 here,
-2,000 with JOULE_BUS_TEST_REQUESTS=400) submitted
+started with their console scripts, place 2,000 instances (400 requests of 5; JOULE_BUS_TEST_REQUESTS=40 runs
+200 for a quick look) submitted
 with ``build-submit`` onto a cluster with room for all of them, with 10% of
 builds failing. During the run one scheduler worker, one super conductor and
 one cell conductor are killed with SIGKILL and the scheduler is restarted.
@@ -31,10 +31,10 @@ from tests import bus
 
 BIN = os.path.dirname(sys.executable)
 RABBIT = ("127.0.0.1", 5672)
-# The issue asks for 2,000 instances; on this 2-core machine shared with other
-# test runs that takes minutes per database (docs/benchmarks.md, "Bus"), so the
-# suite runs 200 (40 requests of 5) and JOULE_BUS_TEST_REQUESTS=400 runs 2,000.
-REQUESTS = int(os.environ.get("JOULE_BUS_TEST_REQUESTS", "40"))
+# The issue's 2,000 instances. Since the scheduler batches and the conductors
+# write in bulk this is affordable in the suite: 227 s on SQLite at a load
+# average of 30 (docs/benchmarks.md, "Bus"); the timeouts leave room for more.
+REQUESTS = int(os.environ.get("JOULE_BUS_TEST_REQUESTS", "400"))
 PER_REQUEST = 5
 INSTANCES = REQUESTS * PER_REQUEST
 
@@ -209,7 +209,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
                     str(specs),
                     "--json",
                     "--timeout",
-                    "400",
+                    "1200",
                     "--resend-after",
                     "20",
                 ],
@@ -226,7 +226,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
             _wait_ready(tmp_path, procs.start("scheduler-restarted", "scheduler-worker", *cf))
-            rc = submit.wait(timeout=600)
+            rc = submit.wait(timeout=1300)
         seconds = time.monotonic() - start
         lines = [json.loads(x) for x in out_path.read_text().splitlines() if x.strip()]
         summary = lines[-1]
