@@ -1,9 +1,9 @@
 """The services as processes on the real RabbitMQ (issue 11's acceptance).
 
 3 scheduler workers, 2 super conductors and 2 conductors for each of 2 cells,
-started with their console scripts, place 2,000 instances (400 requests of 5; JOULE_BUS_TEST_REQUESTS=40 runs
-200 for a quick look) submitted
-with ``build-submit`` onto a cluster with room for all of them, with 10% of
+started with their console scripts, place 2,000 instances (400 requests of
+5; JOULE_BUS_TEST_REQUESTS=40 runs 200 for a quick look) submitted with
+``build-submit`` onto a cluster with room for all of them, with 10% of
 builds failing. During the run one scheduler worker, one super conductor and
 one cell conductor are killed with SIGKILL and the scheduler is restarted.
 Afterwards every invariant of the issue is checked against the ledger and
