@@ -422,7 +422,7 @@ class _Engine:
         full = False
         for cursor, before, wrapped in position.segments():
             while not full:
-                roots = candidate_sql.driver_roots(
+                roots, exhausted = candidate_sql.driver_roots(
                     self.conn, req, cursor, window, filtered, before_id=before
                 )
                 if not roots:
@@ -452,7 +452,7 @@ class _Engine:
                         window_cands.extend(found)
                         served += len(found)
                 self._serialize(page, window_cands, data)
-                if len(roots) < window:
+                if exhausted:
                     break
             if full:
                 break

@@ -131,8 +131,9 @@ MAX_CHUNK = 8192
 
 
 def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
-    """Root ids > after_id (and < before_id, if given), in order, that may have
-    candidates (necessary test).
+    """(root ids, exhausted): the root ids > after_id (and < before_id, if
+    given), in order, that may have candidates (necessary test), and whether
+    no root is left past them.
 
     ``filtered=False``: every root, no condition (the caller examines each
     root exactly anyway and would load its tree regardless).
@@ -156,19 +157,27 @@ def driver_roots(conn, req, after_id, limit, filtered=True, before_id=None):
         sel = _unfiltered_driver(before_id is not None)
     out = []
     cursor = -1 if after_id is None else after_id
-    chunk = max(64, limit or 0) if limit is not None else MAX_CHUNK
+    if limit is None:
+        chunk = MAX_CHUNK
+    elif filtered:
+        chunk = max(64, limit)
+    else:
+        # One more than wanted: whether any root is left is then known
+        # without a further (empty) query.
+        chunk = limit + 1
     while True:
         params = {"after": cursor, "chunk": chunk}
         if before_id is not None:
             params["before"] = before_id
         rows = _rows(conn, sel, params)
-        for root, ok in rows:
+        last = len(rows) - 1
+        for i, (root, ok) in enumerate(rows):
             if ok:
                 out.append(root)
                 if limit is not None and len(out) >= limit:
-                    return out
+                    return out, len(rows) < chunk and i == last
         if len(rows) < chunk:
-            return out
+            return out, True
         cursor = rows[-1][0]
         # Sparse matches: widen the scan, still bounded.
         chunk = min(chunk * 2, MAX_CHUNK)
