@@ -56,15 +56,19 @@ class GateServer(claims.Server):
     def start(self):
         if self.pythonpath is None:
             return super().start()
-        saved = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = self.pythonpath  # inherited by the API's process
+        # The API's process imports ``placement`` from its working directory
+        # first (python -m), so it starts in the baseline checkout.
+        saved_cwd, saved_path = os.getcwd(), os.environ.get("PYTHONPATH")
+        os.chdir(self.pythonpath)
+        os.environ["PYTHONPATH"] = os.path.abspath(self.pythonpath)
         try:
             return super().start()
         finally:
-            if saved is None:
+            os.chdir(saved_cwd)
+            if saved_path is None:
                 del os.environ["PYTHONPATH"]
             else:
-                os.environ["PYTHONPATH"] = saved
+                os.environ["PYTHONPATH"] = saved_path
 
 
 def load(url, providers):
