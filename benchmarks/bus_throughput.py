@@ -226,15 +226,27 @@ def _specs(path, args, instances, seed, gpu_share, placement=None):
             out.write(json.dumps(spec) + "\n")
 
 
-def _scrape(url, name):
-    """The sum of every sample of metric ``name`` at ``url`` (Prometheus text)."""
+def _scrape(url, name, by=None):
+    """The sum of every sample of metric ``name`` at ``url`` (Prometheus
+    text); with ``by`` (label names), a dict of sums per those labels' values."""
     total = 0.0
+    out = {}
     for line in requests.get(url, timeout=30).text.splitlines():
         if line.startswith(name) and not line.startswith("#"):
             metric = line.split("{", 1)[0].split(" ", 1)[0]
-            if metric == name:
-                total += float(line.rsplit(" ", 1)[1])
-    return total
+            if metric != name:
+                continue
+            value = float(line.rsplit(" ", 1)[1])
+            total += value
+            if by:
+                labels = dict(
+                    part.split("=", 1)
+                    for part in line.split("{", 1)[1].split("}", 1)[0].split(",")
+                    if "=" in part
+                )
+                key = " ".join(labels.get(b, "").strip('"') for b in by)
+                out[key] = out.get(key, 0.0) + value
+    return out if by else total
 
 
 def _percentile(values, q):
@@ -254,21 +266,25 @@ def _submit(cf, path, env):
         stderr=subprocess.DEVNULL,
         text=True,
     )
-    latencies = []
+    arrivals = []
     last = None
     for line in proc.stdout:
+        now = time.monotonic()
         last = line
         try:
             item = json.loads(line)
         except ValueError:
             continue
         if item.get("status") == "placed" and "instance_uuid" in item:
-            latencies.append(time.monotonic() - start)
+            arrivals.append(now)
     proc.wait(timeout=60)
     summary = json.loads(last)
     if proc.returncode != 0:
         raise RuntimeError(f"build-submit exited {proc.returncode}: {summary}")
-    return summary, latencies
+    # build-submit's seconds run from its first cast to its last outcome:
+    # that cast is the origin (its start-up is not the system's latency).
+    origin = (max(arrivals) - summary["seconds"]) if arrivals else start
+    return summary, [t - origin for t in arrivals]
 
 
 def _check(url, prefix):
@@ -288,9 +304,12 @@ def _check(url, prefix):
                 "resource_providers rp ON rp.id = a.resource_provider_id GROUP BY "
                 "a.consumer_id HAVING COUNT(DISTINCT COALESCE(rp.root_provider_id, rp.id)) > 1) x"
             ).scalar()
-            placed = conn.exec_driver_sql(
-                "SELECT COUNT(*) FROM build_requests WHERE status = 'placed' "
-                f"AND request_id LIKE '{prefix}%'"
+            placed = conn.execute(
+                sa.text(
+                    "SELECT COUNT(*) FROM build_requests WHERE status = 'placed' "
+                    "AND request_id LIKE :prefix"
+                ),
+                {"prefix": prefix + "%"},
             ).scalar()
     finally:
         engine.dispose()
@@ -332,18 +351,26 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
         _specs(path, args, args.instances, seed, inv["gpu"], placement=inv["url"])
         metrics = f"{inv['url']}/metrics"
         races = [f"http://127.0.0.1:{p}/metrics" for p in ports]
-        calls_before = _scrape(metrics, "placement_api_requests_total")
+        by = ("method", "route")
+        calls_before = _scrape(metrics, "placement_api_requests_total", by)
         races_before = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races)
         summary, latencies = _submit(cf, path, env)
-        calls = _scrape(metrics, "placement_api_requests_total") - calls_before
+        per_route = {
+            k: v - calls_before.get(k, 0.0)
+            for k, v in _scrape(metrics, "placement_api_requests_total", by).items()
+        }
+        calls = sum(per_route.values())
         lost = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races) - races_before
         over, doubled, placed_db = _check(inv["db"], f"bench-{seed}-")
         placed = summary["placed"]
+        done = max(1, placed + summary["failed"])
+        routes = sorted(per_route.items(), key=lambda kv: -kv[1])
         return {
+            "routes": ", ".join(f"{k} {v / done:.2f}" for k, v in routes if v > 0),
             **summary,
             "p50": _percentile(latencies, 0.5),
             "p99": _percentile(latencies, 0.99),
-            "placement_per_instance": calls / max(1, placed + summary["failed"]),
+            "placement_per_instance": calls / done,
             "races_per_1000": 1000.0 * lost / max(1, placed),
             "over_committed": over,
             "multi_host": doubled,
@@ -458,7 +485,9 @@ def main(argv=None):
                             f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
                             f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
                             f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
-                            f"{r['over_committed']}, multi-host {r['multi_host']}, load {load:.1f}",
+                            f"{r['over_committed']}, multi-host {r['multi_host']}, "
+                            f"load {load:.1f}; placement requests per instance by route: "
+                            f"{r['routes']}",
                             flush=True,
                         )
             finally:
