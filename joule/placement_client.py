@@ -554,19 +554,22 @@ class PlacementClient:
     def post_allocations(self, claims):
         """POST /allocations: claim for several consumers at once, all or none
         (since 1.13). ``claims``: [(consumer, allocation_request, project_id,
-        user_id, workload_class, consumer_type)], each a new claim (consumer
-        generation null). A 409 means nothing was written."""
+        user_id, workload_class, consumer_type, server_group)], each a new
+        claim (consumer generation null); placement checks each server
+        group's policy in the same write. A 409 means nothing was written."""
         body = {}
-        for consumer, areq, project_id, user_id, workload_class, consumer_type in claims:
+        for consumer, areq, project_id, user_id, wclass, ctype, group in claims:
             entry = {
                 "allocations": areq["allocations"],
                 "consumer_generation": None,
                 "project_id": project_id,
                 "user_id": user_id,
-                "consumer_type": consumer_type,
+                "consumer_type": ctype,
             }
-            if workload_class is not None:
-                entry["workload_class"] = workload_class
+            if wclass is not None:
+                entry["workload_class"] = wclass
+            if group is not None:
+                entry["server_group"] = group
             if areq.get("mappings"):
                 entry["mappings"] = areq["mappings"]
             body[consumer] = entry

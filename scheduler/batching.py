@@ -28,8 +28,14 @@ gets the answer (selections, NoValidHost with its per-filter explanation,
 ConsumerInUse...) it would have got alone. Placement stays the arbiter:
 assumed usage only saves round trips, every claim is checked there.
 
-Requests naming a server group or same_host / different_host hints need
-lookups of their own and never enter a batch.
+A request naming a server group with a hard policy (affinity,
+anti-affinity) joins a batch with the group as its own thread read it
+(``GET /server_groups/{uuid}``): the walk is shared, the group's rule is
+applied to that member's picks (one view per group in a batch, so two
+members of one group see each other), and its claims carry the group, which
+placement checks in the same write. Soft policies (their weighers rank per
+group) and same_host / different_host hints (lookups of their own) never
+enter a batch.
 """
 
 import dataclasses
@@ -43,6 +49,7 @@ from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
 from scheduler import request_state
+from scheduler import server_groups
 from scheduler import weighers as weighers_mod
 from scheduler.report import Report
 from scheduler.weighers.normalize import normalize
@@ -53,6 +60,8 @@ LOG = logging.getLogger(__name__)
 PLACED = "placed"  # value: the selections
 ERROR = "error"  # value: the SchedulerError to raise
 ALONE = "alone"  # value: None; schedule it alone
+
+HARD_POLICIES = (server_groups.AFFINITY, server_groups.ANTI_AFFINITY)
 
 # Walk statistics a member's report takes from its group's walk.
 _WALK_FIELDS = (
@@ -66,10 +75,21 @@ _WALK_FIELDS = (
 )
 
 
-def batchable(spec):
-    """Whether ``spec`` may share a walk (no lookups of its own)."""
+def may_batch(spec):
+    """Whether ``spec`` may share a walk at all: no instance hints (its
+    server group, if any, is still to be looked at: ``batchable``)."""
     hints = spec.scheduler_hints
-    return spec.server_group is None and not hints.same_host and not hints.different_host
+    return not hints.same_host and not hints.different_host
+
+
+def batchable(spec, group=None):
+    """Whether ``spec`` may share a walk: no instance hints, and no server
+    group unless ``group`` (its loaded view) has a hard policy."""
+    if not may_batch(spec):
+        return False
+    if spec.server_group is None:
+        return True
+    return group is not None and group.policy in HARD_POLICIES
 
 
 def merges_amounts(spec):
@@ -82,7 +102,8 @@ def merges_amounts(spec):
 def group_key(spec):
     """Requests with equal keys can share one walk."""
     data = spec_mod.dump_request_spec(spec)
-    for name in ("request_id", "instance_uuids", "num_instances"):
+    # The server group is applied per member, on the shared walk.
+    for name in ("request_id", "instance_uuids", "num_instances", "server_group"):
         data.pop(name, None)
     if merges_amounts(spec):
         data["resources"] = sorted(spec.resources)
@@ -174,12 +195,19 @@ class _Member:
     picks: list = dataclasses.field(default_factory=list)  # (instance, host, areq, ranked)
     outcome: tuple | None = None
     claimed: bool = False  # its picks are claimed in placement
+    group: object = None  # its server group's view (hard policies only)
 
 
-def schedule_batch(sched, specs):
+def schedule_batch(sched, specs, views=None):
     """Place ``specs`` (batchable RequestSpecs) together; return one outcome
-    per spec, in order: (PLACED, selections) | (ERROR, exc) | (ALONE, None)."""
+    per spec, in order: (PLACED, selections) | (ERROR, exc) | (ALONE, None).
+    ``views``: the server group view of each spec (or None), as loaded."""
     members = [_Member(s, Report(s), sched._rng or random.Random(s.request_id)) for s in specs]
+    shared = {}
+    for m, view in zip(members, views or [None] * len(members), strict=True):
+        if view is not None:
+            # One view per group in the batch: members see each other's picks.
+            m.group = shared.setdefault(view.uuid, view)
     groups = {}
     for m in members:
         groups.setdefault(group_key(m.spec), []).append(m)
@@ -207,7 +235,10 @@ def schedule_batch(sched, specs):
             sched.stats["failed"] += 1
             m.outcome[1].report = m.report.finish("error", str(m.outcome[1]))
             reports.append((m.spec, m.outcome[1].report))
-    sched._write_reports(reports)
+    try:
+        sched._write_reports(reports)
+    except Exception:  # noqa: BLE001 - reports are for operators; the claims stand
+        LOG.exception("scheduling reports of a batch not written")
     return [m.outcome for m in members]
 
 
@@ -259,7 +290,7 @@ def _schedule_group(sched, group):
                 host,
                 selected | lost,
                 max_attempts,
-                usable=lambda h, spec=m.spec: usable_for(h, spec, merge),
+                usable=lambda h, m=m: _usable_alternate(h, m, merge),
             )
             m.report.claimed(instance, host, alts)
             result.append(
@@ -269,6 +300,12 @@ def _schedule_group(sched, group):
         m.outcome = (PLACED, result)
 
 
+def _usable_alternate(host, m, merge):
+    if m.group is not None and not m.group.allows(host.uuid):
+        return None
+    return usable_for(host, m.spec, merge)
+
+
 def _plan(sched, m, walk, ranker, lost, merge):
     """Pick a host for each instance of ``m`` on the walk (assumed usage);
     False (nothing kept) when one does not fit any more."""
@@ -276,7 +313,7 @@ def _plan(sched, m, walk, ranker, lost, merge):
     for n, instance in enumerate(m.spec.instance_uuids):
         while True:
             ranked = ranker.rank(lost)
-            available = _available(ranked, m.spec, merge, subset)
+            available = _available(ranked, m.spec, merge, subset, m.group)
             if available or walk.done:
                 break
             # A capped walk stopped early and its hosts are used up: read on.
@@ -286,6 +323,8 @@ def _plan(sched, m, walk, ranker, lost, merge):
             for _i, host, areq, _r in reversed(m.picks):
                 host.release(areq)
                 ranker.update(host)
+                if m.group is not None:
+                    m.group.per_host[host.uuid] -= 1
             m.picks = []
             return False
         if n == 0:
@@ -293,18 +332,23 @@ def _plan(sched, m, walk, ranker, lost, merge):
         _w, areq, host = sched._pick(available, m.rng, subset)
         host.consume(areq)
         ranker.update(host)
+        if m.group is not None:
+            m.group.add(host.uuid)
         m.picks.append((instance, host, areq, [h for _w, _p, h in ranked]))
     return True
 
 
-def _available(ranked, spec, merge, subset):
+def _available(ranked, spec, merge, subset, group=None):
     """[(weight, allocation request, host)] usable for ``spec``, best first:
     at least ``subset`` of them (when there are) and every one tied with
-    the best, which is all ``_pick`` looks at."""
+    the best, which is all ``_pick`` looks at. ``group``: the spec's server
+    group view, whose hard policy rules hosts out."""
     out = []
     for weight, _parts, host in ranked:
         if len(out) >= subset and weight < out[0][0]:
             break
+        if group is not None and not group.allows(host.uuid):
+            continue
         areq = usable_for(host, spec, merge)
         if areq is not None:
             out.append((weight, areq, host))
@@ -314,7 +358,7 @@ def _available(ranked, spec, merge, subset):
 def _claims_of(m):
     s = m.spec
     return [
-        (instance, areq, s.project_id, s.user_id, s.workload_class, s.consumer_type)
+        (instance, areq, s.project_id, s.user_id, s.workload_class, s.consumer_type, s.server_group)
         for instance, _host, areq, _r in m.picks
     ]
 
@@ -404,10 +448,11 @@ def _release(sched, consumers):
 
 
 class _Item:
-    __slots__ = ("spec", "outcome", "done")
+    __slots__ = ("spec", "group", "outcome", "done")
 
-    def __init__(self, spec):
+    def __init__(self, spec, group):
         self.spec = spec
+        self.group = group
         self.outcome = None
         self.done = False
 
@@ -415,7 +460,8 @@ class _Item:
 class Batcher:
     """The queue of a worker's concurrent calls.
 
-    ``submit(spec)`` blocks its caller until the spec's outcome is known.
+    ``submit(spec, group)`` blocks its caller until the spec's outcome is
+    known (``group``: its server group view, or None).
     No thread of its own: a caller that finds a batch slot free and nobody
     gathering takes the queue (up to ``size``) and runs ``run(specs)``; the
     others wait, their specs joining the next batch. When another batch is
@@ -433,8 +479,8 @@ class Batcher:
         self._busy = 0
         self._gathering = False
 
-    def submit(self, spec):
-        item = _Item(spec)
+    def submit(self, spec, group=None):
+        item = _Item(spec, group)
         cond = self._cond
         with cond:
             self._queue.append(item)
@@ -464,7 +510,7 @@ class Batcher:
         cond.notify_all()
         cond.release()
         try:
-            outcomes = self._run([it.spec for it in batch])
+            outcomes = self._run([it.spec for it in batch], [it.group for it in batch])
         except Exception:  # noqa: BLE001 - the batch failed: each goes alone
             LOG.exception("batch of %d request(s) failed; scheduling them alone", len(batch))
             outcomes = [(ALONE, None)] * len(batch)

@@ -46,7 +46,7 @@ class SchedulerEndpoint:
         self._batcher = None
         if group.batch_size > 1:
             self._batcher = batching.Batcher(
-                lambda specs: self._scheduler().select_batch(specs),
+                lambda specs, groups: self._scheduler().select_batch(specs, groups),
                 group.batch_size,
                 group.batch_window_ms / 1000.0,
                 group.concurrent_batches,
@@ -99,9 +99,17 @@ class SchedulerEndpoint:
 
     def _select(self, sched, spec):
         """The selections of ``spec``, in a batch when it can share one."""
-        if self._batcher is None or not batching.batchable(spec):
+        if self._batcher is None or not batching.may_batch(spec):
             return sched.select_destinations(spec)
-        kind, value = self._batcher.submit(spec)
+        group = None
+        if spec.server_group is not None:
+            try:
+                group = sched._load_group(spec)
+            except worker_mod.SchedulerError:
+                group = None  # alone, it answers the same error with its report
+            if not batching.batchable(spec, group):
+                return sched.select_destinations(spec)
+        kind, value = self._batcher.submit(spec, group)
         if kind == batching.PLACED:
             return value
         if kind == batching.ERROR:

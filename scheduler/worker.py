@@ -337,10 +337,11 @@ class Scheduler:
                 raise SchedulerError(f"could not create trait {name}: {exc}")
             self._traits_ready.add(name)
 
-    def select_batch(self, specs):
+    def select_batch(self, specs, groups=None):
         """Place several requests together (scheduler.batching); one outcome
-        per spec: (PLACED, selections) | (ERROR, exc) | (ALONE, None)."""
-        return batching.schedule_batch(self, specs)
+        per spec: (PLACED, selections) | (ERROR, exc) | (ALONE, None).
+        ``groups``: each spec's server group view (hard policies), or None."""
+        return batching.schedule_batch(self, specs, groups)
 
     def _write_reports(self, items):
         """Several reports, [(spec, data)], in one write when there are more."""

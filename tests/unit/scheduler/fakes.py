@@ -181,9 +181,9 @@ class FakePlacement:
         consumers = dict(self.consumers)
         calls = len(self.calls)
         try:
-            for consumer, areq, project_id, user_id, workload_class, ctype in claims:
+            for consumer, areq, project_id, user_id, workload_class, ctype, group in claims:
                 self.put_allocations(
-                    consumer, areq, project_id, user_id, None, workload_class, ctype
+                    consumer, areq, project_id, user_id, None, workload_class, ctype, group
                 )
         except client_mod.PlacementError:
             self.used, self.consumers = used, consumers

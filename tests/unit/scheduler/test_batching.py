@@ -1,6 +1,7 @@
 """Batch scheduling over a fake placement: grouping, assumed usage, lost
 races, and each caller getting its own answer."""
 
+import copy
 import random
 import threading
 import uuid
@@ -11,6 +12,7 @@ from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from scheduler import batching
 from scheduler import conf as conf_mod
+from scheduler import server_groups
 from scheduler import service
 from scheduler import worker
 from tests.unit.scheduler.conftest import make_conf
@@ -221,19 +223,65 @@ def test_placement_unreachable_on_the_claim_releases_and_sends_everyone_alone():
     assert fake.consumers == {}
 
 
-def test_requests_with_groups_or_instance_hints_are_not_batched():
-    assert batching.batchable(spec("a"))
-    assert not batching.batchable(spec("b", version="1.1", server_group=str(uuid.uuid4())))
-    assert not batching.batchable(
-        spec("c", version="1.2", scheduler_hints={"different_host": [str(uuid.uuid4())]})
+def _view(policy, hosts=None):
+    return server_groups.GroupView(
+        {"uuid": str(uuid.uuid4()), "policy": policy, "hosts": hosts or {}}
     )
+
+
+def test_soft_groups_and_instance_hints_are_not_batched():
+    assert batching.batchable(spec("a"))
+    grouped = spec("b", version="1.1", server_group=str(uuid.uuid4()))
+    assert not batching.batchable(grouped)  # its group not read yet
+    assert batching.batchable(grouped, _view("anti-affinity"))
+    assert batching.batchable(grouped, _view("affinity"))
+    assert not batching.batchable(grouped, _view("soft-anti-affinity"))
+    hinted = spec("c", version="1.2", scheduler_hints={"different_host": [str(uuid.uuid4())]})
+    assert not batching.may_batch(hinted) and not batching.batchable(hinted)
+
+
+def test_anti_affinity_members_in_one_batch_see_each_other_and_claim_with_the_group():
+    hosts = [host(f"h{i}", vcpu=64, ram=1 << 20) for i in range(3)]
+    fake, sched = make(hosts, max_attempts=3)
+    group = str(uuid.uuid4())
+    # One member already runs on h0.
+    view = server_groups.GroupView(
+        {"uuid": group, "policy": "anti-affinity", "hosts": {hosts[0]["uuid"]: ["x"]}}
+    )
+    specs = [spec(f"g{i}", version="1.1", server_group=group) for i in range(3)] + [spec("free")]
+    # Each member's thread read the group on its own: distinct, equal views.
+    views = [view, copy.deepcopy(view), copy.deepcopy(view), None]
+    claimed_groups = []
+    real_put = fake.put_allocations
+
+    def put(consumer, areq, project_id, user_id, gen=None, wc=None, ctype=None, sg=None):
+        claimed_groups.append((consumer, sg))
+        return real_put(consumer, areq, project_id, user_id, gen, wc, ctype, sg)
+
+    fake.put_allocations = put
+    outcomes = sched.select_batch(specs, views)
+    # Two hosts are free of the group: two members placed there, one per host;
+    # the third has nowhere to go in this walk and is scheduled alone.
+    kinds = [k for k, _v in outcomes]
+    assert kinds == [batching.PLACED, batching.PLACED, batching.ALONE, batching.PLACED]
+    used = {outcomes[i][1][0][0].host_uuid for i in (0, 1)}
+    assert used == {hosts[1]["uuid"], hosts[2]["uuid"]}
+    # Alternates never offer a host the group rules out.
+    for i in (0, 1):
+        [[_sel, *alts]] = outcomes[i][1]
+        assert hosts[0]["uuid"] not in {a.host_uuid for a in alts}
+    # The claims carried the group (placement checks it in the write).
+    by_consumer = dict(claimed_groups)
+    assert by_consumer[specs[0].instance_uuids[0]] == group
+    assert by_consumer[specs[3].instance_uuids[0]] is None
 
 
 def test_batcher_each_caller_gets_its_own_outcome_and_batches_form_under_load():
     seen = []
     gate = threading.Event()
 
-    def run(specs):
+    def run(specs, groups):
+        assert groups == [None] * len(specs)
         seen.append([s for s in specs])
         if len(seen) == 1:
             gate.wait(5)  # the first batch is slow: the others queue behind it
@@ -247,12 +295,16 @@ def test_batcher_each_caller_gets_its_own_outcome_and_batches_form_under_load():
 
     first = threading.Thread(target=call, args=("s0",))
     first.start()
-    while not seen:
+    for _ in range(500):
+        if seen:
+            break
         threading.Event().wait(0.01)
     others = [threading.Thread(target=call, args=(f"s{i}",)) for i in range(1, 6)]
     for t in others:
         t.start()
-    while len(batcher._queue) < 5:
+    for _ in range(500):
+        if len(batcher._queue) >= 5:
+            break
         threading.Event().wait(0.01)
     gate.set()
     for t in [first, *others]:
@@ -263,7 +315,7 @@ def test_batcher_each_caller_gets_its_own_outcome_and_batches_form_under_load():
 
 
 def test_batcher_a_failing_batch_sends_its_callers_alone():
-    def run(specs):
+    def run(specs, groups):
         raise RuntimeError("boom")
 
     batcher = batching.Batcher(run, size=4, window=0.0, slots=1)
