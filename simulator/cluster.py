@@ -21,7 +21,6 @@ from simulator import power as power_mod
 from simulator import transport
 
 CELLS = 2
-MAX_BODY = 64 * 1024 * 1024
 
 
 @contextlib.contextmanager
@@ -32,10 +31,6 @@ def serve(database_path):
         overrides={
             ("placement_database", "connection"): url,
             ("api", "auth_strategy"): "noauth2",
-            # The controller's first tick writes every
-            # twin in one POST /nodes/twins: about
-            # 1.3 MB at 5,000 nodes, over the 1 MiB default.
-            ("api", "max_request_body_size"): MAX_BODY,
         }
     )
     db = db_mod.Database(url)

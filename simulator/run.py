@@ -14,9 +14,13 @@ line; ``--plots DIR`` writes PNG plots and ``DIR/index.html``.
 """
 
 import argparse
+import concurrent.futures
+import dataclasses
 import json
 import logging
+import multiprocessing
 import os
+import queue as queue_mod
 import shutil
 import sys
 import tempfile
@@ -179,6 +183,14 @@ def _parser():
         help="print the comparison as one JSON object on the last line",
     )
     p.add_argument("--plots", metavar="DIR", help="write PNG plots and DIR/index.html")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="policies run at once, each in its own process on its own copy of the "
+        "database (the CPUs, at most one per policy; 1 runs them one after the "
+        "other in this process). The results do not depend on it.",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
 
@@ -197,6 +209,8 @@ def _check(args):
             raise config.ConfigError(f"--{name.replace('_', '-')} must be within [1, 100]")
     if args.pue < 1:
         raise config.ConfigError("--pue must be >= 1")
+    if args.workers is not None and args.workers < 1:
+        raise config.ConfigError("--workers must be >= 1")
     if (
         not 0 <= args.queue_hp_base_frac <= 1
         or args.queue_perf_per_hp_node < 1
@@ -248,27 +262,104 @@ def policy_specs(args, nodes):
 
 
 class Progress:
-    """A bar redrawn in place on a terminal; nothing when stderr is not one."""
+    """A bar redrawn in place on a terminal; nothing when stderr is not one.
+
+    With several policies at once the bar follows the slowest of them."""
 
     def __init__(self, enabled, total_runs):
         self.enabled = enabled
         self.total = total_runs
-        self.index = 0
+        self.done = set()
         self.started = time.monotonic()
+        self.where = {}  # label -> simulated seconds, of the runs under way
 
     def __call__(self, label, t, horizon):
-        if not self.enabled:
+        if not self.enabled or label in self.done:
             return
+        if t >= horizon:
+            self.where.pop(label, None)
+            self.done.add(label)
+        else:
+            self.where[label] = t
+        if self.where:
+            label, t = min(self.where.items(), key=lambda item: item[1])
         share = t / horizon if horizon else 1.0
         filled = int(30 * share)
         sys.stderr.write(
-            f"\r[{self.index}/{self.total}] {label[:24]:<24} "
+            f"\r[{len(self.done)}/{self.total} done] {label[:24]:<24} "
             f"[{'#' * filled}{'.' * (30 - filled)}] {t / 3600:5.1f} h "
             f"{time.monotonic() - self.started:6.0f} s"
         )
-        if t >= horizon:
+        if len(self.done) == self.total:
             sys.stderr.write("\n")
         sys.stderr.flush()
+
+
+def _simulate(template, tmpdir, hosts, jobs, spec, settings, index=0):
+    """One policy on its own copy of the template database: its Outcome."""
+    db_path = cluster.copy(template, tmpdir, f"{index}-{spec.label}")
+    try:
+        with cluster.serve(db_path) as (client, _url, _db):
+            return engine.Simulation(client, hosts, jobs, spec, settings).run()
+    finally:
+        os.remove(db_path)
+
+
+# A worker process's line back to the parent's progress bar.
+_PROGRESS = None
+
+
+class _QueueProgress:
+    def __init__(self, queue):
+        self.queue = queue
+
+    def __call__(self, label, t, horizon):
+        self.queue.put((label, t, horizon))
+
+
+def _init_worker(progress_queue):
+    global _PROGRESS
+    logging.getLogger().setLevel(logging.WARNING)
+    _PROGRESS = _QueueProgress(progress_queue) if progress_queue is not None else None
+
+
+def _simulate_in_worker(template, tmpdir, hosts, jobs, spec, settings, index):
+    settings = dataclasses.replace(settings, progress=_PROGRESS)
+    return _simulate(template, tmpdir, hosts, jobs, spec, settings, index)
+
+
+def _run_all(template, tmpdir, hosts, jobs, specs, settings, workers, progress):
+    """Every spec's Outcome, in the order of ``specs`` whatever finishes first.
+
+    Each policy is independent (its own database copy, its own services, the
+    same workload): running them in separate processes changes when they
+    finish, never what they compute. Processes are spawned, not forked, so no
+    connection or thread of this process is shared with them.
+    """
+    if workers <= 1 or len(specs) <= 1:
+        outcomes = []
+        for index, spec in enumerate(specs):
+            outcomes.append(_simulate(template, tmpdir, hosts, jobs, spec, settings, index))
+        return outcomes
+    ctx = multiprocessing.get_context("spawn")
+    progress_queue = ctx.Queue() if progress.enabled else None
+    local = dataclasses.replace(settings, progress=None)
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, mp_context=ctx, initializer=_init_worker, initargs=(progress_queue,)
+    ) as pool:
+        futures = [
+            pool.submit(_simulate_in_worker, template, tmpdir, hosts, jobs, spec, local, index)
+            for index, spec in enumerate(specs)
+        ]
+        pending = set(futures)
+        while pending:
+            _done, pending = concurrent.futures.wait(pending, timeout=0.5)
+            while progress_queue is not None:
+                try:
+                    progress(*progress_queue.get_nowait())
+                except queue_mod.Empty:
+                    break
+        return [f.result() for f in futures]
 
 
 def run(args):
@@ -297,18 +388,14 @@ def run(args):
         pue=args.pue,
         progress=progress,
     )
+    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    workers = min(workers, len(specs))
     tmpdir = tempfile.mkdtemp(prefix="placement-sim-")
     started = time.perf_counter()
     try:
         template, hosts = cluster.template(nodes, tmpdir)
         load_seconds = time.perf_counter() - started
-        outcomes = []
-        for spec in specs:
-            progress.index += 1
-            db_path = cluster.copy(template, tmpdir, spec.label)
-            with cluster.serve(db_path) as (client, _url, _db):
-                outcomes.append(engine.Simulation(client, hosts, jobs, spec, settings).run())
-            os.remove(db_path)
+        outcomes = _run_all(template, tmpdir, hosts, jobs, specs, settings, workers, progress)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     meta = {
