@@ -188,8 +188,9 @@ def _parser():
         type=int,
         default=None,
         help="policies run at once, each in its own process on its own copy of the "
-        "database (the CPUs, at most one per policy; 1 runs them one after the "
-        "other in this process). The results do not depend on it.",
+        "database (default: every policy at once, at most two per CPU, so that "
+        "three policies on two CPUs share both to the end; 1 runs them one "
+        "after the other in this process). The results do not depend on it.",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return p
@@ -388,7 +389,7 @@ def run(args):
         pue=args.pue,
         progress=progress,
     )
-    workers = args.workers if args.workers is not None else (os.cpu_count() or 1)
+    workers = args.workers if args.workers is not None else 2 * (os.cpu_count() or 1)
     workers = min(workers, len(specs))
     tmpdir = tempfile.mkdtemp(prefix="placement-sim-")
     started = time.perf_counter()

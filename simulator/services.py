@@ -8,8 +8,10 @@ conductor by direct calls into the same functions the RPC endpoints call:
 - ``SchedulerAPI.select_destinations`` -> the scheduler service's own
   ``SchedulerEndpoint.select_destinations`` (its ``Scheduler``, filters,
   weighers and claims);
-- ``ConductorAPI.build_instance(cell, ...)`` -> ``Conductor.build_instance`` of the
-  same conductor (the cell conductor's endpoint);
+- ``ConductorAPI.build_many(cell, builds, ...)`` -> ``Conductor.build_many`` of the
+  same conductor (the cell conductor's endpoint: the records taken in one
+  bulk call, the instances built side by side so that their finishes and
+  build outcomes share bulk calls too);
 - ``OutcomeAPI`` -> a collector of the outcomes ``build-submit`` would receive.
 
 Everything else (build requests held under leases, claims, moves to
@@ -42,6 +44,9 @@ class _DirectCells:
 
     def build_instance(self, cell, instance_uuid, request_spec, selections, reply_topic):
         self.conductor.build_instance(instance_uuid, request_spec, selections, reply_topic)
+
+    def build_many(self, cell, builds, reply_topic):
+        self.conductor.build_many(builds, reply_topic)
 
 
 class _Outcomes:
