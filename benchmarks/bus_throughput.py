@@ -319,9 +319,9 @@ def _check(url, prefix):
 def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
     run = Run(workdir, env)
     cf = ["--config-file", conf]
-    # Without batching the scheduler keeps its default 8 threads, as before
-    # batching (64 would be 64 concurrent walks per worker); a batching
-    # worker needs as many threads as calls it may hold.
+    # Without batching the services keep their default 8 threads, as before
+    # batching (64 would be 64 concurrent walks per scheduler worker); a
+    # batching worker needs as many threads as calls it may hold.
     sched_env = {
         "OS_SCHEDULER__BATCH_SIZE": str(batch_size),
         "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads),
@@ -338,10 +338,22 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
                 ready=" serving topic ",
                 env=dict(sched_env, OS_METRICS__PORT=str(port)),
             )
-        run.start(f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ")
+        # Before batching (batch_size 1) every service keeps its default threads.
+        conductor_env = {
+            "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads)
+        }
+        run.start(
+            f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ", env=conductor_env
+        )
         for cell in ("cell1", "cell2"):
             run.start(
-                f"{cell}-{seed}", "conductor-worker", *cf, "--cell", cell, ready=" serving topic "
+                f"{cell}-{seed}",
+                "conductor-worker",
+                *cf,
+                "--cell",
+                cell,
+                ready=" serving topic ",
+                env=conductor_env,
             )
         # Warm-up: every process has its connections and caches.
         warm = os.path.join(workdir, f"warm-{seed}.jsonl")
@@ -398,10 +410,10 @@ def main(argv=None):
         "--threads",
         type=int,
         default=64,
-        help="[DEFAULT] executor_thread_pool_size of the conductors and of the "
-        "batching scheduler workers (the calls a scheduler-worker holds at once, a "
-        "super conductor's requests in flight); without batching the scheduler "
-        "workers keep the default 8",
+        help="[DEFAULT] executor_thread_pool_size of every service in the rows "
+        "with batching (the calls a scheduler-worker holds at once, a super "
+        "conductor's requests in flight); rows without batching (batch_size 1) "
+        "keep the default 8, as before batching",
     )
     p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--per-request", type=int, default=1)

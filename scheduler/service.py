@@ -42,6 +42,7 @@ class SchedulerEndpoint:
         self._local = threading.local()
         self._all = []
         self._lock = threading.Lock()
+        self._traits_ready = set()
         group = conf.scheduler
         self._batcher = None
         if group.batch_size > 1:
@@ -56,6 +57,8 @@ class SchedulerEndpoint:
         sched = getattr(self._local, "scheduler", None)
         if sched is None:
             sched = self._local.scheduler = worker_mod.Scheduler(self.conf, self._client_factory())
+            # Traits known to exist are the process's, not the thread's.
+            sched._traits_ready = self._traits_ready
             with self._lock:
                 self._all.append(sched)
         return sched
