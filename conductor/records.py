@@ -198,19 +198,24 @@ class Records:
                 results[k] = None if named[u] in LOST else exc
         return [k for k in todo if k not in hit]
 
-    def finish(self, instance_uuid, status, host_uuid=None, reason=None):
-        """Finish a record this conductor holds; False when it no longer does."""
-        return self.finish_many([(instance_uuid, status, host_uuid, reason)])[0]
+    def finish(self, instance_uuid, status, host_uuid=None, reason=None, build_succeeded=False):
+        """Finish a record this conductor holds; False when it no longer does.
+        ``build_succeeded``: placed after a successful build on the host,
+        which placement counts as that host's build outcome too."""
+        return self.finish_many([(instance_uuid, status, host_uuid, reason, build_succeeded)])[0]
 
     def finish_many(self, finishes):
-        """``finish`` for (instance_uuid, status, host_uuid, reason) tuples;
-        one bool each, False for a record that is no longer ours."""
+        """``finish`` for (instance_uuid, status, host_uuid, reason[,
+        build_succeeded]) tuples; one bool each, False for a record that is
+        no longer ours."""
         items = []
-        for instance_uuid, status, host_uuid, reason in finishes:
+        for instance_uuid, status, host_uuid, reason, *succeeded in finishes:
             item = {"instance_uuid": instance_uuid, "status": status, "host_uuid": host_uuid}
             item["owner"] = self.owner
             if reason is not None:
                 item["reason"] = reason[:60000]
+            if succeeded and succeeded[0]:
+                item["build_succeeded"] = True
             items.append(item)
         done = self._finishes.submit_many(items)
         for item, ok in zip(items, done, strict=True):

@@ -364,11 +364,14 @@ class Conductor:
                 reasons.append(f"build on {current.host_name or current.host_uuid} failed: {exc}")
                 current, holding = self._next_host(spec, instance, queue, holding, reasons, result)
                 continue
-            self._report_outcome(current.host_uuid, True)
             result.status, result.host_uuid = PLACED, current.host_uuid
             result.host_name = current.host_name
             result.schedulable_class, result.family = current.schedulable_class, current.family
-            if self.records.finish(instance, PLACED, host_uuid=current.host_uuid):
+            # The finish carries the build's success (it clears the host's
+            # failed builds): no separate report.
+            if self.records.finish(
+                instance, PLACED, host_uuid=current.host_uuid, build_succeeded=True
+            ):
                 metrics.BUILDS.labels(PLACED).inc()
                 self.outcomes.instance_done(reply_topic, spec_mod.dump_build_result(result))
             return
@@ -478,7 +481,7 @@ class Conductor:
                     sorted(allocations),
                 )
             LOG.info("%s: taken over; it runs on %s", instance, running_on)
-            if self.records.finish(instance, PLACED, host_uuid=running_on):
+            if self.records.finish(instance, PLACED, host_uuid=running_on, build_succeeded=True):
                 metrics.BUILDS.labels(PLACED).inc()
             return
         if allocations:

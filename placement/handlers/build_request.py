@@ -209,7 +209,12 @@ def _finish_item(record, instance_uuid):
         raise errors.bad_request(
             f"A placed build request needs host_uuid (instance {instance_uuid})."
         )
+    if record.get("build_succeeded") and record["status"] != br_obj.PLACED:
+        raise errors.bad_request(
+            f"build_succeeded is only for a placed build request (instance {instance_uuid})."
+        )
     return {
+        "build_succeeded": bool(record.get("build_succeeded")),
         "instance_uuid": instance_uuid,
         "status": record["status"],
         "host_uuid": host_uuid,

@@ -30,6 +30,8 @@ FAILED = "failed"
 STATUSES = (PENDING, PLACED, FAILED)
 
 _T = models.build_requests
+_F = models.build_failures
+_RP = models.resource_providers
 # Keeps IN (...) lists well inside every backend's bound-parameter limit.
 _CHUNK = 900
 
@@ -331,7 +333,9 @@ def update_many(db, items):
 
     pending -> placed | failed, once. Repeating the same final status with the
     same host is accepted (a conductor that retries after a lost response);
-    anything else is an InvalidTransition. An item naming ``owner`` is only
+    anything else is an InvalidTransition. An item with ``build_succeeded``
+    (placed only) also clears its host's consecutive failed builds, in the
+    same transaction. An item naming ``owner`` is only
     finished while that owner holds it (any lease: one that ran out but
     nobody took is still the owner's); one naming ``generation`` only at that
     generation. The status and generation are compared in the UPDATE itself
@@ -390,8 +394,28 @@ def update_many(db, items):
                 # Someone finished or took it between our read and this write
                 # (PostgreSQL READ COMMITTED); the transaction rolls back.
                 _refuse([GenerationConflict(row.instance_uuid, row.generation, "newer")])
+        _clear_failed_builds(
+            conn,
+            now,
+            {i["host_uuid"] for _row, i in todo if i.get("build_succeeded") and i["host_uuid"]},
+        )
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
+
+
+def _clear_failed_builds(conn, now, host_uuids):
+    """What a succeeded build outcome does to each host: its consecutive
+    failed builds back to 0 (hosts without any, or unknown, are left alone)."""
+    if not host_uuids:
+        return
+    # UPDATE build_failures SET failed_builds = 0 WHERE failed_builds != 0
+    # AND resource_provider_id IN (SELECT id FROM resource_providers WHERE uuid IN (...))
+    ids = sa.select(_RP.c.id).where(_RP.c.uuid.in_(sorted(host_uuids)))
+    conn.execute(
+        _F.update()
+        .where(_F.c.resource_provider_id.in_(ids), _F.c.failed_builds != 0)
+        .values(failed_builds=0, updated_at=now)
+    )
 
 
 def live_consumers(db, consumer_uuids):

@@ -72,6 +72,9 @@ _FINISH = {
     # Guards: finish only while this owner holds it / only at this generation.
     "owner": OWNER,
     "generation": GENERATION,
+    # Placed after a build on host_uuid that succeeded: also clears the
+    # host's consecutive failed builds (POST /nodes/build_outcomes' success).
+    "build_succeeded": {"type": "boolean"},
 }
 
 PUT_BUILD_REQUEST = {

@@ -66,3 +66,78 @@ def test_bulk_outcomes_in_order_all_or_nothing(client, db):
         assert "JSON does not validate" in resp.get_json()["errors"][0]["detail"]
     # Refused calls counted nothing: two was at 1.
     assert report((two, False)).get_json() == {"failed_builds": {two: 2}}
+
+
+def test_a_placed_finish_with_build_succeeded_clears_the_hosts_failures(client, db):
+    host = builders.create_provider(db, name="bo-finish-host")
+    other = builders.create_provider(db, name="bo-finish-other")
+    client.post(
+        "/nodes/build_outcomes",
+        json={"outcomes": [{"uuid": h, "succeeded": False} for h in (host, host, other)]},
+    )
+    instances = [str(uuid.uuid4()) for _ in range(3)]
+    records = [
+        {
+            "instance_uuid": i,
+            "request_id": "req-bo",
+            "spec": {
+                "version": "1.0",
+                "request_id": "req-bo",
+                "instance_uuids": instances,
+                "resources": {"VCPU": 1},
+                "project_id": "p",
+                "user_id": "u",
+            },
+        }
+        for i in instances
+    ]
+    assert client.post("/build_requests", json={"build_requests": records}).status_code == 201
+    a, b, c = instances
+    # build_succeeded on a failed finish: 400, nothing finished or cleared.
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {
+                    "instance_uuid": a,
+                    "status": "placed",
+                    "host_uuid": host,
+                    "build_succeeded": True,
+                },
+                {"instance_uuid": b, "status": "failed", "build_succeeded": True},
+            ]
+        },
+    )
+    assert resp.status_code == 400 and "build_succeeded" in resp.get_json()["errors"][0]["detail"]
+    assert client.get(f"/build_requests/{a}").get_json()["status"] == "pending"
+    resp = client.put(
+        "/build_requests",
+        json={
+            "build_requests": [
+                {
+                    "instance_uuid": a,
+                    "status": "placed",
+                    "host_uuid": host,
+                    "build_succeeded": True,
+                },
+                # Placed without the flag (a takeover that did not build): the count stays.
+                {"instance_uuid": b, "status": "placed", "host_uuid": other},
+            ]
+        },
+    )
+    assert resp.status_code == 200
+    counts = client.post(
+        "/nodes/build_outcomes",
+        json={"outcomes": [{"uuid": h, "succeeded": False} for h in (host, other)]},
+    ).get_json()
+    assert counts == {"failed_builds": {host: 1, other: 2}}
+    # The single form takes it too.
+    resp = client.put(
+        f"/build_requests/{c}",
+        json={"status": "placed", "host_uuid": host, "build_succeeded": True},
+    )
+    assert resp.status_code == 200
+    counts = client.post(
+        "/nodes/build_outcomes", json={"outcomes": [{"uuid": host, "succeeded": False}]}
+    ).get_json()
+    assert counts == {"failed_builds": {host: 1}}
