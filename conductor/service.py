@@ -64,21 +64,28 @@ def _outcome(spec, instance, status):
 
 class _Lease:
     """Keeps a record's lease alive during a long build: renews it once half
-    of it has passed. ``keep()`` is False once the record is somebody else's."""
+    of it has passed. ``keep()`` is False once the record is somebody else's.
 
-    def __init__(self, records, instance, generation):
+    ``taken_at`` is when the take was *asked for* (monotonic): placement
+    starts the lease somewhere between the asking and the answer, and a slow
+    answer (a busy database, a bulk call queued behind another) must not
+    make the lease look younger than it is, or a build could start after
+    placement let another conductor take the record over."""
+
+    def __init__(self, records, instance, generation, taken_at=None):
         self.records = records
         self.instance = instance
         self.generation = generation
-        self.taken_at = time.monotonic()
+        self.taken_at = time.monotonic() if taken_at is None else taken_at
 
     def keep(self):
         if time.monotonic() - self.taken_at < self.records.lease_seconds / 2:
             return True
+        asked = time.monotonic()
         gen = self.records.take(self.instance, self.generation)
         if gen is None:
             return False
-        self.generation, self.taken_at = gen, time.monotonic()
+        self.generation, self.taken_at = gen, asked
         return True
 
 
@@ -297,10 +304,11 @@ class Conductor:
             if record is None or record["status"] != "pending":
                 return
             generation = record["generation"]
+        asked = time.monotonic()
         taken = self.records.take(instance_uuid, generation)
         if taken is None:
             return  # another conductor holds it, or it is finished
-        self._build_taken(instance_uuid, request_spec, selections, reply_topic, taken)
+        self._build_taken(instance_uuid, request_spec, selections, reply_topic, taken, asked)
 
     def build_many(self, builds, reply_topic=None, side_by_side=True):
         """Build the instances of one message: their records taken in one
@@ -308,6 +316,7 @@ class Conductor:
         side by side (unless not ``side_by_side``) so that their finishes
         share calls too."""
         known = {b["instance_uuid"]: b["generation"] for b in builds}
+        asked = time.monotonic()
         taken = self.records.take_many(known)
         work = [b for b in builds if taken.get(b["instance_uuid"]) is not None]
 
@@ -320,6 +329,7 @@ class Conductor:
                         b["selections"],
                         reply_topic,
                         taken[b["instance_uuid"]],
+                        asked,
                     )
                 except _PLACEMENT_ERRORS as exc:
                     # Still held: the sweep finishes it after the lease.
@@ -332,7 +342,9 @@ class Conductor:
         with concurrent.futures.ThreadPoolExecutor(min(len(work), BUILD_THREADS) or 1) as pool:
             list(pool.map(one, work))
 
-    def _build_taken(self, instance_uuid, request_spec, selections, reply_topic, generation):
+    def _build_taken(
+        self, instance_uuid, request_spec, selections, reply_topic, generation, taken_at
+    ):
         try:
             spec = spec_mod.load_request_spec(request_spec)
             hosts = spec_mod.load_selections(selections).selections[0]
@@ -341,10 +353,10 @@ class Conductor:
             record = self.records.get(instance_uuid)
             self._fail(_Bare(record), instance_uuid, f"bad build message: {exc}", reply_topic)
             return
-        self._build(spec, instance_uuid, hosts, reply_topic, generation)
+        self._build(spec, instance_uuid, hosts, reply_topic, generation, taken_at)
 
-    def _build(self, spec, instance, hosts, reply_topic, generation):
-        lease = _Lease(self.records, instance, generation)
+    def _build(self, spec, instance, hosts, reply_topic, generation, taken_at=None):
+        lease = _Lease(self.records, instance, generation, taken_at)
         result = _outcome(spec, instance, FAILED)
         current, holding, queue, reasons = hosts[0], True, list(hosts[1:]), []
         while current is not None:
@@ -445,15 +457,24 @@ class Conductor:
         expired = self.records.expired(self.conf.conductor.sweep_batch)
         if not expired:
             return 0
+        asked = time.monotonic()
         won = self.records.take_many({r["instance_uuid"]: r["generation"] for r in expired})
         for record in expired:
             generation = won.get(record["instance_uuid"])
             if generation is None:
                 continue
+            taken_at = asked
+            if time.monotonic() - taken_at >= self.records.lease_seconds / 3:
+                # The takeovers before this one took a while: renew before
+                # resuming, so none is resumed on a lease that ran out.
+                taken_at = time.monotonic()
+                generation = self.records.take(record["instance_uuid"], generation)
+                if generation is None:
+                    continue
             taken += 1
             metrics.TAKEOVERS.inc()
             try:
-                self._resume(record, generation)
+                self._resume(record, generation, taken_at)
             except _PLACEMENT_ERRORS as exc:
                 LOG.warning(
                     "%s: takeover interrupted (%s); retried after the lease",
@@ -462,7 +483,7 @@ class Conductor:
                 )
         return taken
 
-    def _resume(self, record, generation):
+    def _resume(self, record, generation, taken_at=None):
         instance = record["instance_uuid"]
         try:
             spec = spec_mod.load_request_spec(record["spec"]).for_instances([instance])
@@ -499,7 +520,7 @@ class Conductor:
                 },
                 claimed=True,
             )
-            self._build(spec, instance, [claimed], None, generation)
+            self._build(spec, instance, [claimed], None, generation, taken_at)
             return
         LOG.info("%s: taken over; nothing claimed, scheduling it again", instance)
         self._schedule_and_dispatch(spec, {instance: generation}, None)
