@@ -142,8 +142,9 @@ class Ranker:
     for a host that changed; normalization and totals are redone per
     decision, as ``weighers.weigh_hosts`` does (same values, same order)."""
 
-    def __init__(self, state, weighers):
+    def __init__(self, state, weighers, top=16):
         self.state = state
+        self.top = top  # how many of the best carry their per-weigher parts
         self.active = [
             (w, m) for w, m in weighers if getattr(w, "applies", None) is None or w.applies(state)
         ]
@@ -182,7 +183,7 @@ class Ranker:
         names = [w.name for w, _m in self.active]
         out = []
         for n, j in enumerate(order):
-            parts = {names[k]: norms[k][j] for k in range(len(names))} if n < 16 else None
+            parts = {names[k]: norms[k][j] for k in range(len(names))} if n < self.top else None
             out.append((totals[j], parts, self.hosts[idx[j]]))
         return out
 
@@ -263,7 +264,7 @@ def _schedule_group(sched, group):
         for m in group:
             m.outcome = (ALONE, None)
         return
-    ranker = Ranker(state, sched.weighers)
+    ranker = Ranker(state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts)
     ranker.add(walk.passed)
     for m in group:
         for name in _WALK_FIELDS:

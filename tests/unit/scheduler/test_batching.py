@@ -369,3 +369,13 @@ def test_endpoint_batches_concurrent_calls_and_answers_each():
     assert len(set(instances)) == 12 and set(instances) == set(fake.consumers)
     for used in fake.used.values():
         assert used["VCPU"] <= 8
+
+
+def test_reports_keep_the_configured_number_of_top_hosts_with_their_weights():
+    hosts = [host(f"h{i}", vcpu=64, ram=10000 + i) for i in range(30)]
+    fake, sched = make(hosts, report_top_hosts=20)
+    sched.select_batch([spec("r0"), spec("r1")])
+    top = fake.reports["r0"]["top_hosts"]
+    assert len(top) == 20
+    assert all(set(t["weights"]) >= {"RAMWeigher"} for t in top)
+    assert [t["weight"] for t in top] == sorted((t["weight"] for t in top), reverse=True)
