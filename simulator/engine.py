@@ -29,6 +29,7 @@ import logging
 import time
 import uuid
 
+from joule import placement_client
 from joule import request_spec as spec_mod
 from joule import vocabulary
 from powerpolicy import conf as power_conf
@@ -263,10 +264,22 @@ class Simulation:
     def _arrive(self, job):
         self.queue.append(job)
         if self.record_pending:
-            for inst in self._instance_uuids(job):
-                self.client.create_build_request(
-                    inst, f"req-{job.id}", job.workload_class, self._spec(job, [inst])
-                )
+            # The job's pending records in one bulk POST /build_requests.
+            records = [
+                {
+                    "instance_uuid": inst,
+                    "request_id": f"req-{job.id}",
+                    "workload_class": job.workload_class,
+                    "spec": self._spec(job, [inst]),
+                }
+                for inst in self._instance_uuids(job)
+            ]
+            self.client.request(
+                "POST",
+                placement_client.url_path("build_requests"),
+                json={"build_requests": records},
+                ok=(201,),
+            )
 
     def _instance_uuids(self, job, attempt=None):
         """The job's instances at scheduling ``attempt`` (each attempt is a new
@@ -353,10 +366,17 @@ class Simulation:
         self.started += 1
         self.waits[job.workload_class].append(self.now - job.arrival)
         if self.record_pending:
-            for queued, inst in zip(self._instance_uuids(job), instances, strict=True):
-                self.client.finish_build_request(
-                    queued, services.PLACED, host_uuid=by_instance[inst]
-                )
+            # Its queued records finished in one bulk PUT /build_requests.
+            finished = [
+                {"instance_uuid": queued, "status": services.PLACED, "host_uuid": by_instance[inst]}
+                for queued, inst in zip(self._instance_uuids(job), instances, strict=True)
+            ]
+            self.client.request(
+                "PUT",
+                placement_client.url_path("build_requests"),
+                json={"build_requests": finished},
+                retry=True,
+            )
         self._recompute(nodes)
         return True
 
