@@ -108,6 +108,7 @@ EXPECTED_RULES = {
     ("PUT", "/build_requests/leases"): "placement:build_requests:update",
     ("GET", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:show",
     ("PUT", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:update",
+    ("POST", "/scheduling_reports"): "placement:scheduling_reports:update",
     ("GET", "/server_groups"): "placement:server_groups:list",
     ("POST", "/server_groups"): "placement:server_groups:create",
     ("GET", "/server_groups/<uuid>"): "placement:server_groups:show",
