@@ -126,3 +126,30 @@ def test_bad_build_many_messages_are_refused(builds):
 def test_good_build_many_message_passes():
     builds = [_build(), _build(instance_uuid="6a6f756c-6500-4000-8000-000000000002")]
     assert cond_service._checked_builds(builds) == builds
+
+
+class _Records:
+    lease_seconds = 10
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.takes = []
+
+    def take(self, instance, generation):
+        self.takes.append((instance, generation))
+        return self.answer
+
+
+def test_a_lease_asked_for_long_ago_is_renewed_before_it_is_trusted():
+    import time
+
+    # Taken (asked) 6 s ago on a 10 s lease: more than half gone, so keep()
+    # asks placement again instead of trusting the local clock.
+    records = _Records(answer=8)
+    lease = cond_service._Lease(records, "i", 7, taken_at=time.monotonic() - 6)
+    assert lease.keep() and records.takes == [("i", 7)] and lease.generation == 8
+    # Just renewed: trusted without asking.
+    assert lease.keep() and len(records.takes) == 1
+    # Renewal refused (taken over meanwhile): no longer ours.
+    lost = _Records(answer=None)
+    assert not cond_service._Lease(lost, "i", 7, taken_at=time.monotonic() - 6).keep()
