@@ -415,6 +415,16 @@ def main(argv=None):
         "conductor's requests in flight); rows without batching (batch_size 1) "
         "keep the default 8, as before batching",
     )
+    p.add_argument(
+        "--call-timeout",
+        type=int,
+        default=120,
+        help="[rpc] call_timeout of the super conductor's select_destinations: with "
+        "every instance cast at once, a call may queue behind the batches in hand "
+        "for longer than the default 30 s, and a timed-out call is released and "
+        "sent again (wasted work, and a consumer_in_use when the first answer "
+        "lands late)",
+    )
     p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--per-request", type=int, default=1)
     p.add_argument("--workload", choices=("issue12", "small"), default="issue12")
@@ -479,6 +489,7 @@ def main(argv=None):
                     f"{vhost}\n[placement]\nauth_type = noauth\n"
                     f"endpoint_override = http://127.0.0.1:{port}\n"
                     f"[conductor]\nsimulated_state_dir = {workdir}/hv-{label}\n"
+                    f"[rpc]\ncall_timeout = {args.call_timeout}\n"
                 )
             inv = {"url": f"http://127.0.0.1:{port}", "db": url, "gpu": gpu}
             try:
