@@ -24,8 +24,6 @@ EVERY_FIELD = frozenset({"*"})
 # Decimal places of page_start: far finer than any cluster's id range.
 START_DIGITS = 6
 
-_START_RNG = random.Random()
-
 
 def node_fields(spec, filters, weighers, max_attempts):
     """The node-data fields some enabled stage reads for ``spec`` (a set)."""
@@ -76,8 +74,14 @@ def query(spec, filters):
     return params
 
 
-def start_point(rng=None):
+def start_point(rng=None, request_id=None):
     """A page_start value: a uniform fraction of the root-id range, as text
-    placement accepts (``0.`` and START_DIGITS digits, always below 1)."""
-    value = (rng or _START_RNG).random()
+    placement accepts (``0.`` and START_DIGITS digits, always below 1).
+
+    Without ``rng`` it is drawn from the request id, like the scheduler's
+    tie-breaks: request ids are unique, so walks still start all over the
+    id space, and a replay of the same requests reads hosts in the same order."""
+    if rng is None:
+        rng = random.Random(f"walk-start/{request_id}")
+    value = rng.random()
     return f"0.{int(value * 10**START_DIGITS):0{START_DIGITS}d}"

@@ -403,7 +403,11 @@ class _Walk:
                 spec, sched.filters, sched.weighers, sched.conf.scheduler.max_attempts
             )
         )
-        start = candidate_query.start_point(sched._rng) if group.random_walk_start else None
+        start = (
+            candidate_query.start_point(sched._rng, spec.request_id)
+            if group.random_walk_start
+            else None
+        )
         self._open = lambda: sched.client.candidate_pages(
             self.query, page_size, node_data=node_data, start=start
         )

@@ -22,7 +22,6 @@ from conductor import conf as cconf_mod
 from conductor import driver as driver_mod
 from conductor import service as conductor_service
 from joule import rpc
-from scheduler import candidate_query
 from scheduler import service as scheduler_service
 
 PLACED = conductor_service.PLACED
@@ -75,12 +74,8 @@ class Deployment:
                 (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
             }
         )
-        # The endpoint's scheduler picks among equal hosts with a generator
-        # seeded by the request id: the same run, the same picks. Where each
-        # walk of the candidate pages starts (random_walk_start) comes from the
-        # scheduler module's own generator, unseeded: seed it, or the same
-        # run reads hosts in another order and may pick others.
-        candidate_query._START_RNG.seed(f"placement-sim/{seed}")
+        # The scheduler draws tie-breaks and where each walk starts from the
+        # request id: the same run, the same picks.
         self.endpoint = scheduler_service.SchedulerEndpoint(conf, lambda: client)
         # Builds succeed: the simulator studies power, not build failures.
         driver = driver_mod.SimulatedDriver(seed=seed)

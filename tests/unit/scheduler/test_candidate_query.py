@@ -122,3 +122,13 @@ class _AlwaysHigh:
 
 def test_start_point_never_reaches_one():
     assert candidate_query.start_point(_AlwaysHigh()) == "0.999999"
+
+
+def test_start_point_without_rng_follows_the_request_id():
+    """Replays read hosts in the same order; distinct requests start all over."""
+    assert candidate_query.start_point(request_id="req-1") == candidate_query.start_point(
+        request_id="req-1"
+    )
+    points = {candidate_query.start_point(request_id=f"req-{i}") for i in range(200)}
+    fifths = [sum(1 for p in points if i / 5 <= float(p) < (i + 1) / 5) for i in range(5)]
+    assert len(points) > 190 and min(fifths) > 20, fifths
