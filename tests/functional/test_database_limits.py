@@ -179,6 +179,27 @@ def test_postgres_sessions_carry_the_limits(pg_database_url):
         db.dispose()
 
 
+def test_postgres_sessions_plan_each_statement_for_its_values(pg_database_url):
+    """Prepared statements (psycopg prepares repeated ones) are planned for
+    their values, not with a generic plan; an operator's options= in the
+    database URL may still choose otherwise."""
+    db = db_mod.Database(pg_database_url)
+    try:
+        with db.read() as conn:
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "force_custom_plan"
+    finally:
+        db.dispose()
+    url = sa.engine.make_url(pg_database_url).update_query_dict(
+        {"options": "-c plan_cache_mode=auto"}
+    )
+    db = db_mod.Database(url.render_as_string(hide_password=False))
+    try:
+        with db.read() as conn:
+            assert conn.exec_driver_sql("SHOW plan_cache_mode").scalar() == "auto"
+    finally:
+        db.dispose()
+
+
 def test_session_idle_in_transaction_is_ended(pg_database_url):
     """A transaction left idle (a stalled worker holding locks) is ended by the
     server after idle_in_transaction_timeout; its next statement is a 503 reason."""
