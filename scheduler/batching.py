@@ -212,9 +212,9 @@ def schedule_batch(sched, specs, views=None):
     groups = {}
     for m in members:
         groups.setdefault(group_key(m.spec), []).append(m)
-    for group in groups.values():
+    for key, group in groups.items():
         try:
-            _schedule_group(sched, group)
+            _schedule_group(sched, group, key)
         except Exception:  # noqa: BLE001 - whatever it was, each member tries alone
             LOG.exception("batch of %d request(s) failed; scheduling them alone", len(group))
             for m in group:
@@ -243,7 +243,7 @@ def schedule_batch(sched, specs, views=None):
     return [m.outcome for m in members]
 
 
-def _schedule_group(sched, group):
+def _schedule_group(sched, group, key=None):
     from scheduler import worker as worker_mod  # circular at import time
 
     first = group[0].spec
@@ -254,23 +254,53 @@ def _schedule_group(sched, group):
             for rc, amount in m.spec.resources.items():
                 resources[rc] = min(resources[rc], amount)
     instances = tuple(i for m in group for i in m.spec.instance_uuids)
-    walk_spec = dataclasses.replace(first, resources=resources, instance_uuids=instances)
-    state = request_state.RequestState(walk_spec)
-    walk_report = Report(walk_spec)
-    try:
-        walk = worker_mod._Walk(sched, state, walk_report)
-        walk.fill()
-    except worker_mod.SchedulerError:
-        for m in group:
-            m.outcome = (ALONE, None)
-        return
-    ranker = Ranker(state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts)
-    ranker.add(walk.passed)
+    cache = getattr(sched, "host_cache", None)
+    entry = cache.take(key, resources) if cache is not None and key is not None else None
+    if entry is None:
+        walk_spec = dataclasses.replace(first, resources=resources, instance_uuids=instances)
+        state = request_state.RequestState(walk_spec)
+        walk_report = Report(walk_spec)
+        try:
+            walk = worker_mod._Walk(sched, state, walk_report)
+            walk.fill()
+        except worker_mod.SchedulerError:
+            for m in group:
+                m.outcome = (ALONE, None)
+            return
+        ranker = Ranker(state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts)
+        ranker.add(walk.passed)
+        walk_data = {n: walk_report.data[n] for n in _WALK_FIELDS if n in walk_report.data}
+        if cache is not None and cache.enabled and key is not None:
+            from scheduler import host_cache
+
+            entry = host_cache.Entry(walk, ranker, state, walk_data, resources, cache.clock())
+    else:
+        walk, ranker, walk_data = entry.walk, entry.ranker, entry.walk_data
     for m in group:
-        for name in _WALK_FIELDS:
-            if name in walk_report.data:
-                m.report.data[name] = walk_report.data[name]
+        m.report.data.update(walk_data)
         m.report.data["batch"] = {"requests": len(group), "instances": len(instances)}
+        if entry is not None and entry.batches:
+            # Placed on a walk an earlier batch read (scheduler.host_cache).
+            m.report.data["batch"]["cached_walk"] = {
+                "age_s": round(cache.clock() - entry.born, 3),
+                "batches": entry.batches,
+            }
+    keep = False
+    try:
+        planned = _place_group(sched, group, walk, ranker, merge)
+        # Keep the view only when everything planned on it was claimed: a
+        # lost race, a refused or an unanswered claim says it is stale (and
+        # its assumed usage holds plans that were not made).
+        keep = all(m.claimed for m in planned)
+    finally:
+        if entry is not None:
+            cache.put(key, entry, keep=keep)
+
+
+def _place_group(sched, group, walk, ranker, merge):
+    """Plan, claim and answer ``group`` on ``walk``; return the planned members."""
+    from scheduler import worker as worker_mod
+
     lost = set()
     planned = []
     for m in group:
@@ -299,6 +329,7 @@ def _schedule_group(sched, group):
                 + [worker_mod._selection(instance, h, a, False) for h, a in alts]
             )
         m.outcome = (PLACED, result)
+    return planned
 
 
 def _usable_alternate(host, m, merge):

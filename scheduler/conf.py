@@ -222,6 +222,22 @@ scheduler_opts = [
         "batch's placement round trips with another's work; each batch reads its "
         "own candidate pages.",
     ),
+    cfg.FloatOpt(
+        "host_cache_seconds",
+        default=10.0,
+        min=0.0,
+        max=3600.0,
+        help="Seconds a scheduler-worker keeps a batch's candidate walk, with the "
+        "capacity its own claims took subtracted, for the next batches of the same "
+        "kind of request (scheduler/host_cache.py): they place without reading "
+        "placement. Placement still checks every claim, so a stale view costs a lost "
+        "race (the request is then scheduled alone on a fresh walk), never an "
+        "over-commit; a walk that lost a race is dropped at once. What other workers "
+        "claimed or freed, and a node's new power profile, are seen within this "
+        "time. 0 walks for every batch (a simulated clock needs that: the wall clock "
+        "says nothing about its time). Only batching workers (batch_size > 1) keep "
+        "walks.",
+    ),
 ]
 
 

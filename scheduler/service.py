@@ -27,6 +27,7 @@ import time
 from joule import request_spec as spec_mod
 from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import batching
+from scheduler import host_cache
 from scheduler import metrics
 from scheduler import worker as worker_mod
 
@@ -45,6 +46,11 @@ class SchedulerEndpoint:
         self._traits_ready = set()
         group = conf.scheduler
         self._batcher = None
+        # One view per process, shared by its threads' batches (one batch
+        # at a time holds an entry).
+        self.host_cache = host_cache.HostCache(
+            group.host_cache_seconds if group.batch_size > 1 else 0
+        )
         if group.batch_size > 1:
             self._batcher = batching.Batcher(
                 lambda specs, groups: self._scheduler().select_batch(specs, groups),
@@ -59,6 +65,7 @@ class SchedulerEndpoint:
             sched = self._local.scheduler = worker_mod.Scheduler(self.conf, self._client_factory())
             # Traits known to exist are the process's, not the thread's.
             sched._traits_ready = self._traits_ready
+            sched.host_cache = self.host_cache
             with self._lock:
                 self._all.append(sched)
         return sched

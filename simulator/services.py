@@ -71,6 +71,9 @@ class Deployment:
                 ("filter_scheduler", "page_size"): max(1, min(1000, max_placement_results or 1000)),
                 # One write per request that nobody reads here.
                 ("filter_scheduler", "write_reports"): False,
+                # A walk kept for wall-clock seconds would span hours of
+                # simulated time and make the run depend on the machine's speed.
+                ("scheduler", "host_cache_seconds"): 0,
                 (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
             }
         )

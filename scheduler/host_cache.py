@@ -1,0 +1,103 @@
+"""Candidate walks kept between batches: a worker's assumed view of the cluster.
+
+A batch walks the candidate pages once for its requests (scheduler.batching).
+Under a steady stream of requests the next batch of the same kind would read
+the same pages again a few milliseconds later: at 5,000 hosts that walk, not
+the decision, is most of what an instance costs (placement's candidate query
+and the JSON of a thousand hosts each way). So a worker keeps each kind's
+walk, with the capacity its own claims consumed already subtracted (the
+assumed usage of Kubernetes' scheduler cache), and the next batch of that
+kind places on it without reading placement at all.
+
+What keeps it honest:
+
+- placement stays the arbiter: every claim is checked there, so a stale view
+  costs a lost race (409, then the request is scheduled alone on a fresh
+  walk), never an over-commit;
+- an entry lives ``[scheduler] host_cache_seconds`` at most, so what other
+  workers claimed and what was freed, and a host's traits (a node the power
+  controller moved to eco leaves a performance walk at the next refresh),
+  are seen within that time;
+- an entry is dropped after any batch that lost a race or could not claim
+  everything it planned, so the next batch reads afresh exactly when the view
+  proved wrong;
+- an entry is reused only by requests that ask for at least the amounts it
+  was walked for (class by class): a host with room for them was in the walk;
+- one batch at a time holds an entry (``take`` removes it, ``put`` returns
+  it): two batches never plan on the same host states at once;
+- a request the cached view cannot place is scheduled alone, on a fresh walk
+  of every page it needs, so the cache never turns a request that fits into
+  NoValidHost.
+
+0 seconds turns it off (every batch walks), which is what a simulated clock
+needs: there the wall clock says nothing about the cluster's time.
+"""
+
+import dataclasses
+import threading
+import time
+
+
+@dataclasses.dataclass
+class Entry:
+    """One kind's walk and what was derived from it."""
+
+    walk: object  # scheduler.worker._Walk, its hosts with assumed usage
+    ranker: object  # scheduler.batching.Ranker over walk.passed
+    state: object  # the RequestState the walk and the ranking were made for
+    walk_data: dict  # the walk's report fields, copied into each member's report
+    resources: dict  # the amounts the walk asked for, per resource class
+    born: float  # clock() when walked
+    batches: int = 0  # batches placed on it after the first
+
+
+class HostCache:
+    def __init__(self, seconds, clock=time.monotonic):
+        self.seconds = seconds
+        self.clock = clock
+        self._entries = {}
+        self._lock = threading.Lock()
+        self.stats = {"hits": 0, "misses": 0, "dropped": 0}
+
+    @property
+    def enabled(self):
+        return self.seconds > 0
+
+    def take(self, key, resources):
+        """The entry for ``key`` if it is fresh and was walked for at most
+        ``resources``; it is removed until ``put`` back (one batch at a time)."""
+        if not self.enabled:
+            return None
+        with self._lock:
+            entry = self._entries.pop(key, None)
+            if entry is not None and self.usable(entry, resources):
+                self.stats["hits"] += 1
+                entry.batches += 1
+                return entry
+            self.stats["misses"] += 1
+            return None
+
+    def usable(self, entry, resources):
+        if self.clock() - entry.born >= self.seconds:
+            return False
+        if set(entry.resources) != set(resources):
+            return False
+        return all(entry.resources[rc] <= amount for rc, amount in resources.items())
+
+    def put(self, key, entry, keep=True):
+        """Return ``entry`` after a batch; ``keep`` False drops it (the view
+        proved stale). A fresher entry of the same key put meanwhile by a
+        concurrent batch wins."""
+        if not self.enabled or entry is None:
+            return
+        with self._lock:
+            if not keep or self.clock() - entry.born >= self.seconds:
+                self.stats["dropped"] += 1
+                return
+            current = self._entries.get(key)
+            if current is None or current.born <= entry.born:
+                self._entries[key] = entry
+
+    def clear(self):
+        with self._lock:
+            self._entries.clear()

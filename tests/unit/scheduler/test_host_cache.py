@@ -1,0 +1,139 @@
+"""The walk a batching worker keeps between batches (scheduler.host_cache):
+reused while fresh and right, dropped when a race shows it stale, never the
+reason a request that fits is refused."""
+
+import random
+
+from scheduler import batching
+from scheduler import host_cache
+from scheduler import worker
+from tests.unit.scheduler.conftest import make_conf
+from tests.unit.scheduler.fakes import FakePlacement
+from tests.unit.scheduler.fakes import host
+from tests.unit.scheduler.test_batching import spec
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def make(hosts, seconds=10.0):
+    fake = FakePlacement(hosts)
+    sched = worker.Scheduler(make_conf(), fake, rng=random.Random(1))
+    clock = Clock()
+    sched.host_cache = host_cache.HostCache(seconds, clock=clock)
+    return fake, sched, clock
+
+
+def placed_on(outcomes):
+    assert [k for k, _v in outcomes] == [batching.PLACED] * len(outcomes)
+    return [sel.host_name for _k, [[sel, *_alts]] in outcomes]
+
+
+def test_a_second_batch_of_the_same_kind_places_without_reading_placement():
+    fake, sched, _clock = make([host(f"h{i}", vcpu=8, ram=65536) for i in range(4)])
+    placed_on(sched.select_batch([spec("a1"), spec("a2")]))
+    assert len(fake.queries) == 1
+    placed_on(sched.select_batch([spec("b1", vcpu=4), spec("b2", vcpu=3)]))
+    # No second walk; the claim is still checked by placement.
+    assert len(fake.queries) == 1
+    assert [c[0] for c in fake.calls if c[0] in ("POST", "PUT")] == ["POST", "POST"]
+    assert fake.reports["b1"]["batch"]["cached_walk"] == {"age_s": 0.0, "batches": 1}
+    assert "cached_walk" not in fake.reports["a1"]["batch"]
+    assert sched.host_cache.stats["hits"] == 1
+
+
+def test_the_kept_walk_remembers_what_earlier_batches_took():
+    # 2 hosts of 4 VCPU: batches of 2 VCPU fill them exactly, over four
+    # batches, on one walk, and never plan a claim placement would refuse.
+    fake, sched, _clock = make([host("a", vcpu=4, ram=65536), host("b", vcpu=4, ram=65536)])
+    names = []
+    for n in range(4):
+        names += placed_on(sched.select_batch([spec(f"r{n}")]))
+    assert sorted(names) == ["a", "a", "b", "b"]
+    assert len(fake.queries) == 1
+    assert sched.stats["races_lost"] == 0
+    # Full: the cached view sends the fifth alone, whose fresh walk finds nothing.
+    [(kind, _v)] = sched.select_batch([spec("r5")])
+    assert kind == batching.ALONE
+
+
+def test_an_entry_expires_after_host_cache_seconds():
+    fake, sched, clock = make([host("a", vcpu=64, ram=65536)], seconds=5)
+    placed_on(sched.select_batch([spec("r1")]))
+    clock.now += 4.9
+    placed_on(sched.select_batch([spec("r2")]))
+    assert len(fake.queries) == 1
+    clock.now += 0.2  # 5.1 s after the walk
+    placed_on(sched.select_batch([spec("r3")]))
+    assert len(fake.queries) == 2
+
+
+def test_a_lost_race_drops_the_walk():
+    fake, sched, _clock = make([host("a", vcpu=64, ram=65536), host("b", vcpu=64, ram=65536)])
+    [name] = placed_on(sched.select_batch([spec("r1")]))
+    # Another worker fills the host our view would pick next: our batch
+    # claim loses, the request goes alone (fresh walk), and the kept walk
+    # is gone, so the batch after reads placement again.
+    fake.steal = {h for h, v in fake.hosts.items()}
+    outcomes = sched.select_batch([spec("r2")])
+    assert outcomes == [(batching.ALONE, None)]
+    assert sched.stats["races_lost"] == 1
+    walks = len(fake.queries)
+    fake.steal = set()
+    for rp in fake.used:
+        for rc in fake.used[rp]:
+            fake.used[rp][rc] = 0
+    placed_on(sched.select_batch([spec("r3")]))
+    assert len(fake.queries) == walks + 1
+    assert name in ("a", "b")
+
+
+def test_smaller_amounts_than_the_walk_asked_for_walk_again():
+    # A host with 3 free VCPU was left out of a walk for 4; a request for 2
+    # must see it, so it does not reuse that walk.
+    fake, sched, _clock = make([host("small", vcpu=3, ram=65536), host("big", vcpu=64, ram=65536)])
+    assert placed_on(sched.select_batch([spec("r1", vcpu=4)])) == ["big"]
+    assert ("resources", "MEMORY_MB:1024,VCPU:4") in fake.queries[0][0]
+    placed_on(sched.select_batch([spec("r2", vcpu=2)]))
+    assert len(fake.queries) == 2
+    # Larger amounts reuse the newer (smaller-amount) walk.
+    placed_on(sched.select_batch([spec("r3", vcpu=5)]))
+    assert len(fake.queries) == 2
+
+
+def test_different_kinds_keep_different_walks():
+    fake, sched, _clock = make(
+        [host("p1", vcpu=64, ram=1 << 20), host("e1", klass="eco", vcpu=64, ram=1 << 20)]
+    )
+    sched.select_batch([spec("a", workload_class="performance"), spec("b")])
+    assert len(fake.queries) == 2
+    outcomes = sched.select_batch([spec("c", workload_class="performance"), spec("d")])
+    assert len(fake.queries) == 2
+    assert placed_on(outcomes)[0] == "p1"  # the performance walk, not the standard one
+
+
+def test_zero_seconds_walks_every_batch():
+    fake, sched, _clock = make([host("a", vcpu=64, ram=65536)], seconds=0)
+    for n in range(3):
+        placed_on(sched.select_batch([spec(f"r{n}")]))
+    assert len(fake.queries) == 3
+    assert sched.host_cache.stats == {"hits": 0, "misses": 0, "dropped": 0}
+
+
+def test_the_service_shares_one_cache_between_its_threads_and_turns_it_off_without_batching():
+    from scheduler import conf as conf_mod
+    from scheduler import service
+
+    conf = conf_mod.make_conf(overrides={("scheduler", "host_cache_seconds"): 7.5})
+    endpoint = service.SchedulerEndpoint(conf, lambda: FakePlacement([]))
+    assert endpoint.host_cache.seconds == 7.5
+    assert endpoint._scheduler().host_cache is endpoint.host_cache
+    conf = conf_mod.make_conf(
+        overrides={("scheduler", "batch_size"): 1, ("scheduler", "host_cache_seconds"): 7.5}
+    )
+    assert not service.SchedulerEndpoint(conf, lambda: FakePlacement([])).host_cache.enabled
