@@ -257,6 +257,8 @@ def _schedule_group(sched, group, key=None):
     cache = getattr(sched, "host_cache", None)
     entry = cache.take(key, resources) if cache is not None and key is not None else None
     if entry is None:
+        if merge and cache is not None and key is not None:
+            resources = cache.walk_amounts(key, resources)
         walk_spec = dataclasses.replace(first, resources=resources, instance_uuids=instances)
         state = request_state.RequestState(walk_spec)
         walk_report = Report(walk_spec)

@@ -22,7 +22,9 @@ What keeps it honest:
   everything it planned, so the next batch reads afresh exactly when the view
   proved wrong;
 - an entry is reused only by requests that ask for at least the amounts it
-  was walked for (class by class): a host with room for them was in the walk;
+  was walked for (class by class): a host with room for them was in the walk.
+  A new walk asks for the smallest amounts this worker has seen for the
+  kind, so one walk soon serves every batch of it;
 - one batch at a time holds an entry (``take`` removes it, ``put`` returns
   it): two batches never plan on the same host states at once;
 - a request the cached view cannot place is scheduled alone, on a fresh walk
@@ -56,6 +58,7 @@ class HostCache:
         self.seconds = seconds
         self.clock = clock
         self._entries = {}
+        self._floors = {}  # key -> the smallest amounts walked for, per class
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "misses": 0, "dropped": 0}
 
@@ -76,6 +79,22 @@ class HostCache:
                 return entry
             self.stats["misses"] += 1
             return None
+
+    def walk_amounts(self, key, resources):
+        """The amounts a new walk of ``key`` asks for: the smallest of each
+        class this worker has walked that kind for, so the walk also serves
+        the later batches that ask for less than this one (a walk for more
+        would leave out hosts with room for them, and be walked again)."""
+        if not self.enabled:
+            return dict(resources)
+        with self._lock:
+            floor = self._floors.get(key)
+            if floor is None or set(floor) != set(resources):
+                floor = dict(resources)
+            else:
+                floor = {rc: min(floor[rc], amount) for rc, amount in resources.items()}
+            self._floors[key] = floor
+            return dict(floor)
 
     def usable(self, entry, resources):
         if self.clock() - entry.born >= self.seconds:

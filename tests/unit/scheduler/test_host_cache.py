@@ -137,3 +137,17 @@ def test_the_service_shares_one_cache_between_its_threads_and_turns_it_off_witho
         overrides={("scheduler", "batch_size"): 1, ("scheduler", "host_cache_seconds"): 7.5}
     )
     assert not service.SchedulerEndpoint(conf, lambda: FakePlacement([])).host_cache.enabled
+
+
+def test_a_new_walk_asks_for_the_smallest_amounts_seen_for_its_kind():
+    fake, sched, clock = make([host("a", vcpu=64, ram=65536)], seconds=5)
+    placed_on(sched.select_batch([spec("r1", vcpu=4)]))
+    placed_on(sched.select_batch([spec("r2", vcpu=2, ram=2048)]))
+    assert ("resources", "MEMORY_MB:1024,VCPU:2") in fake.queries[1][0]
+    clock.now += 6  # expired: the next walk still asks for the smallest seen
+    [(_k, [[sel, *_alts]])] = sched.select_batch([spec("r3", vcpu=6, ram=4096)])
+    assert len(fake.queries) == 3
+    assert ("resources", "MEMORY_MB:1024,VCPU:2") in fake.queries[2][0]
+    # ... and each request still gets exactly its own amounts.
+    held = fake.consumers[sel.instance_uuid]["allocations"]
+    assert list(held.values()) == [{"VCPU": 6, "MEMORY_MB": 4096}]
