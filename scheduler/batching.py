@@ -244,8 +244,6 @@ def schedule_batch(sched, specs, views=None):
 
 
 def _schedule_group(sched, group, key=None):
-    from scheduler import worker as worker_mod  # circular at import time
-
     first = group[0].spec
     merge = merges_amounts(first)
     resources = dict(first.resources)
@@ -255,9 +253,29 @@ def _schedule_group(sched, group, key=None):
                 resources[rc] = min(resources[rc], amount)
     instances = tuple(i for m in group for i in m.spec.instance_uuids)
     cache = getattr(sched, "host_cache", None)
-    entry = cache.take(key, resources) if cache is not None and key is not None else None
+    if cache is None or not cache.enabled or key is None:
+        _walk_and_place(sched, group, key, resources, instances, merge, None, None)
+        return
+    # The kind's walk, or the right to walk it: a concurrent batch of the
+    # same kind waits for this one instead of reading the same pages.
+    entry = cache.take(key, resources)
+    try:
+        entry = _walk_and_place(sched, group, key, resources, instances, merge, cache, entry)
+    finally:
+        if entry is None:
+            cache.put(key, None)
+        else:
+            cache.put(key, entry[0], keep=entry[1])
+
+
+def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry):
+    """Walk (unless ``entry`` is a kept walk), place and claim ``group``;
+    return (entry, whether to keep it) when ``cache`` keeps walks, else None."""
+    from scheduler import worker as worker_mod
+
+    first = group[0].spec
     if entry is None:
-        if merge and cache is not None and key is not None:
+        if merge and cache is not None:
             resources = cache.walk_amounts(key, resources)
         walk_spec = dataclasses.replace(first, resources=resources, instance_uuids=instances)
         state = request_state.RequestState(walk_spec)
@@ -268,11 +286,11 @@ def _schedule_group(sched, group, key=None):
         except worker_mod.SchedulerError:
             for m in group:
                 m.outcome = (ALONE, None)
-            return
+            return None
         ranker = Ranker(state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts)
         ranker.add(walk.passed)
         walk_data = {n: walk_report.data[n] for n in _WALK_FIELDS if n in walk_report.data}
-        if cache is not None and cache.enabled and key is not None:
+        if cache is not None:
             from scheduler import host_cache
 
             entry = host_cache.Entry(walk, ranker, state, walk_data, resources, cache.clock())
@@ -287,16 +305,13 @@ def _schedule_group(sched, group, key=None):
                 "age_s": round(cache.clock() - entry.born, 3),
                 "batches": entry.batches,
             }
-    keep = False
-    try:
-        planned = _place_group(sched, group, walk, ranker, merge)
-        # Keep the view only when everything planned on it was claimed: a
-        # lost race, a refused or an unanswered claim says it is stale (and
-        # its assumed usage holds plans that were not made).
-        keep = all(m.claimed for m in planned)
-    finally:
-        if entry is not None:
-            cache.put(key, entry, keep=keep)
+    planned = _place_group(sched, group, walk, ranker, merge)
+    if entry is None:
+        return None
+    # Keep the view only when everything planned on it was claimed: a lost
+    # race, a refused or an unanswered claim says it is stale (and its
+    # assumed usage holds plans that were not made).
+    return entry, all(m.claimed for m in planned)
 
 
 def _place_group(sched, group, walk, ranker, merge):

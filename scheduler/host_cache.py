@@ -25,8 +25,9 @@ What keeps it honest:
   was walked for (class by class): a host with room for them was in the walk.
   A new walk asks for the smallest amounts this worker has seen for the
   kind, so one walk soon serves every batch of it;
-- one batch at a time holds an entry (``take`` removes it, ``put`` returns
-  it): two batches never plan on the same host states at once;
+- one batch at a time holds a kind (``take`` to ``put``): two batches never
+  plan on the same host states at once, and a batch of a kind another batch
+  is walking or placing waits for it rather than read the same pages too;
 - a request the cached view cannot place is scheduled alone, on a fresh walk
   of every page it needs, so the cache never turns a request that fits into
   NoValidHost.
@@ -38,6 +39,11 @@ needs: there the wall clock says nothing about the cluster's time.
 import dataclasses
 import threading
 import time
+
+# How long a batch waits for a concurrent batch of its kind to hand the walk
+# back before walking on its own (a batch places and claims in well under
+# this; a placement stall must not hold every batch of a kind).
+WAIT_SECONDS = 5.0
 
 
 @dataclasses.dataclass
@@ -60,6 +66,8 @@ class HostCache:
         self._entries = {}
         self._floors = {}  # key -> the smallest amounts walked for, per class
         self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._held = {}  # key -> the thread whose batch holds it
         self.stats = {"hits": 0, "misses": 0, "dropped": 0}
 
     @property
@@ -68,10 +76,21 @@ class HostCache:
 
     def take(self, key, resources):
         """The entry for ``key`` if it is fresh and was walked for at most
-        ``resources``; it is removed until ``put`` back (one batch at a time)."""
+        ``resources``, else None (the caller walks). Either way the caller
+        holds ``key`` until ``put``: a concurrent batch of the same kind
+        waits here (at most ``WAIT_SECONDS``) rather than walk it again."""
         if not self.enabled:
             return None
-        with self._lock:
+        with self._cond:
+            deadline = time.monotonic() + WAIT_SECONDS
+            while key in self._held:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    # Stuck behind a slow batch: walk on our own, unheld.
+                    self.stats["misses"] += 1
+                    return None
+                self._cond.wait(left)
+            self._held[key] = threading.get_ident()
             entry = self._entries.pop(key, None)
             if entry is not None and self.usable(entry, resources):
                 self.stats["hits"] += 1
@@ -104,12 +123,17 @@ class HostCache:
         return all(entry.resources[rc] <= amount for rc, amount in resources.items())
 
     def put(self, key, entry, keep=True):
-        """Return ``entry`` after a batch; ``keep`` False drops it (the view
-        proved stale). A fresher entry of the same key put meanwhile by a
-        concurrent batch wins."""
-        if not self.enabled or entry is None:
+        """Release ``key`` after a batch, with its walk (or None); ``keep``
+        False drops the walk (the view proved stale). A fresher walk of the
+        same kind put meanwhile (by a batch that gave up waiting) wins."""
+        if not self.enabled:
             return
-        with self._lock:
+        with self._cond:
+            if self._held.get(key) == threading.get_ident():
+                del self._held[key]
+            self._cond.notify_all()
+            if entry is None:
+                return
             if not keep or self.clock() - entry.born >= self.seconds:
                 self.stats["dropped"] += 1
                 return

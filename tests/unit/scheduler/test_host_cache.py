@@ -151,3 +151,23 @@ def test_a_new_walk_asks_for_the_smallest_amounts_seen_for_its_kind():
     # ... and each request still gets exactly its own amounts.
     held = fake.consumers[sel.instance_uuid]["allocations"]
     assert list(held.values()) == [{"VCPU": 6, "MEMORY_MB": 4096}]
+
+
+def test_a_concurrent_batch_of_the_same_kind_waits_for_the_walk_instead_of_walking():
+    import threading
+
+    fake, sched, _clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(4)])
+    cache = sched.host_cache
+    key = batching.group_key(spec("x"))
+    resources = dict(spec("x").resources)
+    assert cache.take(key, resources) is None  # this thread walks...
+    got = []
+    other = threading.Thread(target=lambda: got.append(sched.select_batch([spec("w")])))
+    other.start()
+    other.join(0.3)
+    assert other.is_alive()  # ...the other batch waits for it
+    assert fake.queries == []
+    cache.put(key, None)  # the walk failed: released, nothing kept
+    other.join(5)
+    assert not other.is_alive()
+    assert placed_on(got[0]) and len(fake.queries) == 1
