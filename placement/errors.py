@@ -39,6 +39,9 @@ SERVER_GROUP_NOT_FOUND = "placement.server_group.not_found"
 SERVER_GROUP_EXISTS = "placement.server_group.duplicate"
 SERVER_GROUP_MEMBER_CONFLICT = "placement.server_group.member_conflict"
 SERVER_GROUP_POLICY_VIOLATION = "placement.server_group.policy_violation"
+# Performance work (workload_class) asked for a tree whose root carries the
+# eco profile trait; refused in the claim's own transaction.
+ALLOCATION_PROFILE_CONFLICT = "placement.allocation.profile_conflict"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

@@ -104,6 +104,10 @@ def _write(writes, class_not_found_prefix):
         raise errors.bad_request(str(exc))
     except alloc_obj.ResourceClassNotFound as exc:
         raise errors.bad_request(f"{class_not_found_prefix}{exc}")
+    except alloc_obj.ProfileConflict as exc:
+        raise errors.conflict(
+            f"Unable to allocate inventory: {exc}", errors.ALLOCATION_PROFILE_CONFLICT
+        )
     except alloc_obj.InvalidInventory as exc:
         raise errors.conflict(f"Unable to allocate inventory: {exc}")
     except server_group_obj.GroupNotFound as exc:

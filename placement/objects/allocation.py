@@ -145,6 +145,26 @@ class ConcurrentUpdate(AllocationError):
         )
 
 
+class ProfileConflict(AllocationError):
+    """Performance work asked for a provider of a tree whose root is eco (409)."""
+
+    def __init__(self, consumer, provider, root, trait):
+        where = (
+            f"resource provider '{provider}'"
+            if provider == root
+            else f"resource provider '{provider}' (root provider '{root}')"
+        )
+        super().__init__(
+            f"consumer {consumer} has workload_class '{vocabulary.PERFORMANCE}' and may not "
+            f"allocate from {where}: the root carries {trait}, and performance work must "
+            "not be placed on an eco node."
+        )
+        self.consumer = consumer
+        self.provider = provider
+        self.root = root
+        self.trait = trait
+
+
 class LostRace(Exception):
     """Internal: a generation guard matched no row; roll back and start over."""
 
@@ -369,6 +389,53 @@ _LOCK_PROVIDERS = (
     .order_by(_RP.c.id)
     .with_for_update()
 )
+# A request with performance work also locks the roots of its providers (the
+# eco check below reads the roots' traits; a twin write flipping a root to eco
+# bumps, so locks, that root): one statement, one id order for all of them.
+# SELECT id FROM resource_providers WHERE uuid IN (...) OR id IN
+#   (SELECT COALESCE(root_provider_id, id) FROM resource_providers WHERE uuid IN (...))
+# ORDER BY id FOR UPDATE
+_RP_IN = _RP.alias("rp_in")
+_LOCK_PROVIDERS_AND_ROOTS = (
+    sa.select(_RP.c.id)
+    .where(
+        sa.or_(
+            _RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)),
+            _RP.c.id.in_(
+                sa.select(sa.func.coalesce(_RP_IN.c.root_provider_id, _RP_IN.c.id)).where(
+                    _RP_IN.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True))
+                )
+            ),
+        )
+    )
+    .order_by(_RP.c.id)
+    .with_for_update()
+)
+# The eco check: which of the providers of performance work (sharing
+# providers aside: they are nobody's host) have a root carrying the eco
+# profile trait, read after the locks above, in the claim's transaction.
+# SELECT rp.uuid, root.uuid FROM resource_providers rp
+# JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
+# JOIN resource_provider_traits rpt ON rpt.resource_provider_id = root.id
+# JOIN traits t ON t.id = rpt.trait_id
+# WHERE rp.uuid IN (:rp_uuids) AND t.name = 'CUSTOM_POWER_PROFILE_ECO'
+#   AND NOT EXISTS (<rp carries MISC_SHARES_VIA_AGGREGATE>)
+ECO_TRAIT = vocabulary.PROFILE_TRAITS[vocabulary.ECO]
+_ROOT = _RP.alias("root")
+_RPT = m.resource_provider_traits
+_ECO_ROOTS = (
+    sa.select(_RP.c.uuid, _ROOT.c.uuid.label("root_uuid"))
+    .select_from(
+        _RP.join(_ROOT, _ROOT.c.id == sa.func.coalesce(_RP.c.root_provider_id, _RP.c.id))
+        .join(_RPT, _RPT.c.resource_provider_id == _ROOT.c.id)
+        .join(m.traits, m.traits.c.id == _RPT.c.trait_id)
+    )
+    .where(
+        _RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)),
+        m.traits.c.name == ECO_TRAIT,
+        server_group_obj.is_host_provider(),
+    )
+)
 # UPDATE resource_providers SET generation = generation + 1, updated_at = :now
 # WHERE id = :id AND generation = :seen
 _GUARD_PROVIDER = (
@@ -509,14 +576,20 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     )
     now = db_mod.utcnow()
     rp_uuids = _ordered_unique(rp_uuid for w in writes for rp_uuid in w.allocations)
+    performance = [
+        w for w in writes if w.allocations and w.workload_class == vocabulary.PERFORMANCE
+    ]
     if lock_first and rp_uuids:
-        conn.execute(_LOCK_PROVIDERS, {"rp_uuids": rp_uuids}).all()
+        lock = _LOCK_PROVIDERS_AND_ROOTS if performance else _LOCK_PROVIDERS
+        conn.execute(lock, {"rp_uuids": rp_uuids}).all()
     rc_names = _ordered_unique(
         name for w in writes for res in w.allocations.values() for name in res
     )
     rc_ids = _resource_class_ids(conn, rc_names, ids.cache, ids.learned)
     state, existing = _read_state(conn, writes, rp_uuids, rc_ids)
     _check(writes, rp_uuids, rc_names, rc_ids, state, existing)
+    if performance:
+        _check_profiles(conn, performance, existing)
     # After the provider locks (one lock order: providers, then groups).
     server_group_obj.check_claims(conn, writes)
     emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
@@ -566,6 +639,51 @@ def _check(writes, rp_uuids, rc_names, rc_ids, state, existing):
         if name not in rc_ids:
             raise ResourceClassNotFound(name)
     _check_capacity(writes, state, rc_ids)
+
+
+def _check_profiles(conn, performance, existing):
+    """Refuse performance work on a tree whose root carries the eco profile trait.
+
+    Only writes that say ``workload_class: performance`` are checked (a
+    client that never sends the extension field is never refused here). The
+    trait is read after the provider (and root) locks, so a twin write that
+    made the root eco either committed before (and is seen here) or waits
+    for this claim to commit (and the power controller's tick then counts
+    this consumer, objects/node.py). A consumer that already holds
+    allocations in that tree may be rewritten there (a node draining its
+    performance work keeps it; the write adds no performance work to it).
+
+    :raise ProfileConflict: nothing may be written.
+    """
+    rp_uuids = _ordered_unique(rp for w in performance for rp in w.allocations)
+    eco = dict(conn.execute(_ECO_ROOTS, {"rp_uuids": rp_uuids}).all())
+    if not eco:
+        return
+    already = set()
+    rewritten = [w.uuid for w in performance if w.uuid in existing]
+    if rewritten:
+        # SELECT DISTINCT a.consumer_id, root.uuid FROM allocations a
+        # JOIN resource_providers rp ON rp.id = a.resource_provider_id
+        # JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
+        # WHERE a.consumer_id IN (:consumers) AND root.uuid IN (:roots)
+        a = m.allocations
+        already = set(
+            conn.execute(
+                sa.select(a.c.consumer_id, _ROOT.c.uuid)
+                .distinct()
+                .select_from(
+                    a.join(_RP, _RP.c.id == a.c.resource_provider_id).join(
+                        _ROOT, _ROOT.c.id == sa.func.coalesce(_RP.c.root_provider_id, _RP.c.id)
+                    )
+                )
+                .where(a.c.consumer_id.in_(rewritten), _ROOT.c.uuid.in_(sorted(set(eco.values()))))
+            ).all()
+        )
+    for w in performance:
+        for rp_uuid in w.allocations:
+            root = eco.get(rp_uuid)
+            if root is not None and (w.uuid, root) not in already:
+                raise ProfileConflict(w.uuid, rp_uuid, root, ECO_TRAIT)
 
 
 def _providers_of(conn, consumer_uuids):

@@ -213,8 +213,9 @@ def _bump(conn, group_id):
 # --- the claim-time check --------------------------------------------------------
 
 
-def _is_host_provider():
-    """Providers that count as a host: not a sharing provider."""
+def is_host_provider():
+    """Providers that count as a host: not a sharing provider (also the
+    allocation write's eco check, objects/allocation.py)."""
     rpt = m.resource_provider_traits
     t = m.traits
     return ~sa.exists(
@@ -238,7 +239,7 @@ def _member_hosts(conn, group_id, exclude=()):
             .join(rp, rp.c.id == a.c.resource_provider_id)
             .join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id, rp.c.id))
         )
-        .where(_M.c.group_id == group_id, _is_host_provider())
+        .where(_M.c.group_id == group_id, is_host_provider())
     )
     if exclude:
         stmt = stmt.where(_M.c.instance_uuid.not_in(list(exclude)))
@@ -255,7 +256,7 @@ def _roots_of(conn, rp_uuids):
     stmt = (
         sa.select(rp.c.uuid, root.c.uuid)
         .select_from(rp.join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id, rp.c.id)))
-        .where(rp.c.uuid.in_(list(rp_uuids)), _is_host_provider())
+        .where(rp.c.uuid.in_(list(rp_uuids)), is_host_provider())
     )
     return dict(conn.execute(stmt).all())
 
