@@ -58,6 +58,11 @@ class Report:
         """Placement refused a claim for the request's server group."""
         self.data["group_refusals"] = self.data.get("group_refusals", 0) + 1
 
+    def profile_refused(self, host):
+        """Placement refused performance work on the host: it became eco
+        after the walk read it (or a cached walk still had it)."""
+        self.data["profile_refusals"] = self.data.get("profile_refusals", 0) + 1
+
     def claimed(self, instance_uuid, host, alternates):
         self.data["claims"].append(
             {

@@ -46,6 +46,9 @@ LOG = logging.getLogger(__name__)
 # upstream's code of a provider (or consumer) generation conflict; a capacity
 # shortage is a 409 without it ("Unable to allocate inventory").
 CONCURRENT_UPDATE = "placement.concurrent_update"
+# Placement refused performance work on a node whose root is eco (it became
+# eco after the walk read it): a lost race for that host, never retried.
+PROFILE_CONFLICT = "placement.allocation.profile_conflict"
 GENERATION_RETRIES = 3
 
 
@@ -270,8 +273,11 @@ class Scheduler:
                     retries[host.uuid] = retries.get(host.uuid, 0) + 1
                     time.sleep(rng.uniform(0, 0.05 * retries[host.uuid]))
                     continue
-                # Lost a race: someone else took the capacity. Never retry this
-                # host in this request; its next allocation request would race too.
+                if exc.code == PROFILE_CONFLICT:
+                    report.profile_refused(host)
+                # Lost a race: someone else took the capacity (or the power
+                # controller made the host eco). Never retry this host in this
+                # request; its next allocation request would race too.
                 report.race_lost(host)
                 self.stats["races_lost"] += 1
                 lost.add(host.uuid)
@@ -297,6 +303,12 @@ class Scheduler:
             f"the remaining hosts lack capacity or were taken by concurrent claims "
             f"({races} race(s) lost)"
         )
+        eco = report.data.get("profile_refusals", 0)
+        if eco:
+            text += (
+                f"; {eco} of them refused by placement because the host is eco now "
+                f"({PROFILE_CONFLICT}: performance work is not placed on eco nodes)"
+            )
         group = getattr(spec, "group", None)
         if group is not None:
             ruled_out = sum(1 for h in hosts if h.uuid not in lost and not group.allows(h.uuid))

@@ -3,12 +3,18 @@
 It answers what the scheduler's client asks (candidate pages with node data,
 claims, moves, unclaims, reports, build requests) from in-memory state, so the
 scheduler and conductor stages can be tested without a server. ``steal`` lets
-a test make another scheduler win the race for a host before our claim lands.
+a test make another scheduler win the race for a host before our claim lands;
+``flip_to_eco`` lets the power controller make a host eco after the walk and
+before the claim, which placement then refuses for performance work (409
+``placement.allocation.profile_conflict``, as objects/allocation.py).
 """
 
 import uuid as uuid_lib
 
 from joule import placement_client as client_mod
+from joule import vocabulary
+
+PROFILE_CONFLICT = "placement.allocation.profile_conflict"
 
 
 def host(
@@ -45,6 +51,7 @@ class FakePlacement:
         self.build_requests = {}
         self.failed_builds = {}  # host uuid -> consecutive failed builds reported
         self.steal = set()  # host uuids a "concurrent scheduler" fills just before our claim
+        self.flip_to_eco = set()  # host uuids the power controller makes eco just before it
         self.fail_next_claims = 0
         self.pages_served = 0
         self.calls = []
@@ -131,6 +138,9 @@ class FakePlacement:
                 self.steal.discard(rp)
                 for rc in self.used[rp]:
                     self.used[rp][rc] = self.hosts[rp]["capacity"][rc]
+            if rp in self.flip_to_eco:
+                self.flip_to_eco.discard(rp)
+                self.hosts[rp]["schedulable_class"] = vocabulary.ECO
         if self.fail_next_claims:
             self.fail_next_claims -= 1
             raise client_mod.Conflict(
@@ -157,6 +167,20 @@ class FakePlacement:
                         409,
                         "placement.undefined_code",
                         f"Unable to allocate inventory: {rc} on {rp}",
+                    )
+        if workload_class == vocabulary.PERFORMANCE:
+            for rp in allocs:
+                eco = vocabulary.PROFILE_TRAITS[vocabulary.ECO]
+                # A consumer already on the node may be rewritten there (draining).
+                if eco in self._root_traits(self.hosts[rp]) and rp not in old:
+                    raise client_mod.Conflict(
+                        "PUT",
+                        "/allocations",
+                        409,
+                        PROFILE_CONFLICT,
+                        f"Unable to allocate inventory: consumer {consumer} has "
+                        f"workload_class 'performance' and may not allocate from resource "
+                        f"provider '{rp}': the root carries {eco}",
                     )
         self._release(old)
         for rp, res in allocs.items():

@@ -182,6 +182,37 @@ def test_a_lost_batch_claim_falls_back_to_claims_per_request():
     assert len(fake.consumers) == 3
 
 
+def test_a_batch_member_whose_host_turned_eco_goes_alone_and_lands_on_performance():
+    """The batch POST is all or none: a performance member refused because its
+    host became eco sinks the POST; the others claim per request, the refused
+    one is scheduled alone, and no performance work ends on the eco host."""
+    hosts = [host(f"h{i}", vcpu=2, ram=65536) for i in range(4)]
+    fake, sched = make(hosts)
+    specs = [spec(f"r{i}", workload_class="performance") for i in range(3)]
+    real_post = fake.post_allocations
+    flipped = []
+
+    def post(claims):
+        if not flipped:
+            rp = next(iter(claims[0][1]["allocations"]))
+            fake.flip_to_eco.add(rp)
+            flipped.append(rp)
+        return real_post(claims)
+
+    fake.post_allocations = post
+    outcomes = sched.select_batch(specs)
+    assert outcomes[0] == (batching.ALONE, None)
+    assert [k for k, _v in outcomes[1:]] == [batching.PLACED, batching.PLACED]
+    assert sched.stats["races_lost"] == 1
+    assert specs[0].instance_uuids[0] not in fake.consumers
+    [[sel, *_]] = sched.select_destinations(specs[0])
+    assert sel.host_uuid != flipped[0]
+    assert fake.hosts[flipped[0]]["schedulable_class"] == "eco"
+    for consumer in fake.consumers.values():
+        assert flipped[0] not in consumer["allocations"]
+    assert len(fake.consumers) == 3
+
+
 def test_consumer_in_use_is_that_request_s_error_only():
     hosts = [host(f"h{i}", vcpu=8, ram=65536) for i in range(3)]
     fake, sched = make(hosts)

@@ -82,6 +82,41 @@ def test_all_races_lost_is_no_valid_host_and_nothing_held():
     assert fake.consumers == {}
 
 
+def test_host_turned_eco_after_the_walk_is_a_lost_race_for_performance():
+    """Placement refuses performance work on a host the power controller made
+    eco between the walk and the claim: drop the host, claim the next."""
+    hosts = [host("best", ram=99999), host("next", ram=50000), host("other", ram=10000)]
+    fake, sched = make(hosts)
+    fake.flip_to_eco.add(hosts[0]["uuid"])
+    [[sel, *alts]] = sched.select_destinations(
+        spec(request_id="req-eco", workload_class="performance")
+    )
+    assert sel.host_name == "next"
+    assert hosts[0]["uuid"] not in [a.host_uuid for a in alts]
+    assert fake.holder_of(sel.instance_uuid) == [hosts[1]["uuid"]]
+    report = fake.reports["req-eco"]
+    assert report["profile_refusals"] == 1 and report["races_lost"] == 1
+    assert report["result"] == "placed"
+
+
+def test_host_turned_eco_still_takes_standard_work():
+    hosts = [host("best", klass="eco", ram=99999), host("next", klass="eco", ram=50000)]
+    fake, sched = make(hosts)
+    fake.flip_to_eco.add(hosts[0]["uuid"])
+    [[sel, *_]] = sched.select_destinations(spec(request_id="req-std", workload_class="standard"))
+    assert sel.host_name == "best"
+    assert "profile_refusals" not in fake.reports["req-std"]
+
+
+def test_every_host_turned_eco_is_no_valid_host_that_says_so():
+    hosts = [host("a"), host("b")]
+    fake, sched = make(hosts)
+    fake.flip_to_eco.update(h["uuid"] for h in hosts)
+    with pytest.raises(worker.NoValidHost, match="2 of them refused by placement because the host"):
+        sched.select_destinations(spec(workload_class="performance"))
+    assert fake.consumers == {}
+
+
 def test_multi_instance_spreads_and_releases_all_when_one_cannot_fit():
     # Two hosts with room for exactly one instance each.
     hosts = [host("a", vcpu=2), host("b", vcpu=2)]
@@ -132,11 +167,15 @@ def test_no_valid_host_explains_each_filter():
         "JoulieFilter had placement leave out hosts with CUSTOM_POWER_PROFILE_ECO "
         "(performance work is not placed on eco or draining hosts)"
     ]
-    # Without the JoulieFilter nothing is left out, and the filter's words go.
+    # Without the JoulieFilter nothing is left out, and the filter's words go;
+    # placement itself still refuses the performance claims on the eco hosts.
     fake, sched = make(hosts, enabled_filters=["ComputeFilter", "CellFilter"])
-    [[sel, *_]] = sched.select_destinations(spec(workload_class="performance", cell="cell1"))
-    assert sel.host_name in ("e1", "e2")
+    with pytest.raises(worker.NoValidHost) as err:
+        sched.select_destinations(spec(workload_class="performance", cell="cell1"))
+    assert "JoulieFilter" not in str(err.value)
+    assert "2 of them refused by placement because the host is eco now" in str(err.value)
     assert all(("root_required" not in dict(q)) for q, _nd, _s in fake.queries)
+    assert fake.consumers == {}
 
 
 def test_no_candidates_at_all_names_the_query():
