@@ -673,7 +673,61 @@ def set_twins(db, entries):
                     "nodes again and retry."
                 )
         _write_profile_traits(conn, *traits)
+        # After the bumps above (the row locks of the roots whose trait
+        # changes): a performance claim on such a root either committed
+        # before them, and is counted here, or waits for this transaction and
+        # then finds the eco trait (objects/allocation.py).
+        _check_no_performance_work(
+            conn,
+            {
+                ids[e["uuid"]]: e["uuid"]
+                for e in entries
+                if e.get("schedulable_class") == vocabulary.ECO
+            },
+        )
     return out
+
+
+def _check_no_performance_work(conn, eco):
+    """Refuse an eco twin for a node whose tree holds performance work.
+
+    The power controller writes ``eco`` (eco caps) only for a node where it
+    counted no performance consumer, and ``draining`` otherwise; a claim
+    that landed between its count and this write would otherwise run under
+    eco caps until the next tick. This makes that write a 409 instead, and
+    the next tick counts the claim and writes ``draining``.
+
+    :param eco: {root provider id: uuid} of the twins written as eco.
+    :raise Conflict: nothing is written.
+    """
+    if not eco:
+        return
+    a, rp, c = m.allocations, m.resource_providers, m.consumers
+    busy = set()
+    for where in _matching(conn, rp.c.root_provider_id, list(eco)):
+        # SELECT DISTINCT rp.root_provider_id FROM allocations a
+        # JOIN resource_providers rp ON rp.id = a.resource_provider_id
+        # JOIN consumers c ON c.uuid = a.consumer_id
+        # WHERE c.workload_class = 'performance' AND rp.root_provider_id IN (...)
+        busy.update(
+            conn.execute(
+                sa.select(rp.c.root_provider_id)
+                .distinct()
+                .select_from(
+                    a.join(rp, rp.c.id == a.c.resource_provider_id).join(
+                        c, c.c.uuid == a.c.consumer_id
+                    )
+                )
+                .where(where, c.c.workload_class == vocabulary.PERFORMANCE)
+            ).scalars()
+        )
+    if busy:
+        names = ", ".join(sorted(eco[i] for i in busy))
+        raise Conflict(
+            f"Node(s) {names} run performance work: their twin may not be "
+            f"schedulable_class '{vocabulary.ECO}' (write '{vocabulary.DRAINING}' until the "
+            "performance consumers are gone); read the workload usages again and retry."
+        )
 
 
 def _profile_trait_ids(conn, create=True):

@@ -276,3 +276,54 @@ def test_profile_traits_changed_behind_the_controller_are_put_back(live_server, 
     again = ctl.tick()
     assert (again.written, again.repaired) == (0, [])
     assert metrics.value("joulie_policy_repaired_traits_total") == 3
+
+
+def test_claim_between_the_usage_read_and_the_eco_write_fails_the_flip(live_server, db):
+    """The power controller counts a node's performance work, then writes eco.
+    A performance claim that lands in between (the node still performance)
+    makes placement refuse the eco twin (409, nothing written); the next tick
+    counts the claim and drains the node instead, so performance work never
+    runs under eco caps."""
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
+    _register(api, db, "cn-a")
+    b = _register(api, db, "cn-b")
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 1.0, "node_selector": "role=worker"})
+    ctl = controller_mod.Controller(conf, api, metrics_mod.Metrics())
+    assert ctl.tick().written == 2
+    ctl.conf.set_override("static_hp_frac", 0.5, group="power")  # cn-b planned eco
+
+    consumer = new_uuid()
+    real_usages = api.workload_usages
+
+    def usages_then_a_claim(*args, **kwargs):
+        counted = real_usages(*args, **kwargs)
+        api.put_allocations(
+            consumer,
+            {"allocations": {b: {"resources": {"VCPU": 2}}}},
+            "p",
+            "u",
+            workload_class="performance",
+        )
+        return counted
+
+    api.workload_usages = usages_then_a_claim
+    before = _stored(api)["cn-b"]
+    try:
+        ctl.tick()
+    except placement_client.Conflict as exc:
+        assert exc.code == "placement.concurrent_update"
+        assert b in exc.detail and "performance work" in exc.detail
+    else:
+        raise AssertionError("the eco write was not refused")
+    finally:
+        api.workload_usages = real_usages
+    after = _stored(api)["cn-b"]
+    assert after["twin"] == before["twin"]
+    assert after["profile_traits"] == ["CUSTOM_POWER_PROFILE_PERFORMANCE"]
+
+    assert ctl.tick().written == 1
+    twin_b = _stored(api)["cn-b"]["twin"]
+    assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "draining")
+    assert twin_b["cpu_cap_watts"] == 400.0
+    assert _stored(api)["cn-a"]["twin"]["schedulable_class"] == "performance"
+    assert api.get_allocations(consumer)[0].keys() == {b}

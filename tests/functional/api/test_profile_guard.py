@@ -208,3 +208,38 @@ def test_sharing_provider_under_no_profile_is_not_a_host(client, db):
     body["allocations"][shared] = {"resources": {"DISK_GB": 10}}
     resp = client.put(f"/allocations/{consumer}", json=body)
     assert resp.status_code == 204, resp.get_json()
+
+
+def test_eco_twin_of_a_node_running_performance_work_is_refused(client, db):
+    """The power controller's side of the race: an eco twin (eco caps) for a
+    node whose tree holds performance work is a 409 and changes nothing;
+    draining is the twin for such a node, and eco is fine once it is gone."""
+    root, rp = _node(client, db, vocabulary.PERFORMANCE, nested=True)
+    consumer = _new()
+    resp = client.put(f"/allocations/{consumer}", json=_body(rp, vocabulary.PERFORMANCE))
+    assert resp.status_code == 204
+    node = client.get(f"/nodes/{root}").get_json()
+    root_generation = _generation(client, root)
+    twin = {
+        "uuid": root,
+        "profile": vocabulary.ECO,
+        "schedulable_class": vocabulary.ECO,
+        "generation": node["twin"]["generation"],
+    }
+    resp = client.post("/nodes/twins", json={"twins": [twin]})
+    assert resp.status_code == 409, resp.get_json()
+    assert _err(resp)["code"] == "placement.concurrent_update"
+    assert root in _err(resp)["detail"] and "performance work" in _err(resp)["detail"]
+    after = client.get(f"/nodes/{root}").get_json()
+    assert after["twin"] == node["twin"]
+    assert after["profile_traits"] == [vocabulary.PROFILE_TRAITS[vocabulary.PERFORMANCE]]
+    assert _generation(client, root) == root_generation
+
+    # A standard consumer does not hold the node back.
+    other = _new()
+    resp = client.put(f"/allocations/{other}", json=_body(rp, vocabulary.STANDARD))
+    assert resp.status_code == 204
+    _set_twin(client, root, vocabulary.ECO, vocabulary.DRAINING)
+    assert client.delete(f"/allocations/{consumer}").status_code == 204
+    _set_twin(client, root, vocabulary.ECO, vocabulary.ECO)
+    assert client.get(f"/nodes/{root}").get_json()["twin"]["schedulable_class"] == "eco"
