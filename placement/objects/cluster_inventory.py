@@ -12,7 +12,9 @@ file is written (a changed inventory bumps the provider generation, as any
 inventory write does). Everything happens in one transaction with a few
 statements per thousand nodes, so 5,000 nodes load in seconds; a file that
 cannot be applied (a name that is a nested provider, an inventory that would
-fall below what is allocated) changes nothing.
+fall below what is allocated) changes nothing. On PostgreSQL a load that
+changed anything ends with ANALYZE of the tables it wrote, so the very next
+candidate query is planned for the cluster as loaded.
 """
 
 import json
@@ -121,6 +123,17 @@ def load(db, nodes, cells=1):
         changed |= _sync_hardware(conn, nodes, ids, now)
     created = {r["name"] for r in new}
     updated = {name for name in changed if name not in created}
+    if db.is_postgres and (created or updated):
+        # Refresh the planner's statistics now. Until autovacuum's next
+        # analyze (a minute or more away) they describe the tables before
+        # the load (empty, right after db sync), and the candidate queries'
+        # plans assume a handful of providers: measured on the 5,000-node
+        # inventory, a wrapped page took 1.1 s of database time instead of
+        # 7 ms, and every walk of a freshly loaded cluster paid for it.
+        with db.write() as conn:
+            conn.exec_driver_sql(
+                "ANALYZE " + ", ".join(t.name for t in (_rp, _inv, _node, _hw, _alloc))
+            )
     return {
         "nodes": len(nodes),
         "created": len(created),

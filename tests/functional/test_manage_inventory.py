@@ -173,3 +173,32 @@ def test_five_thousand_nodes_load_in_bulk(db):
     second = time.perf_counter() - start
     # Seconds, not the minutes 5,000 x 4 REST calls take (generous for a busy machine).
     assert first < 60 and second < 60, (first, second)
+
+
+def test_a_load_on_postgresql_leaves_fresh_planner_statistics(pg_database_url):
+    """Right after db sync the statistics describe empty tables; the load
+    refreshes them, or the candidate queries are planned for a handful of
+    providers until autovacuum gets round to it."""
+    import sqlalchemy as sa
+
+    assert _manage(pg_database_url, "db", "sync").returncode == 0
+    res = _manage(pg_database_url, "inventory", "load", SMALL)
+    assert res.returncode == 0, res.stderr
+    engine = sa.create_engine(pg_database_url)
+    try:
+        with engine.connect() as conn:
+            rows = dict(
+                conn.exec_driver_sql(
+                    "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+                    "('resource_providers', 'inventories', 'nodes')"
+                ).all()
+            )
+            counts = {
+                table: conn.exec_driver_sql(f"SELECT COUNT(*) FROM {table}").scalar()
+                for table in rows
+            }
+    finally:
+        engine.dispose()
+    # reltuples is -1 (never analyzed) or stale without the ANALYZE.
+    assert counts["resource_providers"] >= 41
+    assert rows == counts
