@@ -125,6 +125,7 @@ def _client(
     release_probability,
     max_held_per_client,
     seed,
+    workload_class=None,
 ):
     """One client's whole run; returns its Outcome (elapsed unset)."""
     rnd = random.Random(seed * 1000 + index)
@@ -151,6 +152,9 @@ def _client(
             "user_id": USER,
             "consumer_generation": None,
         }
+        if workload_class is not None:
+            # Extension field (ours only): performance claims take the eco check.
+            body["workload_class"] = workload_class
         resp = http_conn.request("PUT", f"/allocations/{consumer}", body)
         if resp.status_code == 204:
             local.claims_ok += 1
@@ -219,6 +223,7 @@ def run(
     max_held_per_client=6,
     seed=1,
     processes=1,
+    workload_class=None,
 ):
     """``clients`` concurrent clients, each doing ``ops_per_client`` claims or releases.
 
@@ -228,6 +233,7 @@ def run(
     With ``processes`` > 1 the clients are spread over that many client
     processes (threads within each), so the driver's own CPU and GIL do not
     limit what is measured; the clock starts when every client is ready.
+    ``workload_class`` (ours only) is sent with every claim.
     """
     args = (
         base_url,
@@ -237,6 +243,7 @@ def run(
         release_probability,
         max_held_per_client,
         seed,
+        workload_class,
     )
     processes = max(1, min(processes, clients))
     if processes == 1:

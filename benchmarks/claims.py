@@ -5,7 +5,7 @@ Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, 
     python -m benchmarks.claims
         [--workers 4] [--threads 10] [--clients 1,4,16] [--ops 400]
         [--client-processes 4] [--systems ours,upstream,upstream-1x1]
-        [--skip-upstream] [--no-serialized]
+        [--skip-upstream] [--no-serialized] [--workload-class performance]
 
 For each system, in the same run, with the same worker processes and threads:
 a fresh database, the API under gunicorn on a free port, four providers
@@ -15,8 +15,10 @@ with 64 VCPU each; then for each client count a timed claim/release mix
 sampler reads the usage; over-commit = VCPU allocated beyond 8 (at the end,
 and the worst sample). The clients run in ``--client-processes`` processes
 (threads within each) so the load driver is not the bottleneck. Upstream
-runs from its own virtualenv (tools/upstream.py: its own placement-manage and wsgi app under
-gunicorn); nothing of it is copied here.
+``--workload-class`` sends that extension field with every claim (ours only:
+a performance claim also takes placement's eco check of the providers' roots).
+Upstream runs from its own virtualenv (tools/upstream.py: its own
+placement-manage and wsgi app under gunicorn); nothing of it is copied here.
 """
 
 import argparse
@@ -198,13 +200,21 @@ def release_all(base_url, consumers):
         s.delete(f"{base_url}/allocations/{consumer}", timeout=60)
 
 
-def bench(server, clients_list, ops, processes):
+def bench(server, clients_list, ops, processes, workload_class=None):
     results = {}
     providers = [make_provider(server.url, f"tput-{i}", 64) for i in range(4)]
     for clients in clients_list:
         per_client = max(1, ops // clients)
         # Warm the connection pools of every worker first.
-        warm = claimload.run(server.url, providers, clients, 4, seed=99, processes=processes)
+        warm = claimload.run(
+            server.url,
+            providers,
+            clients,
+            4,
+            seed=99,
+            processes=processes,
+            workload_class=workload_class,
+        )
         release_all(server.url, warm.held)
         outcome = claimload.run(
             server.url,
@@ -215,6 +225,7 @@ def bench(server, clients_list, ops, processes):
             max_held_per_client=4,
             seed=clients,
             processes=processes,
+            workload_class=workload_class,
         )
         release_all(server.url, outcome.held)
         results[clients] = {
@@ -238,6 +249,7 @@ def bench(server, clients_list, ops, processes):
         max_held_per_client=100,
         seed=5,
         processes=processes,
+        workload_class=workload_class,
     )
     sampler.stop()
     final = sampler.read()[target][1]
@@ -271,6 +283,11 @@ def main(argv=None):
     )
     parser.add_argument("--skip-upstream", action="store_true")
     parser.add_argument(
+        "--workload-class",
+        choices=["performance", "standard"],
+        help="send this extension field with every claim (ours only)",
+    )
+    parser.add_argument(
         "--no-serialized",
         action="store_true",
         help="skip upstream with 1 worker x 1 thread (its only correct setting)",
@@ -282,6 +299,8 @@ def main(argv=None):
         kinds.append("upstream-1x1")
     if args.systems:
         kinds = args.systems.split(",")
+    if args.workload_class and kinds != ["ours"]:
+        parser.error("--workload-class is an extension: use it with --systems ours")
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} CPUs, "
         f"{platform.python_implementation()} {platform.python_version()}; "
@@ -299,7 +318,9 @@ def main(argv=None):
         else:
             server = Server(kind, args.workers, args.threads).start()
         try:
-            all_results[kind] = bench(server, clients_list, args.ops, args.client_processes)
+            all_results[kind] = bench(
+                server, clients_list, args.ops, args.client_processes, args.workload_class
+            )
         finally:
             server.stop()
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
