@@ -6,8 +6,9 @@ The model, per node (all figures in watts):
 - CPUs: ``sockets`` packages, each between an idle draw and its maximum
   (the package TDP); the dynamic range a job draws is its share of the
   node's cores times its utilisation;
-- GPUs: ``gpu_count`` devices, each between an idle draw and the maximum cap
-  of the inventory (``gpu_max_cap_watts``); a job's GPUs draw
+- GPUs: ``gpu_count`` devices, each between an idle draw (per model,
+  ``GPU_IDLE_WATTS``: the per-family figures of Joulie's simulator) and the
+  maximum cap of the inventory (``gpu_max_cap_watts``); a job's GPUs draw
   ``idle + utilisation * (max - idle)`` each.
 
 A cap below what a job would draw holds the draw at the cap and slows the
@@ -21,6 +22,20 @@ into the node's twin (eco: a percentage of the maximum; performance: the
 maximum; draining: still performance), so the simulator never decides a cap
 itself.
 
+What a cap does not do: lower an idle device's draw. A package power limit
+(RAPL, AMD's PPT) or a GPU board power limit is a ceiling the device's power
+management enforces by lowering clocks and voltage under load; an idle
+package or board already draws below any cap the controller writes (the
+lowest, 40 % of TDP or the inventory's minimum GPU cap, is above every idle
+figure here), so an idle eco node draws what an idle performance node does.
+Joulie's simulator models it the same way (its GPU board model floors a
+capped draw at the idle power, its CPU model is idle plus a dynamic part the
+cap clamps), so its savings, like ours, come from work running against caps;
+how much work that is depends on the load (``simulator.workload``: the
+cluster is in service at the start, not empty). The platform's draw is in
+IT energy (the nodes' wall power); Joulie counts only CPUs and GPUs as IT
+power, so the report gives both.
+
 The inventories give GPU cap ranges only; CPU package maxima come from
 ``CPU_TDP_WATTS`` (vendors' published TDPs), else from the core count, and
 the simulator writes them into the hardware records as the CPU cap range so
@@ -31,7 +46,19 @@ import dataclasses
 
 PLATFORM_WATTS = 150.0
 CPU_IDLE_SHARE = 0.3  # a package at idle draws this share of its TDP
-GPU_IDLE_SHARE = 0.12  # a GPU at idle draws this share of its maximum cap
+GPU_IDLE_SHARE = 0.12  # an unknown GPU at idle draws this share of its maximum cap
+
+# Idle board power (watts per device) of the GPUs of the shipped inventories:
+# the per-family idle draws of Joulie's standalone simulator (its exp02
+# report, "Hardware models in simulator"), 13-17 % of the maximum cap. A
+# power limit does not lower them: an idle board sits below any cap.
+GPU_IDLE_WATTS = {
+    "NVIDIA H100 NVL": 60.0,
+    "NVIDIA H100 80GB HBM3": 120.0,
+    "NVIDIA L40S": 60.0,
+    "AMD Instinct MI300X": 100.0,
+    "AMD Radeon PRO W7900": 40.0,
+}
 CPU_MIN_CAP_SHARE = 0.4  # the lowest package cap, as a share of TDP
 
 # Package TDPs (watts per socket) of the CPUs of the shipped inventories.
@@ -75,6 +102,7 @@ class NodeModel:
     cpu_tdp: float  # per package
     gpu_count: int
     gpu_max: float  # per device; 0 without GPUs
+    gpu_idle: float = 0.0  # per device
 
     @classmethod
     def of(cls, hardware):
@@ -85,7 +113,10 @@ class NodeModel:
         )
         gpus = hardware.get("gpu_count") or 0
         gpu_max = float(hardware.get("gpu_max_cap_watts") or (300.0 if gpus else 0.0))
-        return cls(cores, sockets, float(tdp), gpus, gpu_max)
+        gpu_idle = GPU_IDLE_WATTS.get((hardware.get("gpu_model") or "").strip())
+        if gpu_idle is None:
+            gpu_idle = gpu_max * GPU_IDLE_SHARE
+        return cls(cores, sockets, float(tdp), gpus, gpu_max, min(gpu_idle, gpu_max))
 
     @property
     def cpu_idle(self):
@@ -95,10 +126,6 @@ class NodeModel:
     def cpu_dynamic(self):
         """The node's CPU dynamic range, all packages."""
         return self.sockets * self.cpu_tdp * (1 - CPU_IDLE_SHARE)
-
-    @property
-    def gpu_idle(self):
-        return self.gpu_max * GPU_IDLE_SHARE
 
     @property
     def idle_watts(self):

@@ -24,7 +24,7 @@ def _r(value, digits=3):
     return None if value is None else round(value, digits)
 
 
-def policy_summary(outcome, baseline_kwh, pue):
+def policy_summary(outcome, baseline_kwh, pue, baseline_devices_kwh=None):
     slowdown = {}
     for wc in vocabulary.WORKLOAD_CLASSES:
         values = outcome.slowdowns[wc]
@@ -39,6 +39,12 @@ def policy_summary(outcome, baseline_kwh, pue):
     saved = None
     if baseline_kwh:
         saved = round(100.0 * (baseline_kwh - outcome.it_kwh) / baseline_kwh, 2)
+    devices_kwh = outcome.it_kwh - outcome.platform_kwh
+    devices_saved = None
+    if baseline_devices_kwh:
+        devices_saved = round(
+            100.0 * (baseline_devices_kwh - devices_kwh) / baseline_devices_kwh, 2
+        )
     families = sorted(outcome.families)
     return {
         "label": outcome.label,
@@ -47,6 +53,11 @@ def policy_summary(outcome, baseline_kwh, pue):
         "it_kwh": round(outcome.it_kwh, 1),
         "facility_kwh": round(outcome.it_kwh * pue, 1),
         "energy_saved_pct": saved,
+        # Joulie's "IT power" is the sum of the nodes' CPU and GPU draws (its
+        # exp02 report, "Integration with the simulator"): without the
+        # platform, which no cap touches. Reported so the two compare.
+        "cpu_gpu_kwh": round(devices_kwh, 1),
+        "cpu_gpu_saved_pct": devices_saved,
         "jobs_submitted": outcome.submitted,
         "jobs_started": outcome.started,
         "jobs_completed": outcome.completed,
@@ -70,8 +81,14 @@ def policy_summary(outcome, baseline_kwh, pue):
 
 
 def summary(outcomes, meta, pue):
-    baseline = next((o.it_kwh for o in outcomes if o.label == NONE_LABEL), None)
-    return {**meta, "pue": pue, "policies": [policy_summary(o, baseline, pue) for o in outcomes]}
+    base = next((o for o in outcomes if o.label == NONE_LABEL), None)
+    baseline = base.it_kwh if base else None
+    devices = base.it_kwh - base.platform_kwh if base else None
+    return {
+        **meta,
+        "pue": pue,
+        "policies": [policy_summary(o, baseline, pue, devices) for o in outcomes],
+    }
 
 
 def format_timings(outcomes, load_seconds, total_seconds):
@@ -92,7 +109,7 @@ def _fmt(value, spec):
 
 def format_table(data):
     head = (
-        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
+        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'CPU+GPU %':>11}{'jobs':>7}{'done':>7}"
         f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}"
     )
     lines = [
@@ -105,12 +122,17 @@ def format_table(data):
         perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
         lines.append(
             f"{p['label'][:25]:<26}{p['it_kwh']:>11.1f}{_fmt(p['energy_saved_pct'], '.1f'):>9}"
+            f"{_fmt(p['cpu_gpu_saved_pct'], '.1f'):>11}"
             f"{p['jobs_submitted']:>7}{p['jobs_completed']:>7}"
             f"{_fmt(p['kwh_per_completed_job'], '.1f'):>9}"
             f"{_fmt(perf['p50'], '.2f') + '/' + _fmt(perf['p95'], '.2f'):>15}"
             f"{_fmt(std['p50'], '.2f') + '/' + _fmt(std['p95'], '.2f'):>15}"
             f"{p['performance_on_eco']:>13}"
         )
+    lines.append(
+        "saved % = IT energy (nodes' wall power) saved vs none; CPU+GPU % = the same "
+        "without the platform draw (Joulie's definition of IT power)"
+    )
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")
     return "\n".join(lines)
@@ -194,34 +216,75 @@ def plot_slowdowns(outcomes, path):
     plt.close(fig)
 
 
-def plot_tradeoff(data, path):
-    """Energy saved against standard p95 slowdown, one point per static fraction."""
-    plt = _pyplot()
-    points = [
-        (
-            p["options"].get("static_hp_frac"),
-            p["energy_saved_pct"],
-            p["slowdown"][vocabulary.STANDARD]["p95"],
+def tradeoff_points(data):
+    """(fraction, IT saved %, CPU+GPU saved %, std p50, std p95, perf p95 wait min)
+    of each static_partition fraction, by fraction."""
+    points = []
+    for p in data["policies"]:
+        std = p["slowdown"][vocabulary.STANDARD]
+        if (
+            p["policy"] != "static_partition"
+            or p["label"] == NONE_LABEL
+            or p["energy_saved_pct"] is None
+            or std["p95"] is None
+        ):
+            continue
+        points.append(
+            (
+                p["options"].get("static_hp_frac"),
+                p["energy_saved_pct"],
+                p.get("cpu_gpu_saved_pct"),
+                std["p50"],
+                std["p95"],
+                p["slowdown"][vocabulary.PERFORMANCE]["wait_p95_minutes"],
+            )
         )
-        for p in data["policies"]
-        if p["policy"] == "static_partition"
-        and p["label"] != NONE_LABEL
-        and p["energy_saved_pct"] is not None
-        and p["slowdown"][vocabulary.STANDARD]["p95"] is not None
-    ]
+    return sorted(points)
+
+
+def plot_tradeoff(data, path):
+    """The STATIC_HP_FRAC trade-off, one point per static fraction: energy
+    saved against standard work's p50 and p95 slowdown (left), and what each
+    fraction saves and makes performance work wait (right)."""
+    points = tradeoff_points(data)
     if not points:
         return False
-    points.sort()
-    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=100)
-    ax.plot([p[2] for p in points], [p[1] for p in points], marker="o")
-    for frac, saved, slow in points:
-        ax.annotate(
-            f"{frac:g}", (slow, saved), textcoords="offset points", xytext=(5, 4), fontsize=8
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
+    saved = [p[1] for p in points]
+    for index, (name, marker) in ((3, ("p50", "s")), (4, ("p95", "o"))):
+        left.plot([p[index] for p in points], saved, marker=marker, label=f"standard {name}")
+    for frac, it_saved, _dev, _p50, p95, _wait in points:
+        left.annotate(
+            f"{frac:g}", (p95, it_saved), textcoords="offset points", xytext=(5, 4), fontsize=8
         )
-    ax.set_xlabel("standard jobs: p95 slowdown vs uncapped")
-    ax.set_ylabel("IT energy saved vs no management (%)")
-    ax.set_title("static_partition: energy against slowdown (labels: STATIC_HP_FRAC)")
-    ax.grid(alpha=0.3)
+    left.set_xlabel("standard jobs: slowdown vs uncapped")
+    left.set_ylabel("IT energy saved vs no management (%)")
+    left.set_title("energy against slowdown (labels: STATIC_HP_FRAC)", fontsize=9)
+    left.legend(fontsize=8)
+    left.grid(alpha=0.3)
+    fracs = [p[0] for p in points]
+    right.plot(fracs, saved, marker="o", label="IT energy saved (%)")
+    if all(p[2] is not None for p in points):
+        right.plot(fracs, [p[2] for p in points], marker="^", label="CPU+GPU energy saved (%)")
+    right.set_xlabel("STATIC_HP_FRAC")
+    right.set_ylabel("energy saved vs no management (%)")
+    right.grid(alpha=0.3)
+    wait = right.twinx()
+    wait.plot(
+        fracs,
+        [p[5] for p in points],
+        color="tab:red",
+        marker="x",
+        linestyle="--",
+        label="performance p95 wait (min)",
+    )
+    wait.set_ylabel("performance jobs: p95 wait (minutes)")
+    wait.set_ylim(bottom=0)
+    lines = right.get_legend_handles_labels()
+    extra = wait.get_legend_handles_labels()
+    right.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=8)
+    right.set_title("what each fraction saves and makes performance work wait", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, metadata={"Software": None})
     plt.close(fig)
@@ -256,6 +319,7 @@ def _html(data, images):
             p["label"],
             f"{p['it_kwh']:.1f}",
             _fmt(p["energy_saved_pct"], ".1f"),
+            _fmt(p["cpu_gpu_saved_pct"], ".1f"),
             str(p["jobs_submitted"]),
             str(p["jobs_completed"]),
             _fmt(p["kwh_per_completed_job"], ".1f"),
@@ -268,6 +332,7 @@ def _html(data, images):
         "policy",
         "IT kWh",
         "saved %",
+        "CPU+GPU saved %",
         "jobs",
         "completed",
         "kWh/job",

@@ -159,6 +159,12 @@ def _parser():
         help="generated work: share of performance jobs (0.3)",
     )
     p.add_argument(
+        "--cold-start",
+        action="store_true",
+        help="generated work: start with an empty cluster at 0:00 instead of the "
+        "jobs of the day before still running then (simulator/workload.py)",
+    )
+    p.add_argument(
         "--tick-minutes",
         type=float,
         default=15.0,
@@ -372,7 +378,11 @@ def run(args):
     if args.trace:
         jobs = workload_mod.read_trace(args.trace)
     else:
-        mix = workload_mod.Mix(load=args.load, performance_share=args.performance_share)
+        mix = workload_mod.Mix(
+            load=args.load,
+            performance_share=args.performance_share,
+            warm_start=not args.cold_start,
+        )
         jobs = workload_mod.generate(workload_mod.Capacity.of(nodes), args.hours, args.seed, mix)
     if args.write_trace:
         workload_mod.write_trace(args.write_trace, jobs)
@@ -406,6 +416,7 @@ def run(args):
         "seed": args.seed,
         "jobs": sum(1 for j in jobs if j.arrival < args.hours * 3600),
         "trace": args.trace,
+        "warm_start": None if args.trace else not args.cold_start,
         "tick_minutes": args.tick_minutes,
         "cpu_eco_cap_pct": args.cpu_eco_cap_pct,
         "gpu_eco_cap_pct": args.gpu_eco_cap_pct,
