@@ -91,6 +91,10 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
     expected = (2 * model.idle_watts * 2 + dynamic * 1) / 1000
     assert none["it_kwh"] == pytest.approx(expected, abs=0.05)
     assert none["jobs_completed"] == 1 and none["energy_saved_pct"] == 0.0
+    # Two nodes' platform draw for two hours is not CPU or GPU energy.
+    platform = 2 * power.PLATFORM_WATTS * 2 / 1000
+    assert none["cpu_gpu_kwh"] == pytest.approx(expected - platform, abs=0.05)
+    assert data["warm_start"] is None  # a trace is replayed as it is
     assert none["slowdown"]["standard"]["p50"] == 1.0
     # static 0.5: the idle eco node draws the same (caps bind only under
     # load) and the job, below its cap, runs at full speed.
@@ -165,6 +169,8 @@ def test_41_nodes_a_day_end_to_end(tmp_path, capsys):
     page = (plots / "index.html").read_text()
     assert 'src="power.png"' in page and 'src="slowdown.png"' in page
     assert trace.read_text().count("\n") == data["jobs"]
+    # The day starts in service: the jobs of the day before still running.
+    assert data["warm_start"] is True and '"id": "carry-' in trace.read_text()
     # The acceptance's bound for the 41-node run, in CPU time (every thread
     # of this process and of the policies' worker processes): wall time on a
     # shared machine measures the neighbours.
@@ -195,6 +201,9 @@ def test_same_seed_same_output_and_a_trace_replays_the_same(tmp_path, capsys):
     assert sim_run.main(argv + ["--trace", str(trace)]) == 0
     replay = _json(capsys.readouterr().out)
     replay["trace"] = None
+    # The trace holds the carried jobs of the warm start as plain jobs.
+    assert replay["warm_start"] is None
+    replay["warm_start"] = True
     assert replay == _json(first)
     assert sim_run.main(argv[:-2] + ["--static-hp-frac", "0.3", "--seed", "8"]) == 0
     assert capsys.readouterr().out != first

@@ -28,9 +28,20 @@ def test_idle_node_draws_platform_cpu_idle_and_gpu_idle():
     model = power.NodeModel.of(H100_NVL)
     watts, speeds = power.node_state(model, [])
     assert speeds == []
-    # 150 platform + 2 x 360 W x 30 % + 8 x 400 W x 12 %
-    assert watts == pytest.approx(150 + 2 * 360 * 0.3 + 8 * 400 * 0.12)
+    # 150 platform + 2 x 360 W x 30 % + 8 x 60 W (an idle H100 NVL)
+    assert watts == pytest.approx(150 + 2 * 360 * 0.3 + 8 * 60)
     assert watts == pytest.approx(model.idle_watts)
+
+
+def test_gpu_idle_draw_is_the_models_else_a_share_of_its_maximum():
+    assert power.NodeModel.of(H100_NVL).gpu_idle == 60.0
+    sxm = {**H100_NVL, "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_max_cap_watts": 700}
+    assert power.NodeModel.of(sxm).gpu_idle == 120.0
+    unknown = {**H100_NVL, "gpu_model": "Some GPU", "gpu_max_cap_watts": 500}
+    assert power.NodeModel.of(unknown).gpu_idle == pytest.approx(500 * power.GPU_IDLE_SHARE)
+    # An idle board draws the same whatever its cap: caps bind only under load.
+    model = power.NodeModel.of(H100_NVL)
+    assert power.node_state(model, [], gpu_cap=200)[0] == power.node_state(model, [])[0]
 
 
 def test_uncapped_gpu_job_draws_its_utilisation_and_runs_full_speed():
@@ -39,8 +50,8 @@ def test_uncapped_gpu_job_draws_its_utilisation_and_runs_full_speed():
     job = power.Load(vcpus=0, gpus=4, utilisation=1.0, sensitivity=0.8)
     watts, speeds = power.node_state(model, [job], gpu_cap=400)
     assert speeds == [1.0]
-    # Four GPUs go from idle (48 W) to their maximum (400 W).
-    assert watts - idle == pytest.approx(4 * (400 - 48))
+    # Four GPUs go from idle (60 W) to their maximum (400 W).
+    assert watts - idle == pytest.approx(4 * (400 - 60))
 
 
 def test_eco_gpu_cap_holds_power_and_slows_by_sensitivity():
@@ -48,8 +59,8 @@ def test_eco_gpu_cap_holds_power_and_slows_by_sensitivity():
     full = power.Load(vcpus=0, gpus=8, utilisation=1.0, sensitivity=1.0)
     immune = power.Load(vcpus=0, gpus=8, utilisation=1.0, sensitivity=0.0)
     watts, (speed,) = power.node_state(model, [full], gpu_cap=240)
-    # Wanted dynamic 352 W per GPU, the cap leaves 192 W: speed 192/352.
-    assert speed == pytest.approx(192 / 352)
+    # Wanted dynamic 340 W per GPU, the cap leaves 180 W: speed 180/340.
+    assert speed == pytest.approx(180 / 340)
     assert watts == pytest.approx(150 + 2 * 360 * 0.3 + 8 * 240)
     _w, (speed0,) = power.node_state(model, [immune], gpu_cap=240)
     assert speed0 == 1.0  # memory-bound work is not slowed, but still capped
@@ -60,7 +71,7 @@ def test_gpu_job_below_the_cap_is_not_slowed():
     model = power.NodeModel.of(H100_NVL)
     light = power.Load(vcpus=0, gpus=2, utilisation=0.4, sensitivity=1.0)
     _w, (speed,) = power.node_state(model, [light], gpu_cap=240)
-    assert speed == 1.0  # 48 + 0.4 x 352 = 189 W < 240 W
+    assert speed == 1.0  # 60 + 0.4 x 340 = 196 W < 240 W
 
 
 def test_cpu_cap_is_shared_by_the_jobs_of_a_node():
@@ -87,7 +98,7 @@ def test_cpu_work_on_a_gpu_node_uses_the_uncapped_host_cpus():
     job = power.Load(vcpus=192, gpus=0, utilisation=1.0, sensitivity=1.0)
     watts, (speed,) = power.node_state(model, [job], cpu_cap=100, gpu_cap=240)
     assert speed == 1.0
-    assert watts == pytest.approx(150 + 2 * 360 + 8 * 48)
+    assert watts == pytest.approx(150 + 2 * 360 + 8 * 60)
 
 
 def test_cpu_cap_range_comes_from_the_tdp_table_or_the_core_count():

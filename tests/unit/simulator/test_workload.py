@@ -34,6 +34,36 @@ def test_generated_mix_has_both_classes_kinds_and_a_diurnal_profile():
     assert [j.arrival for j in jobs] == sorted(j.arrival for j in jobs)
 
 
+def _busy_share(jobs, t, kind):
+    """Share of the GPUs (or CPU-node cores) the jobs would hold at ``t``, unqueued."""
+    cap = workload.Capacity.of(NODES)
+    device, total = ("gpus", cap.gpus) if kind == "gpu" else ("vcpus", cap.cpu_cores)
+    used = sum(
+        getattr(j, device) * j.instances
+        for j in jobs
+        if j.kind == kind and j.arrival <= t < j.arrival + j.duration
+    )
+    return used / total
+
+
+def test_the_day_starts_in_service_with_the_jobs_of_the_day_before():
+    warm = _jobs(1)
+    cold = workload.generate(workload.Capacity.of(NODES), 24, 1, workload.Mix(warm_start=False))
+    carried = [j for j in warm if j.id.startswith("carry-")]
+    assert carried and warm[: len(carried)] == carried
+    # The jobs arriving from 0:00 are the same with or without the start.
+    assert warm[len(carried) :] == cold
+    assert all(j.arrival == 0.0 and 0 < j.duration <= workload.Mix.max_duration for j in carried)
+    assert len({j.id for j in warm}) == len(warm)
+    # At 0:00 the cluster holds work (the cold start's is empty), some of
+    # it still running at dawn.
+    assert _busy_share(cold, 1.0, "gpu") == 0.0
+    assert _busy_share(warm, 1.0, "gpu") > 0.2
+    dawn = 6 * 3600.0
+    assert _busy_share(warm, dawn, "gpu") > _busy_share(cold, dawn, "gpu")
+    assert _jobs(1) == warm and _jobs(2)[:3] != warm[:3]
+
+
 def test_trace_round_trip(tmp_path):
     jobs = _jobs(3, hours=6)
     path = tmp_path / "trace.jsonl"
