@@ -91,6 +91,74 @@ def summary(outcomes, meta, pue):
     }
 
 
+# What makes two runs' outputs comparable: the same cluster, workload, caps.
+WORKLOAD_KEYS = (
+    "inventory",
+    "nodes",
+    "hours",
+    "seed",
+    "jobs",
+    "trace",
+    "warm_start",
+    "tick_minutes",
+    "cpu_eco_cap_pct",
+    "gpu_eco_cap_pct",
+    "pue",
+)
+
+
+class MergeError(ValueError):
+    """Outputs that do not describe the same workload cannot be combined."""
+
+
+def _saved(baseline, value):
+    if not baseline:
+        return None
+    return round(100.0 * (baseline - value) / baseline, 2)
+
+
+def _order(policy):
+    if policy["label"] == NONE_LABEL:
+        return (0, 0.0)
+    if policy["policy"] == "static_partition":
+        return (1, policy["options"].get("static_hp_frac") or 0.0)
+    return (2, 0.0)
+
+
+def merge(outputs):
+    """One comparison from the ``--json`` outputs of several runs of the same
+    workload (so that a sweep can run a few policies at a time): the policies
+    of all, each label once, none first and the static fractions in order,
+    with the savings recomputed against the run labelled none."""
+    if not outputs:
+        raise MergeError("nothing to merge")
+    first = outputs[0]
+    policies = {}
+    for number, data in enumerate(outputs, 1):
+        if not isinstance(data, dict) or not isinstance(data.get("policies"), list):
+            raise MergeError(f"output {number} is not a placement-sim --json object")
+        for key in WORKLOAD_KEYS:
+            if data.get(key) != first.get(key):
+                raise MergeError(
+                    f"output {number} is another workload: {key} {data.get(key)!r}, "
+                    f"not {first.get(key)!r}"
+                )
+        for policy in data["policies"]:
+            known = policies.get(policy["label"])
+            if known is not None and known["it_kwh"] != policy["it_kwh"]:
+                raise MergeError(
+                    f"{policy['label']} differs between outputs ({known['it_kwh']} "
+                    f"and {policy['it_kwh']} kWh): not the same code or workload"
+                )
+            policies.setdefault(policy["label"], dict(policy))
+    merged = sorted(policies.values(), key=_order)
+    base = policies.get(NONE_LABEL)
+    for policy in merged:
+        policy["energy_saved_pct"] = _saved(base and base["it_kwh"], policy["it_kwh"])
+        policy["cpu_gpu_saved_pct"] = _saved(base and base["cpu_gpu_kwh"], policy["cpu_gpu_kwh"])
+    return {**{k: v for k, v in first.items() if k != "policies"}, "policies": merged}
+
+
 def format_timings(outcomes, load_seconds, total_seconds):
     """Where the wall time went (stderr: not part of the deterministic output)."""
     lines = [f"wall time: {total_seconds:.1f} s (loading the inventory {load_seconds:.1f} s)"]
@@ -296,12 +364,13 @@ def write_plots(data, outcomes, directory):
     os.makedirs(directory, exist_ok=True)
     plot_power(data, os.path.join(directory, POWER_PNG))
     plot_families(data, os.path.join(directory, FAMILIES_PNG))
-    plot_slowdowns(outcomes, os.path.join(directory, SLOWDOWN_PNG))
     images = [
         (POWER_PNG, "IT power over time per policy"),
         (FAMILIES_PNG, "Performance nodes per family over time"),
-        (SLOWDOWN_PNG, "Slowdown distributions per class"),
     ]
+    if outcomes is not None:  # merged outputs keep percentiles, not every job's slowdown
+        plot_slowdowns(outcomes, os.path.join(directory, SLOWDOWN_PNG))
+        images.append((SLOWDOWN_PNG, "Slowdown distributions per class"))
     if plot_tradeoff(data, os.path.join(directory, TRADEOFF_PNG)):
         images.append((TRADEOFF_PNG, "static_partition: energy saved against slowdown"))
     path = os.path.join(directory, "index.html")

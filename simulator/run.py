@@ -199,6 +199,16 @@ def _parser():
         "after the other in this process). The results do not depend on it.",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--merge",
+        nargs="+",
+        metavar="OUTPUT",
+        help="simulate nothing: combine the --json outputs (files whose last line "
+        "is the JSON object) of earlier runs of the same workload into one "
+        "comparison, savings against their none run (a sweep run a few "
+        "policies at a time); with --plots, every plot but the slowdown "
+        "distributions",
+    )
     return p
 
 
@@ -426,6 +436,20 @@ def run(args):
     return data, outcomes, timings
 
 
+def _merged(paths):
+    outputs = []
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line for line in handle.read().splitlines() if line.strip()]
+        try:
+            outputs.append(json.loads(lines[-1]))
+        except (IndexError, json.JSONDecodeError):
+            raise report.MergeError(
+                f"{path}: its last line is not the JSON object of placement-sim --json"
+            ) from None
+    return report.merge(outputs)
+
+
 def main(argv=None):
     try:
         args, rest = _parser().parse_known_args(argv)
@@ -437,16 +461,21 @@ def main(argv=None):
         logging.getLogger().setLevel(logging.WARNING)
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     try:
-        data, outcomes, timings = run(args)
+        if args.merge:
+            data, outcomes, timings = _merged(args.merge), None, None
+        else:
+            data, outcomes, timings = run(args)
     except (
         inventory_mod.InventoryError,
         workload_mod.TraceError,
         placement_client.PlacementError,
+        report.MergeError,
         OSError,
     ) as exc:
         return config.fail(PROG, exc)
     print(report.format_table(data))
-    print(timings, file=sys.stderr)
+    if timings:
+        print(timings, file=sys.stderr)
     if args.plots:
         path = report.write_plots(data, outcomes, args.plots)
         print(f"report: {path}")

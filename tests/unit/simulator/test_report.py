@@ -21,8 +21,10 @@ def _outcome(label, policy, it_kwh, platform_kwh, options=None, std=(1.0,), wait
         waits={"performance": list(waits), "standard": [0.0]},
         performance_on_eco=0,
         performance_on_eco_seconds=0.0,
-        samples=[],
-        families={},
+        samples=[
+            {"t": 900.0, "watts": 1000.0, "running": 1, "queued": 0, "performance_nodes": {"g": 1}}
+        ],
+        families={"g": 2},
         wall={},
         scheduler_calls=0,
         no_valid_host=0,
@@ -79,3 +81,65 @@ def test_tradeoff_points_are_the_static_fractions_in_order(tmp_path):
     only_none = {**data, "policies": data["policies"][:1]}
     assert not report.plot_tradeoff(only_none, str(tmp_path / "none.png"))
     assert not (tmp_path / "none.png").exists()
+
+
+def _split(data, labels):
+    policies = [p for p in data["policies"] if p["label"] in labels]
+    for p in policies:
+        if p["label"] != "none":  # a run without none has no baseline
+            p["energy_saved_pct"] = p["cpu_gpu_saved_pct"] = None
+    return {**data, "policies": policies}
+
+
+def test_merge_gives_the_comparison_of_one_run(tmp_path, capsys):
+    import copy
+    import json
+
+    from simulator import run as sim_run
+
+    data = _data()
+    a = _split(copy.deepcopy(data), {"static_partition@0.5", "queue_aware_v1"})
+    b = _split(copy.deepcopy(data), {"static_partition@0.1", "none", "static_partition@0.5"})
+    merged = report.merge([a, b])
+    assert [p["label"] for p in merged["policies"]] == [
+        "none",
+        "static_partition@0.1",
+        "static_partition@0.5",
+        "queue_aware_v1",
+    ]
+    by_label = {p["label"]: p for p in data["policies"]}
+    for p in merged["policies"]:
+        assert p == by_label[p["label"]]
+    assert merged["seed"] == data["seed"] and "policies" in merged
+    # Through the CLI: files whose last line is the JSON object.
+    files = []
+    for name, output in (("a.txt", a), ("b.txt", b)):
+        path = tmp_path / name
+        path.write_text("a table\n" + json.dumps(output) + "\n")
+        files.append(str(path))
+    plots = tmp_path / "plots"
+    assert sim_run.main(["--merge", *files, "--json", "--plots", str(plots)]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out.splitlines()[-1]) == json.loads(json.dumps(merged))
+    assert (plots / "tradeoff.png").exists() and not (plots / "slowdown.png").exists()
+    assert 'src="tradeoff.png"' in (plots / "index.html").read_text()
+
+
+def test_merge_refuses_other_workloads_and_differing_runs(tmp_path, capsys):
+    import copy
+
+    from simulator import run as sim_run
+
+    data = _data()
+    other = {**copy.deepcopy(data), "seed": 2}
+    with pytest.raises(report.MergeError, match="another workload: seed 2"):
+        report.merge([data, other])
+    changed = copy.deepcopy(data)
+    changed["policies"][1]["it_kwh"] = 1.0
+    with pytest.raises(report.MergeError, match="static_partition@0.5 differs"):
+        report.merge([data, changed])
+    bad = tmp_path / "bad.txt"
+    bad.write_text("not json\n")
+    assert sim_run.main(["--merge", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "last line is not the JSON object" in err
