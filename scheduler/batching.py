@@ -128,10 +128,35 @@ def retarget(areq, resources):
 
 def usable_for(host, spec, merge):
     """The first allocation request of ``host`` that fits ``spec`` now, or None."""
+    areq = _fitting(host, spec, merge)
+    if areq is not None and merge:
+        return retarget(areq, spec.resources)
+    return areq
+
+
+def _fitting(host, spec, merge):
+    """The first of ``host``'s allocation requests that fits ``spec`` now, as
+    the walk returned it (not yet retargeted to the spec's amounts: a
+    decision looks at many hosts and takes one)."""
+    if not merge:
+        for areq in host.allocation_requests:
+            if host.fits(areq):
+                return areq
+        return None
+    wanted = spec.resources
+    providers = host.providers
     for areq in host.allocation_requests:
-        if merge:
-            areq = retarget(areq, spec.resources)
-        if host.fits(areq):
+        for rp, entry in areq["allocations"].items():
+            have = providers.get(rp)
+            if have is None:
+                continue  # a sharing provider outside the tree: placement decides
+            if any(
+                (cap_used := have.get(rc)) is not None
+                and cap_used[1] + wanted.get(rc, amount) > cap_used[0]
+                for rc, amount in entry["resources"].items()
+            ):
+                break
+        else:
             return areq
     return None
 
@@ -379,6 +404,8 @@ def _plan(sched, m, walk, ranker, lost, merge):
         if n == 0:
             m.report.top(ranked, sched.conf.filter_scheduler.report_top_hosts)
         _w, areq, host = sched._pick(available, m.rng, subset)
+        if merge:
+            areq = retarget(areq, m.spec.resources)
         host.consume(areq)
         ranker.update(host)
         if m.group is not None:
@@ -391,14 +418,15 @@ def _available(ranked, spec, merge, subset, group=None):
     """[(weight, allocation request, host)] usable for ``spec``, best first:
     at least ``subset`` of them (when there are) and every one tied with
     the best, which is all ``_pick`` looks at. ``group``: the spec's server
-    group view, whose hard policy rules hosts out."""
+    group view, whose hard policy rules hosts out. The allocation requests
+    are as the walk returned them: the caller retargets the one it picks."""
     out = []
     for weight, _parts, host in ranked:
         if len(out) >= subset and weight < out[0][0]:
             break
         if group is not None and not group.allows(host.uuid):
             continue
-        areq = usable_for(host, spec, merge)
+        areq = _fitting(host, spec, merge)
         if areq is not None:
             out.append((weight, areq, host))
     return out
