@@ -5,7 +5,8 @@ rabbitmqctl allowed to add a virtual host; PostgreSQL on 127.0.0.1:5432,
 user postgres, trust, unless --sqlite):
 
     python -m benchmarks.bus_throughput [--inventory 1000,5k] [--workers 1,2,4]
-        [--batch-sizes 1,64] [--instances 1000] [--workload issue12|small]
+        [--batch-sizes 1,64] [--host-cache-seconds 0,10] [--instances 1000]
+        [--workload issue12|small]
         [--anti-affinity 0.1] [--per-request 1] [--seed 1] [--sqlite]
 
 For each inventory: a fresh placement database loaded by ``placement-manage
@@ -34,7 +35,12 @@ start, so this includes the queueing of a burst); placement requests per
 instance (placement's /metrics, every route, the measured run only);
 claim races lost per 1,000 placements (the scheduler workers' /metrics);
 and, from the database afterwards, over-committed inventories (must be 0)
-and instances holding allocations on more than one host (must be 0).
+and instances holding allocations on more than one host (must be 0). On a
+heterogeneous inventory, where the weighers legitimately prefer the larger
+hosts, it also prints where each row's instances went per hardware family
+(hosts, hosts used, instances). ``--host-cache-seconds`` adds a dimension:
+each batching row once per value of ``[scheduler] host_cache_seconds`` (0:
+every batch walks the candidates, as before the host cache).
 """
 
 import argparse
@@ -311,12 +317,39 @@ def _check(url, prefix):
                 ),
                 {"prefix": prefix + "%"},
             ).scalar()
+            # Instances of this row per host, with the host's labels.
+            per_host = conn.execute(
+                sa.text(
+                    "SELECT n.labels, COUNT(DISTINCT b.instance_uuid) FROM build_requests b "
+                    "JOIN resource_providers rp ON rp.uuid = b.host_uuid "
+                    "JOIN nodes n ON n.resource_provider_id = rp.id "
+                    "WHERE b.status = 'placed' AND b.request_id LIKE :prefix "
+                    "GROUP BY rp.id, n.labels"
+                ),
+                {"prefix": prefix + "%"},
+            ).all()
+            hosts = conn.exec_driver_sql("SELECT labels FROM nodes").all()
     finally:
         engine.dispose()
-    return over, doubled, placed
+    return over, doubled, placed, _families(per_host, hosts)
 
 
-def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
+def _families(per_host, hosts):
+    """{family: (hosts, hosts used, instances)}: where the weighers sent the
+    row's instances on a heterogeneous cluster (they prefer larger hosts)."""
+    out = {}
+    for (labels,) in hosts:
+        family = json.loads(labels or "{}").get("family", "-")
+        count, used, instances = out.get(family, (0, 0, 0))
+        out[family] = (count + 1, used, instances)
+    for labels, instances in per_host:
+        family = json.loads(labels or "{}").get("family", "-")
+        count, used, placed = out.get(family, (0, 0, 0))
+        out[family] = (count, used + 1, placed + instances)
+    return out
+
+
+def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache=None):
     run = Run(workdir, env)
     cf = ["--config-file", conf]
     # Without batching the services keep their default 8 threads, as before
@@ -324,6 +357,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
     # batching worker needs as many threads as calls it may hold.
     sched_env = {
         "OS_SCHEDULER__BATCH_SIZE": str(batch_size),
+        **({"OS_SCHEDULER__HOST_CACHE_SECONDS": str(host_cache)} if host_cache is not None else {}),
         "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads),
     }
     ports = []
@@ -373,7 +407,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
         }
         calls = sum(per_route.values())
         lost = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races) - races_before
-        over, doubled, placed_db = _check(inv["db"], f"bench-{seed}-")
+        over, doubled, placed_db, families = _check(inv["db"], f"bench-{seed}-")
         placed = summary["placed"]
         done = max(1, placed + summary["failed"])
         routes = sorted(per_route.items(), key=lambda kv: -kv[1])
@@ -387,6 +421,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv):
             "over_committed": over,
             "multi_host": doubled,
             "placed_recorded": placed_db,
+            "families": families,
         }
     finally:
         run.stop()
@@ -405,6 +440,13 @@ def main(argv=None):
         "--batch-sizes",
         default="1,64",
         help="[scheduler] batch_size values measured one after the other (1: no batching)",
+    )
+    p.add_argument(
+        "--host-cache-seconds",
+        default=None,
+        help="comma-separated [scheduler] host_cache_seconds values, each measured "
+        "for every batching row (0: every batch walks the candidates, as before "
+        "the host cache); default: the services' own default only",
     )
     p.add_argument(
         "--threads",
@@ -494,25 +536,35 @@ def main(argv=None):
             inv = {"url": f"http://127.0.0.1:{port}", "db": url, "gpu": gpu}
             try:
                 n = 0
-                for workers in (int(w) for w in args.workers.split(",")):
-                    for batch in (int(b) for b in args.batch_sizes.split(",")):
-                        seed = args.seed * 100000 + number * 1000 + n
-                        n += 1
-                        load = os.getloadavg()[0]
-                        r = measure(args, workdir, env, conf, workers, batch, seed, inv)
-                        load = max(load, os.getloadavg()[0])
-                        rows.append((label, size, workers, batch, r, load))
-                        print(
-                            f"{label} ({size} hosts) workers {workers} batch {batch}: "
-                            f"{r['instances_per_second']} instances/s, {r['placed']} placed, "
-                            f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
-                            f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
-                            f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
-                            f"{r['over_committed']}, multi-host {r['multi_host']}, "
-                            f"load {load:.1f}; placement requests per instance by route: "
-                            f"{r['routes']}",
-                            flush=True,
-                        )
+                caches = (
+                    [float(c) for c in args.host_cache_seconds.split(",")]
+                    if args.host_cache_seconds
+                    else [None]
+                )
+                for workers, batch, cache in (
+                    (int(w), int(b), c)
+                    for w in args.workers.split(",")
+                    for b in args.batch_sizes.split(",")
+                    for c in (caches if int(b) > 1 else [None])
+                ):
+                    seed = args.seed * 100000 + number * 1000 + n
+                    n += 1
+                    load = os.getloadavg()[0]
+                    r = measure(args, workdir, env, conf, workers, batch, seed, inv, cache)
+                    load = max(load, os.getloadavg()[0])
+                    rows.append((label, size, workers, batch, cache, r, load))
+                    cache_text = "" if cache is None else f" host cache {cache:g} s"
+                    print(
+                        f"{label} ({size} hosts) workers {workers} batch {batch}{cache_text}: "
+                        f"{r['instances_per_second']} instances/s, {r['placed']} placed, "
+                        f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
+                        f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
+                        f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
+                        f"{r['over_committed']}, multi-host {r['multi_host']}, "
+                        f"load {load:.1f}; placement requests per instance by route: "
+                        f"{r['routes']}",
+                        flush=True,
+                    )
             finally:
                 api_run.stop()
                 _drop(handle)
@@ -527,17 +579,34 @@ def main(argv=None):
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
     )
     print(
-        "| inventory | scheduler workers | batch_size | instances/s | p50 s | p99 s | "
-        "placement req/instance | races lost /1000 | placed | failed | over-commit | load |"
+        "| inventory | scheduler workers | batch_size | host cache s | instances/s | p50 s | "
+        "p99 s | placement req/instance | races lost /1000 | placed | failed | over-commit "
+        "| load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for label, size, workers, batch, r, load in rows:
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for label, size, workers, batch, cache, r, load in rows:
+        cache_text = "-" if batch == 1 else ("default" if cache is None else f"{cache:g}")
         print(
-            f"| {label} ({size}) | {workers} | {batch} | {r['instances_per_second']} | "
+            f"| {label} ({size}) | {workers} | {batch} | {cache_text} | "
+            f"{r['instances_per_second']} | "
             f"{r['p50']:.1f} | {r['p99']:.1f} | {r['placement_per_instance']:.2f} | "
             f"{r['races_per_1000']:.1f} | {r['placed']} | {r['failed']} | "
             f"{r['over_committed']} | {load:.1f} |"
         )
+    for label, _size, workers, batch, cache, r, _load in rows:
+        families = r["families"]
+        if len(families) < 2:
+            continue
+        print(
+            f"\nWhere the instances went, per family ({label}, {workers} worker(s), "
+            f"batch {batch}, host cache {cache}): hosts, hosts used, instances, "
+            "instances per host of the family"
+        )
+        for family, (count, used, placed) in sorted(families.items(), key=lambda kv: -kv[1][2]):
+            print(
+                f"  {family}: {count} hosts, {used} used, {placed} instances, "
+                f"{placed / max(1, count):.2f}/host"
+            )
     return 0
 
 
