@@ -207,3 +207,7 @@ def test_same_seed_same_output_and_a_trace_replays_the_same(tmp_path, capsys):
     assert replay == _json(first)
     assert sim_run.main(argv[:-2] + ["--static-hp-frac", "0.3", "--seed", "8"]) == 0
     assert capsys.readouterr().out != first
+    # --cold-start: the same day's jobs without the ones carried from the day before.
+    assert sim_run.main(argv + ["--cold-start"]) == 0
+    cold = _json(capsys.readouterr().out)
+    assert cold["warm_start"] is False and 0 < cold["jobs"] < _json(first)["jobs"]
