@@ -392,20 +392,25 @@ _LOCK_PROVIDERS = (
 # A request with performance work also locks the roots of its providers (the
 # eco check below reads the roots' traits; a twin write flipping a root to eco
 # bumps, so locks, that root): one statement, one id order for all of them.
-# SELECT id FROM resource_providers WHERE uuid IN (...) OR id IN
-#   (SELECT COALESCE(root_provider_id, id) FROM resource_providers WHERE uuid IN (...))
+# SELECT id FROM resource_providers WHERE id IN (
+#   SELECT id FROM resource_providers WHERE uuid IN (...)
+#   UNION SELECT COALESCE(root_provider_id, id) FROM resource_providers WHERE uuid IN (...))
 # ORDER BY id FOR UPDATE
+# (a UNION of two index lookups rather than ``uuid IN (...) OR id IN (...)``,
+# which a planner may answer with a scan of every provider).
 _RP_IN = _RP.alias("rp_in")
 _LOCK_PROVIDERS_AND_ROOTS = (
     sa.select(_RP.c.id)
     .where(
-        sa.or_(
-            _RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)),
-            _RP.c.id.in_(
+        _RP.c.id.in_(
+            sa.union(
+                sa.select(_RP_IN.c.id).where(
+                    _RP_IN.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True))
+                ),
                 sa.select(sa.func.coalesce(_RP_IN.c.root_provider_id, _RP_IN.c.id)).where(
                     _RP_IN.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True))
-                )
-            ),
+                ),
+            )
         )
     )
     .order_by(_RP.c.id)
