@@ -320,7 +320,7 @@ def _check(url, prefix):
             # Instances of this row per host, with the host's labels.
             per_host = conn.execute(
                 sa.text(
-                    "SELECT n.labels, COUNT(DISTINCT b.instance_uuid) FROM build_requests b "
+                    "SELECT n.labels, COUNT(DISTINCT b.instance_uuid), rp.id FROM build_requests b "
                     "JOIN resource_providers rp ON rp.uuid = b.host_uuid "
                     "JOIN nodes n ON n.resource_provider_id = rp.id "
                     "WHERE b.status = 'placed' AND b.request_id LIKE :prefix "
@@ -329,9 +329,27 @@ def _check(url, prefix):
                 {"prefix": prefix + "%"},
             ).all()
             hosts = conn.exec_driver_sql("SELECT labels FROM nodes").all()
+            roots = [
+                r[0]
+                for r in conn.exec_driver_sql(
+                    "SELECT id FROM resource_providers WHERE id = root_provider_id ORDER BY id"
+                )
+            ]
     finally:
         engine.dispose()
-    return over, doubled, placed, _families(per_host, hosts)
+    return over, doubled, placed, _families(per_host, hosts), _fifths(per_host, roots)
+
+
+def _fifths(per_host, roots):
+    """(distinct hosts used, [share of the instances on each fifth of the
+    hosts by id, %]): the no-herding, no-fill-in-id-order check."""
+    rank = {rp_id: n for n, rp_id in enumerate(roots)}
+    fifths = [0] * 5
+    total = 0
+    for _labels, instances, rp_id in per_host:
+        fifths[min(4, rank[rp_id] * 5 // max(1, len(roots)))] += instances
+        total += instances
+    return len(per_host), [round(100.0 * f / max(1, total), 1) for f in fifths]
 
 
 def _families(per_host, hosts):
@@ -342,7 +360,7 @@ def _families(per_host, hosts):
         family = json.loads(labels or "{}").get("family", "-")
         count, used, instances = out.get(family, (0, 0, 0))
         out[family] = (count + 1, used, instances)
-    for labels, instances in per_host:
+    for labels, instances, _rp_id in per_host:
         family = json.loads(labels or "{}").get("family", "-")
         count, used, placed = out.get(family, (0, 0, 0))
         out[family] = (count, used + 1, placed + instances)
@@ -407,7 +425,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         }
         calls = sum(per_route.values())
         lost = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races) - races_before
-        over, doubled, placed_db, families = _check(inv["db"], f"bench-{seed}-")
+        over, doubled, placed_db, families, (distinct, fifths) = _check(inv["db"], f"bench-{seed}-")
         placed = summary["placed"]
         done = max(1, placed + summary["failed"])
         routes = sorted(per_route.items(), key=lambda kv: -kv[1])
@@ -422,6 +440,8 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
             "multi_host": doubled,
             "placed_recorded": placed_db,
             "families": families,
+            "distinct_hosts": distinct,
+            "fifths": fifths,
         }
     finally:
         run.stop()
@@ -561,7 +581,9 @@ def main(argv=None):
                         f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
                         f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
                         f"{r['over_committed']}, multi-host {r['multi_host']}, "
-                        f"load {load:.1f}; placement requests per instance by route: "
+                        f"load {load:.1f}; {r['distinct_hosts']} distinct hosts, share per fifth "
+                        f"of the hosts by id {r['fifths']} %; placement requests per instance by "
+                        f"route: "
                         f"{r['routes']}",
                         flush=True,
                     )

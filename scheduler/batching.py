@@ -306,7 +306,11 @@ def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry
         state = request_state.RequestState(walk_spec)
         walk_report = Report(walk_spec)
         try:
-            walk = worker_mod._Walk(sched, state, walk_report)
+            # A walk that is kept reads every page: it is paid once per kind
+            # per host_cache_seconds, and every batch placed on it has the
+            # whole cluster in view. (A capped window kept for seconds would
+            # have each worker fill its own fifth of the cluster meanwhile.)
+            walk = worker_mod._Walk(sched, state, walk_report, cap=0 if cache else None)
             walk.fill()
         except worker_mod.SchedulerError:
             for m in group:

@@ -9,6 +9,13 @@ walk, with the capacity its own claims consumed already subtracted (the
 assumed usage of Kubernetes' scheduler cache), and the next batch of that
 kind places on it without reading placement at all.
 
+A kept walk reads every page (``max_placement_results`` does not cap it):
+it is paid once per kind per ``host_cache_seconds``, and every batch placed
+on it ranks the whole cluster. A capped window kept for seconds would let
+each worker fill its own part of the id space meanwhile (measured through
+the bus on 5,000 identical hosts: 1,727 distinct hosts for 2,000 instances
+and 30 % of them on one fifth of the hosts).
+
 What keeps it honest:
 
 - placement stays the arbiter: every claim is checked there, so a stale view

@@ -391,12 +391,13 @@ class _Walk:
     turns a request that fits into NoValidHost).
     """
 
-    def __init__(self, sched, spec, report):
+    def __init__(self, sched, spec, report, cap=None):
         group = sched.conf.filter_scheduler
         self.sched = sched
         self.spec = spec
         self.report = report
-        self.cap = group.max_placement_results
+        # ``cap``: instead of max_placement_results (0: every page).
+        self.cap = group.max_placement_results if cap is None else cap
         self.zone_label = group.availability_zone_label
         self.default_zone = group.default_availability_zone
         self.floor = sched.conf.scheduler.max_attempts * spec.num_instances

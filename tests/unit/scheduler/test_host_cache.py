@@ -171,3 +171,15 @@ def test_a_concurrent_batch_of_the_same_kind_waits_for_the_walk_instead_of_walki
     other.join(5)
     assert not other.is_alive()
     assert placed_on(got[0]) and len(fake.queries) == 1
+
+
+def test_a_kept_walk_reads_every_page_whatever_max_placement_results_says():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(12)]
+    for seconds, read in ((10.0, 12), (0, 4)):
+        fake = FakePlacement(hosts)
+        sched = worker.Scheduler(
+            make_conf(max_placement_results=4, page_size=4), fake, rng=random.Random(1)
+        )
+        sched.host_cache = host_cache.HostCache(seconds, clock=Clock())
+        placed_on(sched.select_batch([spec("r1")]))
+        assert fake.reports["r1"]["hosts_seen"] == read, seconds
