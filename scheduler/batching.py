@@ -51,6 +51,7 @@ from scheduler import alternates as alternates_mod
 from scheduler import request_state
 from scheduler import server_groups
 from scheduler import weighers as weighers_mod
+from scheduler.incremental_rank import IncrementalRanker
 from scheduler.report import Report
 from scheduler.weighers.normalize import normalize
 
@@ -316,7 +317,11 @@ def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry
             for m in group:
                 m.outcome = (ALONE, None)
             return None
-        ranker = Ranker(state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts)
+        # A kept walk holds the whole cluster for many batches: its ranking
+        # is updated per decision (scheduler.incremental_rank).
+        ranker = (IncrementalRanker if cache else Ranker)(
+            state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts
+        )
         ranker.add(walk.passed)
         walk_data = {n: walk_report.data[n] for n in _WALK_FIELDS if n in walk_report.data}
         if cache is not None:
@@ -391,7 +396,12 @@ def _plan(sched, m, walk, ranker, lost, merge):
     for n, instance in enumerate(m.spec.instance_uuids):
         while True:
             ranked = ranker.rank(lost)
-            available = _available(ranked, m.spec, merge, subset, m.group)
+            if isinstance(ranked, list):
+                available = _available(ranked, m.spec, merge, subset, m.group)
+            else:
+                available = ranked.available(
+                    lambda h: _fitting(h, m.spec, merge), subset, m.rng, m.group
+                )
             if available or walk.done:
                 break
             # A capped walk stopped early and its hosts are used up: read on.
@@ -414,7 +424,8 @@ def _plan(sched, m, walk, ranker, lost, merge):
         ranker.update(host)
         if m.group is not None:
             m.group.add(host.uuid)
-        m.picks.append((instance, host, areq, [h for _w, _p, h in ranked]))
+        order = [h for _w, _p, h in ranked] if isinstance(ranked, list) else ranked.hosts_prefix()
+        m.picks.append((instance, host, areq, order))
     return True
 
 

@@ -1,0 +1,111 @@
+"""The kept walk's ranking (scheduler.incremental_rank) gives the weights and
+the order the full recomputation gives, decision after decision, and draws
+among tied hosts uniformly."""
+
+import collections
+import random
+
+import pytest
+
+from scheduler import batching
+from scheduler import request_state
+from scheduler import worker
+from scheduler.incremental_rank import IncrementalRanker
+from scheduler.report import Report
+from tests.unit.scheduler.conftest import make_conf
+from tests.unit.scheduler.fakes import FakePlacement
+from tests.unit.scheduler.fakes import host
+from tests.unit.scheduler.test_batching import spec
+
+
+def _walk(hosts, request):
+    fake = FakePlacement(hosts)
+    sched = worker.Scheduler(make_conf(), fake, rng=random.Random(1))
+    state = request_state.RequestState(request)
+    walk = worker._Walk(sched, state, Report(request))
+    walk.fill()
+    return sched, state, walk.passed
+
+
+def _same(full, view):
+    got = list(view)
+    assert len(got) == len(full)
+    for (w1, _p1, _h1), (w2, _p2, _h2) in zip(full, got, strict=True):
+        assert abs(w1 - w2) < 1e-9
+    # Equal weights may list their hosts in any order; the sets per weight match.
+    by_weight = collections.defaultdict(set)
+    for w, _p, h in full:
+        by_weight[round(w, 9)].add(h.uuid)
+    for w, _p, h in got:
+        assert h.uuid in by_weight[round(w, 9)]
+    # The report's parts of the first hosts add up to their weights.
+    for w, parts, _h in view[:3]:
+        assert abs(sum(parts.values()) - w) < 1e-9
+
+
+@pytest.mark.parametrize("count", [300, 6])
+def test_the_ranking_matches_a_full_recomputation_after_every_decision(count):
+    # 6 hosts: the best host's bounds move at almost every decision.
+    rng = random.Random(7)
+    hosts = [
+        host(f"h{i}", vcpu=rng.choice([16, 32, 64]), ram=rng.choice([65536, 131072]))
+        for i in range(count)
+    ]
+    request = spec("r", vcpu=2, ram=2048)
+    sched, state, passed = _walk(hosts, request)
+    full = batching.Ranker(state, sched.weighers)
+    fast = IncrementalRanker(state, sched.weighers)
+    full.add(passed)
+    fast.add(passed)
+    lost = set()
+    for step in range(400):
+        _same(full.rank(lost), fast.rank(lost))
+        target = rng.choice(passed)
+        areq = batching.usable_for(target, request, True)
+        if areq is None:
+            continue
+        target.consume(areq)
+        full.update(target)
+        fast.update(target)
+        if step % 97 == 0:
+            lost.add(rng.choice(passed).uuid)  # a lost race: rebuilt without it
+    _same(full.rank(lost), fast.rank(lost))
+
+
+def test_a_decision_draws_uniformly_among_many_tied_hosts():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(400)]
+    request = spec("r")
+    sched, state, passed = _walk(hosts, request)
+    ranker = IncrementalRanker(state, sched.weighers)
+    ranker.add(passed)
+    rng = random.Random(3)
+    picks = collections.Counter()
+    for _ in range(4000):
+        available = ranker.rank(set()).available(
+            lambda h: batching._fitting(h, request, True), 1, rng
+        )
+        assert len(available) == 1
+        picks[available[0][2].uuid] += 1
+    # 4,000 draws over 400 tied hosts: every host drawn, none far off 10.
+    assert len(picks) == 400
+    assert max(picks.values()) < 30
+    # The first host in the index order is drawn like the others.
+    first = ranker.hosts[ranker._keys[0][1]].uuid
+    assert picks[first] < 30
+
+
+def test_few_ties_are_listed_in_order_like_the_full_ranking():
+    rng = random.Random(5)
+    hosts = [host(f"h{i}", vcpu=8 * (i + 1), ram=8192 * (i + 1)) for i in range(30)]
+    request = spec("r")
+    sched, state, passed = _walk(hosts, request)
+    full = batching.Ranker(state, sched.weighers)
+    fast = IncrementalRanker(state, sched.weighers)
+    full.add(passed)
+    fast.add(passed)
+    for subset in (1, 3):
+        want = batching._available(full.rank(set()), request, True, subset)
+        got = fast.rank(set()).available(lambda h: batching._fitting(h, request, True), subset, rng)
+        assert [(round(w, 9), h.uuid) for w, _a, h in got] == [
+            (round(w, 9), h.uuid) for w, _a, h in want
+        ]
