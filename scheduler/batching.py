@@ -327,7 +327,15 @@ def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry
         if cache is not None:
             from scheduler import host_cache
 
-            entry = host_cache.Entry(walk, ranker, state, walk_data, resources, cache.clock())
+            entry = host_cache.Entry(
+                walk,
+                ranker,
+                state,
+                walk_data,
+                resources,
+                cache.clock(),
+                ttl=cache.life(key, walk.passed),
+            )
     else:
         walk, ranker, walk_data = entry.walk, entry.ranker, entry.walk_data
     for m in group:

@@ -183,3 +183,24 @@ def test_a_kept_walk_reads_every_page_whatever_max_placement_results_says():
         sched.host_cache = host_cache.HostCache(seconds, clock=Clock())
         placed_on(sched.select_batch([spec("r1")]))
         assert fake.reports["r1"]["hosts_seen"] == read, seconds
+
+
+def test_a_walk_that_shows_other_workers_claiming_is_kept_a_quarter_as_long():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(20)]
+    fake, alone, clock = make(hosts, seconds=8)
+    placed_on(alone.select_batch([spec("a1")]))
+    clock.now += 9
+    placed_on(alone.select_batch([spec("a2")]))
+    # Only its own claims since: the new walk is kept the whole 8 s.
+    key = batching.group_key(spec("x"))
+    assert alone.host_cache._entries[key].ttl == 8
+    # Another worker (its own view, the same placement) claims meanwhile.
+    other = worker.Scheduler(make_conf(), fake, rng=random.Random(2))
+    other.host_cache = host_cache.HostCache(8, clock=clock)
+    placed_on(other.select_batch([spec(f"b{i}") for i in range(3)]))
+    clock.now += 9
+    placed_on(alone.select_batch([spec("a3")]))
+    assert alone.host_cache._entries[key].ttl == 2
+    clock.now += 2.1
+    placed_on(alone.select_batch([spec("a4")]))
+    assert len(fake.queries) == 5  # a1, a2, b, a3, a4: expired after 2 s
