@@ -1,0 +1,117 @@
+"""A worker's kept walk against a live placement (SQLite and PostgreSQL).
+
+The kept view goes stale in two ways a user would notice, and placement
+catches both: a node turned eco after the walk (performance work must not
+land on it) and capacity another worker took (never over-committed). In
+both the request is still placed, on a fresh walk.
+"""
+
+import uuid
+
+from joule import placement_client
+from joule import vocabulary
+from scheduler import conf as conf_mod
+from scheduler import service
+from tests import builders
+
+HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest"}
+
+
+def _endpoint(url, seconds=600):
+    conf = conf_mod.make_conf(
+        overrides={
+            ("scheduler", "batch_size"): 16,
+            ("scheduler", "host_cache_seconds"): seconds,
+            ("placement", "endpoint_override"): url,
+            ("placement", "auth_type"): "noauth",
+        }
+    )
+    return service.SchedulerEndpoint(
+        conf, lambda: placement_client.PlacementClient.for_endpoint(url)
+    )
+
+
+def _node(client, db, name, vcpu, ram):
+    rp = builders.create_provider(db, name=name)
+    builders.set_inventory(db, rp, "VCPU", vcpu)
+    builders.set_inventory(db, rp, "MEMORY_MB", ram)
+    resp = client.post(
+        "/nodes/twins",
+        json={"twins": [{"uuid": rp, "profile": vocabulary.PERFORMANCE}]},
+    )
+    assert resp.status_code == 200, resp.get_json()
+    return rp
+
+
+def _request(n, workload_class, vcpu=2):
+    return {
+        "version": "1.0",
+        "request_id": f"req-{n}",
+        "instance_uuids": [str(uuid.uuid4())],
+        "resources": {"VCPU": vcpu, "MEMORY_MB": 1024},
+        "workload_class": workload_class,
+        "project_id": "p",
+        "user_id": "u",
+    }
+
+
+def _host_of(answer):
+    assert answer["status"] == "placed", answer
+    [[selected, *_alts]] = answer["selections"]["selections"]
+    return selected["host_uuid"]
+
+
+def test_a_node_turned_eco_after_the_walk_gets_no_performance_work(client, db, live_server):
+    first_choice = _node(client, db, "big", 64, 262144)
+    turned_eco = _node(client, db, "big-too", 63, 262144)
+    _node(client, db, "small", 8, 32768)
+    endpoint = _endpoint(live_server.url)
+    first = endpoint.select_destinations({}, _request(1, vocabulary.PERFORMANCE))
+    assert _host_of(first) == first_choice  # the weighers prefer the largest
+    # The power controller moves the (idle) second node to eco behind the
+    # kept walk, in which it now ranks first (more left than the first).
+    twin = client.get(f"/nodes/{turned_eco}").get_json()["twin"]
+    resp = client.post(
+        "/nodes/twins",
+        json={
+            "twins": [
+                {
+                    "uuid": turned_eco,
+                    "profile": vocabulary.ECO,
+                    "schedulable_class": vocabulary.ECO,
+                    "generation": twin["generation"],
+                }
+            ]
+        },
+    )
+    assert resp.status_code == 200, resp.get_json()
+    second = endpoint.select_destinations({}, _request(2, vocabulary.PERFORMANCE))
+    # Placement refused the claim the kept view made on the eco node; the
+    # request was placed on a fresh walk, which leaves eco nodes out.
+    assert _host_of(second) == first_choice
+    assert endpoint.host_cache.stats["hits"] >= 1
+    assert endpoint.host_cache.stats["dropped"] >= 1
+    usage = client.get(f"/resource_providers/{turned_eco}/usages").get_json()["usages"]
+    assert usage.get("VCPU", 0) == 0
+
+
+def test_capacity_another_worker_took_is_never_over_committed(client, db, live_server):
+    hosts = [_node(client, db, f"h{i}", 4, 65536) for i in range(2)]
+    mine = _endpoint(live_server.url)
+    other = _endpoint(live_server.url)
+    # My worker walks and keeps the view (2 + 2 VCPU free on two hosts after).
+    _host_of(mine.select_destinations({}, _request(1, vocabulary.STANDARD)))
+    # The other worker fills every host meanwhile.
+    placed = [
+        _host_of(other.select_destinations({}, _request(10 + n, vocabulary.STANDARD)))
+        for n in range(3)
+    ]
+    assert sorted(set(placed)) == sorted(hosts)
+    # My view still shows room; placement refuses; alone, nothing fits.
+    answer = mine.select_destinations({}, _request(2, vocabulary.STANDARD))
+    assert answer["status"] == "no_valid_host", answer
+    usage = {
+        rp: client.get(f"/resource_providers/{rp}/usages").get_json()["usages"]["VCPU"]
+        for rp in hosts
+    }
+    assert usage == {rp: 4 for rp in hosts}
