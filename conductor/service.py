@@ -167,6 +167,9 @@ class Conductor:
         self.records = records_mod.Records(
             client, name, conf.conductor.lease_seconds, window, size, self._in_company
         )
+        # Failed-build counts placement last answered for hosts this
+        # conductor saw fail (what _tell_schedulers compares with).
+        self._failed_builds = {}
         self._outcome_reports = batch_mod.Batcher(
             self._send_outcomes, window, size, self._in_company, "build_outcomes"
         )
@@ -385,6 +388,7 @@ class Conductor:
                 instance, PLACED, host_uuid=current.host_uuid, build_succeeded=True
             ):
                 metrics.BUILDS.labels(PLACED).inc()
+                self._succeeded_on(current.host_uuid)
                 self.outcomes.instance_done(reply_topic, spec_mod.dump_build_result(result))
             return
         if not lease.keep():
@@ -433,13 +437,46 @@ class Conductor:
         """Many reports in one POST /nodes/build_outcomes (in order); one
         call each on a placement without it."""
         try:
-            self.client.report_build_outcomes(outcomes)
+            counts = self.client.report_build_outcomes(outcomes)
         except client_mod.PlacementError as exc:
             if not exc.route_missing:
                 raise
             for host_uuid, succeeded in outcomes:
                 self.client.report_build_outcome(host_uuid, succeeded)
+            return [None] * len(outcomes)
+        self._tell_schedulers(counts or {})
         return [None] * len(outcomes)
+
+    def _succeeded_on(self, host_uuid):
+        """A build succeeded on the host (its finish cleared the count in
+        placement): lift it in the schedulers' kept walks if this conductor
+        saw it failing."""
+        if host_uuid in self._failed_builds:
+            self._tell_schedulers({host_uuid: 0})
+
+    def _tell_schedulers(self, counts):
+        """Cast the hosts whose failed-build count moved from what this
+        conductor last saw to every scheduler worker: their kept walks carry
+        the counts of when they were read, and the BuildFailureWeigher must
+        sink a failing host (and lift a repaired one) at once, not a
+        host_cache_seconds later. Every failure moves a count; a success
+        only when this conductor saw the host failing (one that another
+        conductor saw fail is lifted when the walks are next read)."""
+        changed = {}
+        with self._active_lock:
+            for host_uuid, count in counts.items():
+                if count != self._failed_builds.get(host_uuid, 0):
+                    changed[host_uuid] = count
+                if count:
+                    self._failed_builds[host_uuid] = count
+                else:
+                    self._failed_builds.pop(host_uuid, None)
+        if not changed:
+            return
+        try:
+            self.scheduler.build_outcomes(changed)
+        except Exception as exc:  # noqa: BLE001 - the weigher catches up at the next walk
+            LOG.warning("scheduler workers not told of build outcomes on %s: %s", changed, exc)
 
     def _fail(self, spec, instance, reason, reply_topic, result=None):
         if not self.records.finish(instance, FAILED, reason=reason):
@@ -504,6 +541,7 @@ class Conductor:
             LOG.info("%s: taken over; it runs on %s", instance, running_on)
             if self.records.finish(instance, PLACED, host_uuid=running_on, build_succeeded=True):
                 metrics.BUILDS.labels(PLACED).inc()
+                self._succeeded_on(running_on)
             return
         if allocations:
             host = _claimed_host(allocations)

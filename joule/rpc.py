@@ -274,6 +274,14 @@ class SchedulerAPI:
             f"no scheduler answered within {self.conf.rpc.call_timeout} s ({retries + 1} tries)"
         )
 
+    def build_outcomes(self, failed_builds):
+        """Tell every scheduler worker (a fanout cast, 1.1) the new count of
+        consecutive failed builds of these hosts, {host uuid: count}, so a
+        walk it keeps (scheduler.host_cache) is read again with them."""
+        self._client.prepare(fanout=True, version="1.1").cast(
+            {}, "build_outcomes", failed_builds=failed_builds
+        )
+
 
 class ConductorAPI:
     """Client of topic ``conductor`` (super conductors) and of the cell topics."""

@@ -80,6 +80,7 @@ class HostCache:
         self._entries = {}
         self._floors = {}  # key -> the smallest amounts walked for, per class
         self._previous = {}  # key -> the walk a new walk replaces
+        self._stale = set()  # held keys whose walk must not be kept
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._held = {}  # key -> the thread whose batch holds it
@@ -152,15 +153,30 @@ class HostCache:
         with self._cond:
             if self._held.get(key) == threading.get_ident():
                 del self._held[key]
+            stale = key in self._stale
+            self._stale.discard(key)
             self._cond.notify_all()
             if entry is None:
                 return
-            if not keep or self._expired(entry):
+            if not keep or stale or self._expired(entry):
                 self.stats["dropped"] += 1
                 return
             current = self._entries.get(key)
             if current is None or current.born <= entry.born:
                 self._entries[key] = entry
+
+    def forget_hosts(self, uuids):
+        """Drop the kept walks holding any host of ``uuids`` (its node data,
+        such as the failed-build count, changed), and those a batch holds
+        now, which ``put`` then drops."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for key, entry in list(self._entries.items()):
+                if any(h.uuid in uuids for h in entry.walk.passed):
+                    del self._entries[key]
+                    self.stats["dropped"] += 1
+            self._stale.update(self._held)
 
     def life(self, key, hosts):
         """How long a new walk of ``key`` (its ``hosts``) is kept: the whole

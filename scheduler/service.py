@@ -35,7 +35,8 @@ LOG = logging.getLogger(__name__)
 
 
 class SchedulerEndpoint:
-    target = oslo_messaging.Target(version="1.0")
+    # 1.1: build_outcomes (a fanout cast from the cell conductors).
+    target = oslo_messaging.Target(version="1.1")
 
     def __init__(self, conf, client_factory):
         self.conf = conf
@@ -81,6 +82,14 @@ class SchedulerEndpoint:
         metrics.REQUESTS.labels(answer["status"]).inc()
         metrics.LATENCY.observe(time.perf_counter() - start)
         return answer
+
+    def build_outcomes(self, ctxt, failed_builds):
+        """New failed-build counts of hosts, {host uuid: count} (cast by the
+        cell conductors to every worker): the kept walks holding any of
+        them are read again, so the BuildFailureWeigher sees the counts at
+        the next batch."""
+        if isinstance(failed_builds, dict) and failed_builds:
+            self.host_cache.forget_hosts(set(failed_builds))
 
     def _answer(self, request_spec):
         try:

@@ -3,6 +3,7 @@ reused while fresh and right, dropped when a race shows it stale, never the
 reason a request that fits is refused."""
 
 import random
+import types
 
 from scheduler import batching
 from scheduler import host_cache
@@ -204,3 +205,27 @@ def test_a_walk_that_shows_other_workers_claiming_is_kept_a_quarter_as_long():
     clock.now += 2.1
     placed_on(alone.select_batch([spec("a4")]))
     assert len(fake.queries) == 5  # a1, a2, b, a3, a4: expired after 2 s
+
+
+def test_hosts_whose_node_data_changed_drop_the_walks_holding_them():
+    fake, sched, _clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(3)])
+    cache = sched.host_cache
+    placed_on(sched.select_batch([spec("r1")]))
+    placed_on(sched.select_batch([spec("p1", workload_class="performance")]))
+    assert len(cache._entries) == 2
+    cache.forget_hosts({"no-such-host"})
+    assert len(cache._entries) == 2
+    h0 = next(iter(fake.hosts))
+    cache.forget_hosts({h0})
+    assert cache._entries == {}
+    # A walk a batch holds while the news arrives is not kept either.
+    key = batching.group_key(spec("x"))
+    assert cache.take(key, dict(spec("x").resources)) is None  # held by this batch
+    cache.forget_hosts({h0})
+    walk = types.SimpleNamespace(passed=[])
+    entry = host_cache.Entry(walk, None, None, {}, dict(spec("x").resources), cache.clock())
+    cache.put(key, entry)
+    assert cache._entries == {}
+    # The next batch holds and keeps as usual.
+    placed_on(sched.select_batch([spec("r3")]))
+    assert key in cache._entries
