@@ -381,12 +381,17 @@ def test_services_use_password_users_across_token_expiry(
         "performance",
     ]
 
-    # Every service logged in with its own user, and the scheduler and the
-    # conductor outlived tokens mid-run: placement refused an expired token
-    # and the client logged in again and repeated the call.
+    # Every service logged in with its own user and outlived tokens mid-run.
+    # The conductors and the power controller (many calls, spread over the
+    # run) met placement's refusal of an expired token, logged in again and
+    # repeated the call. A scheduler worker with kept walks makes only a few
+    # calls, and keystoneauth may renew its token before one of them is
+    # refused (CI saw both): that it logged in again is what it must show.
+    # The refusal path itself is the one placement client all of them use.
     assert set(keystone.logins) == {"scheduler", "conductor", "power"}
     for user in USERS:
         assert keystone.logins[user] >= 2, keystone.logins
+    for user in ("conductor", "power"):
         assert keystone.refused.get(user, 0) >= 1, keystone.refused
     # Allocations, reports and build requests landed under those tokens.
     usages = sum(
