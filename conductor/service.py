@@ -170,6 +170,7 @@ class Conductor:
         # Failed-build counts placement last answered for hosts this
         # conductor saw fail (what _tell_schedulers compares with).
         self._failed_builds = {}
+        self._failed_builds_lock = threading.Lock()
         self._outcome_reports = batch_mod.Batcher(
             self._send_outcomes, window, size, self._in_company, "build_outcomes"
         )
@@ -463,7 +464,7 @@ class Conductor:
         only when this conductor saw the host failing (one that another
         conductor saw fail is lifted when the walks are next read)."""
         changed = {}
-        with self._active_lock:
+        with self._failed_builds_lock:
             for host_uuid, count in counts.items():
                 if count != self._failed_builds.get(host_uuid, 0):
                     changed[host_uuid] = count

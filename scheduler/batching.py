@@ -51,7 +51,6 @@ from scheduler import alternates as alternates_mod
 from scheduler import request_state
 from scheduler import server_groups
 from scheduler import weighers as weighers_mod
-from scheduler.incremental_rank import IncrementalRanker
 from scheduler.report import Report
 from scheduler.weighers.normalize import normalize
 
@@ -129,21 +128,18 @@ def retarget(areq, resources):
 
 def usable_for(host, spec, merge):
     """The first allocation request of ``host`` that fits ``spec`` now, or None."""
-    areq = _fitting(host, spec, merge)
+    areq = fitting(host, spec, merge)
     if areq is not None and merge:
         return retarget(areq, spec.resources)
     return areq
 
 
-def _fitting(host, spec, merge):
+def fitting(host, spec, merge):
     """The first of ``host``'s allocation requests that fits ``spec`` now, as
     the walk returned it (not yet retargeted to the spec's amounts: a
     decision looks at many hosts and takes one)."""
     if not merge:
-        for areq in host.allocation_requests:
-            if host.fits(areq):
-                return areq
-        return None
+        return host.usable_request()
     wanted = spec.resources
     providers = host.providers
     for areq in host.allocation_requests:
@@ -213,6 +209,14 @@ class Ranker:
             out.append((totals[j], parts, self.hosts[idx[j]]))
         return out
 
+    def available(self, ranked, spec, merge, subset, rng, group=None):
+        """What ``worker._pick`` chooses from for ``spec`` (``_available``)."""
+        return _available(ranked, spec, merge, subset, group)
+
+    def alternates_order(self, ranked):
+        """The hosts a decision keeps, best first, for its alternates."""
+        return [h for _w, _p, h in ranked]
+
 
 @dataclasses.dataclass
 class _Member:
@@ -278,7 +282,7 @@ def _schedule_group(sched, group, key=None):
             for rc, amount in m.spec.resources.items():
                 resources[rc] = min(resources[rc], amount)
     instances = tuple(i for m in group for i in m.spec.instance_uuids)
-    cache = getattr(sched, "host_cache", None)
+    cache = sched.host_cache
     if cache is None or not cache.enabled or key is None:
         _walk_and_place(sched, group, key, resources, instances, merge, None, None)
         return
@@ -319,6 +323,8 @@ def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry
             return None
         # A kept walk holds the whole cluster for many batches: its ranking
         # is updated per decision (scheduler.incremental_rank).
+        from scheduler.incremental_rank import IncrementalRanker  # it builds on Ranker
+
         ranker = (IncrementalRanker if cache else Ranker)(
             state, sched.weighers, sched.conf.filter_scheduler.report_top_hosts
         )
@@ -330,7 +336,6 @@ def _walk_and_place(sched, group, key, resources, instances, merge, cache, entry
             entry = host_cache.Entry(
                 walk,
                 ranker,
-                state,
                 walk_data,
                 resources,
                 cache.clock(),
@@ -404,12 +409,7 @@ def _plan(sched, m, walk, ranker, lost, merge):
     for n, instance in enumerate(m.spec.instance_uuids):
         while True:
             ranked = ranker.rank(lost)
-            if isinstance(ranked, list):
-                available = _available(ranked, m.spec, merge, subset, m.group)
-            else:
-                available = ranked.available(
-                    lambda h: _fitting(h, m.spec, merge), subset, m.rng, m.group
-                )
+            available = ranker.available(ranked, m.spec, merge, subset, m.rng, m.group)
             if available or walk.done:
                 break
             # A capped walk stopped early and its hosts are used up: read on.
@@ -432,8 +432,7 @@ def _plan(sched, m, walk, ranker, lost, merge):
         ranker.update(host)
         if m.group is not None:
             m.group.add(host.uuid)
-        order = [h for _w, _p, h in ranked] if isinstance(ranked, list) else ranked.hosts_prefix()
-        m.picks.append((instance, host, areq, order))
+        m.picks.append((instance, host, areq, ranker.alternates_order(ranked)))
     return True
 
 
@@ -449,7 +448,7 @@ def _available(ranked, spec, merge, subset, group=None):
             break
         if group is not None and not group.allows(host.uuid):
             continue
-        areq = _fitting(host, spec, merge)
+        areq = fitting(host, spec, merge)
         if areq is not None:
             out.append((weight, areq, host))
     return out

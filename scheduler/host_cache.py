@@ -64,8 +64,7 @@ class Entry:
     """One kind's walk and what was derived from it."""
 
     walk: object  # scheduler.worker._Walk, its hosts with assumed usage
-    ranker: object  # scheduler.batching.Ranker over walk.passed
-    state: object  # the RequestState the walk and the ranking were made for
+    ranker: object  # IncrementalRanker over walk.passed (its state: the walk's request)
     walk_data: dict  # the walk's report fields, copied into each member's report
     resources: dict  # the amounts the walk asked for, per resource class
     born: float  # clock() when walked
@@ -173,7 +172,7 @@ class HostCache:
             return
         with self._lock:
             for key, entry in list(self._entries.items()):
-                if any(h.uuid in uuids for h in entry.walk.passed):
+                if any(uuid in entry.ranker.index for uuid in uuids):
                     del self._entries[key]
                     self.stats["dropped"] += 1
             self._stale.update(self._held)
@@ -203,10 +202,6 @@ class HostCache:
             self.stats["shared"] = self.stats.get("shared", 0) + 1
             return self.seconds * SHARED_FACTOR
         return self.seconds
-
-    def clear(self):
-        with self._lock:
-            self._entries.clear()
 
 
 def _took_more(host, seen):

@@ -23,7 +23,7 @@ about the hosts it looks at:
 
 import bisect
 
-from scheduler import weighers as weighers_mod
+from scheduler import batching
 
 # The hosts a decision keeps, best first, for the alternates of its instance
 # (alternates.pick walks them until it has max_attempts - 1 in the cell).
@@ -33,18 +33,13 @@ ALTERNATES_PREFIX = 256
 TIE_DRAWS = 64
 
 
-class IncrementalRanker:
+class IncrementalRanker(batching.Ranker):
+    """``batching.Ranker``'s hosts, raw values and multipliers, ranked
+    incrementally (the module docstring)."""
+
     def __init__(self, state, weighers, top=16):
-        self.state = state
-        self.top = top
-        self.active = [
-            (w, m) for w, m in weighers if getattr(w, "applies", None) is None or w.applies(state)
-        ]
+        super().__init__(state, weighers, top)
         self.minvals = [getattr(w, "minval", None) for w, _m in self.active]
-        self.hosts = []
-        self.index = {}
-        self.raw = [[] for _ in self.active]
-        self.mult = [[] for _ in self.active]
         self._lost = None  # the lost set the index was built for
         self._totals = []
         self._keys = []  # sorted [(-total, position)] of the hosts not lost
@@ -54,13 +49,7 @@ class IncrementalRanker:
     # -- building ------------------------------------------------------------
 
     def add(self, hosts):
-        for host in hosts:
-            self.index[host.uuid] = len(self.hosts)
-            self.hosts.append(host)
-            for k, (weigher, multiplier) in enumerate(self.active):
-                self.raw[k].append(weigher.raw(host, self.state))
-                key = weighers_mod.MULTIPLIER_LABEL_PREFIX + weigher.multiplier_option
-                self.mult[k].append(weighers_mod.host_multiplier(host, key, multiplier))
+        super().add(hosts)
         if hosts:
             self._fresh = False
 
@@ -97,8 +86,7 @@ class IncrementalRanker:
     def update(self, host):
         i = self.index[host.uuid]
         old = [self.raw[k][i] for k in range(len(self.active))]
-        for k, (weigher, _m) in enumerate(self.active):
-            self.raw[k][i] = weigher.raw(host, self.state)
+        super().update(host)
         if not self._fresh or host.uuid in self._lost:
             return
         for k in range(len(self.active)):
@@ -141,6 +129,12 @@ class IncrementalRanker:
         if not self._fresh or self._lost != lost:
             self._rebuild(lost)
         return _View(self)
+
+    def available(self, ranked, spec, merge, subset, rng, group=None):
+        return ranked.available(lambda h: batching.fitting(h, spec, merge), subset, rng, group)
+
+    def alternates_order(self, ranked):
+        return ranked.hosts_prefix()
 
     def parts(self, i):
         names = [w.name for w, _m in self.active]

@@ -81,6 +81,9 @@ class Scheduler:
         self.weighers = weighers_mod.load(conf.filter_scheduler)
         self._rng = rng
         self._traits_ready = set()  # traits known to exist in placement
+        # The walks a batching worker keeps (scheduler.host_cache); the
+        # service sets its process-wide one, None walks for every batch.
+        self.host_cache = None
         self.stats = {"requests": 0, "placed": 0, "failed": 0, "races_lost": 0}
 
     def select_destinations(self, spec):

@@ -13,6 +13,7 @@ import uuid as uuid_lib
 from placement.objects import aggregate as agg_obj
 from placement.objects import allocation as alloc_obj
 from placement.objects import inventory as inv_obj
+from placement.objects import node as node_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
@@ -65,6 +66,31 @@ def set_inventory(
         inv_obj.update(db, rp_uuid, rp["generation"], resource_class, record)
     else:
         inv_obj.add(db, rp_uuid, rp["generation"], resource_class, record)
+
+
+def set_twin(db, rp_uuid, profile, schedulable_class=None):
+    """Create or update the root provider's twin (placement sets its profile
+    trait with it), as the power controller writes it."""
+    try:
+        twin, _modified = node_obj.get_twin(db, rp_uuid)
+        generation = twin["generation"]
+    except node_obj.NotFound:
+        generation = None
+    node_obj.set_twins(
+        db,
+        [
+            {
+                "uuid": rp_uuid,
+                "generation": generation,
+                "profile": profile,
+                # As the API defaults it: the class a profile schedules as.
+                "schedulable_class": schedulable_class or profile,
+                "cpu_cap_watts": None,
+                "gpu_cap_watts": None,
+                "managed_by": None,
+            }
+        ],
+    )
 
 
 def set_traits(db, rp_uuid, *names):

@@ -35,11 +35,7 @@ def _node(client, db, name, vcpu, ram):
     rp = builders.create_provider(db, name=name)
     builders.set_inventory(db, rp, "VCPU", vcpu)
     builders.set_inventory(db, rp, "MEMORY_MB", ram)
-    resp = client.post(
-        "/nodes/twins",
-        json={"twins": [{"uuid": rp, "profile": vocabulary.PERFORMANCE}]},
-    )
-    assert resp.status_code == 200, resp.get_json()
+    builders.set_twin(db, rp, vocabulary.PERFORMANCE)
     return rp
 
 
@@ -70,21 +66,7 @@ def test_a_node_turned_eco_after_the_walk_gets_no_performance_work(client, db, l
     assert _host_of(first) == first_choice  # the weighers prefer the largest
     # The power controller moves the (idle) second node to eco behind the
     # kept walk, in which it now ranks first (more left than the first).
-    twin = client.get(f"/nodes/{turned_eco}").get_json()["twin"]
-    resp = client.post(
-        "/nodes/twins",
-        json={
-            "twins": [
-                {
-                    "uuid": turned_eco,
-                    "profile": vocabulary.ECO,
-                    "schedulable_class": vocabulary.ECO,
-                    "generation": twin["generation"],
-                }
-            ]
-        },
-    )
-    assert resp.status_code == 200, resp.get_json()
+    builders.set_twin(db, turned_eco, vocabulary.ECO, vocabulary.ECO)
     second = endpoint.select_destinations({}, _request(2, vocabulary.PERFORMANCE))
     # Placement refused the claim the kept view made on the eco node; the
     # request was placed on a fresh walk, which leaves eco nodes out.

@@ -223,7 +223,8 @@ def test_hosts_whose_node_data_changed_drop_the_walks_holding_them():
     assert cache.take(key, dict(spec("x").resources)) is None  # held by this batch
     cache.forget_hosts({h0})
     walk = types.SimpleNamespace(passed=[])
-    entry = host_cache.Entry(walk, None, None, {}, dict(spec("x").resources), cache.clock())
+    ranker = types.SimpleNamespace(index={})
+    entry = host_cache.Entry(walk, ranker, {}, dict(spec("x").resources), cache.clock())
     cache.put(key, entry)
     assert cache._entries == {}
     # The next batch holds and keeps as usual.

@@ -82,7 +82,7 @@ def test_a_decision_draws_uniformly_among_many_tied_hosts():
     picks = collections.Counter()
     for _ in range(4000):
         available = ranker.rank(set()).available(
-            lambda h: batching._fitting(h, request, True), 1, rng
+            lambda h: batching.fitting(h, request, True), 1, rng
         )
         assert len(available) == 1
         picks[available[0][2].uuid] += 1
@@ -105,7 +105,7 @@ def test_few_ties_are_listed_in_order_like_the_full_ranking():
     fast.add(passed)
     for subset in (1, 3):
         want = batching._available(full.rank(set()), request, True, subset)
-        got = fast.rank(set()).available(lambda h: batching._fitting(h, request, True), subset, rng)
+        got = fast.rank(set()).available(lambda h: batching.fitting(h, request, True), subset, rng)
         assert [(round(w, 9), h.uuid) for w, _a, h in got] == [
             (round(w, 9), h.uuid) for w, _a, h in want
         ]
