@@ -137,7 +137,6 @@ class Outcome:
     options: dict
     it_kwh: float
     facility_kwh: float
-    platform_kwh: float  # of it_kwh: the nodes' platform draw (the rest is CPUs and GPUs)
     submitted: int
     completed: int
     started: int
@@ -481,8 +480,6 @@ class Simulation:
             options=dict(self.spec.options),
             it_kwh=it_kwh,
             facility_kwh=it_kwh * self.s.pue,
-            # Platform power is constant per node, so its share is exact.
-            platform_kwh=len(self.nodes) * power_mod.PLATFORM_WATTS * self._last / 3.6e6,
             submitted=submitted,
             completed=self.completed,
             started=self.started,

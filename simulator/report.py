@@ -24,7 +24,7 @@ def _r(value, digits=3):
     return None if value is None else round(value, digits)
 
 
-def policy_summary(outcome, baseline_kwh, pue, baseline_devices_kwh=None):
+def policy_summary(outcome, baseline_kwh, pue):
     slowdown = {}
     for wc in vocabulary.WORKLOAD_CLASSES:
         values = outcome.slowdowns[wc]
@@ -39,12 +39,6 @@ def policy_summary(outcome, baseline_kwh, pue, baseline_devices_kwh=None):
     saved = None
     if baseline_kwh:
         saved = round(100.0 * (baseline_kwh - outcome.it_kwh) / baseline_kwh, 2)
-    devices_kwh = outcome.it_kwh - outcome.platform_kwh
-    devices_saved = None
-    if baseline_devices_kwh:
-        devices_saved = round(
-            100.0 * (baseline_devices_kwh - devices_kwh) / baseline_devices_kwh, 2
-        )
     families = sorted(outcome.families)
     return {
         "label": outcome.label,
@@ -52,12 +46,9 @@ def policy_summary(outcome, baseline_kwh, pue, baseline_devices_kwh=None):
         "options": outcome.options,
         "it_kwh": round(outcome.it_kwh, 1),
         "facility_kwh": round(outcome.it_kwh * pue, 1),
+        # IT energy as Joulie's simulator counts it: the hosts' measured wall
+        # power plus the GPU boards (simulator.power).
         "energy_saved_pct": saved,
-        # Joulie's "IT power" is the sum of the nodes' CPU and GPU draws (its
-        # exp02 report, "Integration with the simulator"): without the
-        # platform, which no cap touches. Reported so the two compare.
-        "cpu_gpu_kwh": round(devices_kwh, 1),
-        "cpu_gpu_saved_pct": devices_saved,
         "jobs_submitted": outcome.submitted,
         "jobs_started": outcome.started,
         "jobs_completed": outcome.completed,
@@ -83,11 +74,10 @@ def policy_summary(outcome, baseline_kwh, pue, baseline_devices_kwh=None):
 def summary(outcomes, meta, pue):
     base = next((o for o in outcomes if o.label == NONE_LABEL), None)
     baseline = base.it_kwh if base else None
-    devices = base.it_kwh - base.platform_kwh if base else None
     return {
         **meta,
         "pue": pue,
-        "policies": [policy_summary(o, baseline, pue, devices) for o in outcomes],
+        "policies": [policy_summary(o, baseline, pue) for o in outcomes],
     }
 
 
@@ -155,7 +145,6 @@ def merge(outputs):
     base = policies.get(NONE_LABEL)
     for policy in merged:
         policy["energy_saved_pct"] = _saved(base and base["it_kwh"], policy["it_kwh"])
-        policy["cpu_gpu_saved_pct"] = _saved(base and base["cpu_gpu_kwh"], policy["cpu_gpu_kwh"])
     return {**{k: v for k, v in first.items() if k != "policies"}, "policies": merged}
 
 
@@ -177,7 +166,7 @@ def _fmt(value, spec):
 
 def format_table(data):
     head = (
-        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'CPU+GPU %':>11}{'jobs':>7}{'done':>7}"
+        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
         f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}"
     )
     lines = [
@@ -190,7 +179,6 @@ def format_table(data):
         perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
         lines.append(
             f"{p['label'][:25]:<26}{p['it_kwh']:>11.1f}{_fmt(p['energy_saved_pct'], '.1f'):>9}"
-            f"{_fmt(p['cpu_gpu_saved_pct'], '.1f'):>11}"
             f"{p['jobs_submitted']:>7}{p['jobs_completed']:>7}"
             f"{_fmt(p['kwh_per_completed_job'], '.1f'):>9}"
             f"{_fmt(perf['p50'], '.2f') + '/' + _fmt(perf['p95'], '.2f'):>15}"
@@ -198,8 +186,7 @@ def format_table(data):
             f"{p['performance_on_eco']:>13}"
         )
     lines.append(
-        "saved % = IT energy (nodes' wall power) saved vs none; CPU+GPU % = the same "
-        "without the platform draw (Joulie's definition of IT power)"
+        "saved % = IT energy (hosts' wall power and GPU boards) saved vs none"
     )
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")
@@ -285,7 +272,7 @@ def plot_slowdowns(outcomes, path):
 
 
 def tradeoff_points(data):
-    """(fraction, IT saved %, CPU+GPU saved %, std p50, std p95, perf p95 wait min)
+    """(fraction, IT saved %, std p50, std p95, perf p95 wait min)
     of each static_partition fraction, by fraction."""
     points = []
     for p in data["policies"]:
@@ -301,7 +288,6 @@ def tradeoff_points(data):
             (
                 p["options"].get("static_hp_frac"),
                 p["energy_saved_pct"],
-                p.get("cpu_gpu_saved_pct"),
                 std["p50"],
                 std["p95"],
                 p["slowdown"][vocabulary.PERFORMANCE]["wait_p95_minutes"],
@@ -320,9 +306,9 @@ def plot_tradeoff(data, path):
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
     saved = [p[1] for p in points]
-    for index, (name, marker) in ((3, ("p50", "s")), (4, ("p95", "o"))):
+    for index, (name, marker) in ((2, ("p50", "s")), (3, ("p95", "o"))):
         left.plot([p[index] for p in points], saved, marker=marker, label=f"standard {name}")
-    for frac, it_saved, _dev, _p50, p95, _wait in points:
+    for frac, it_saved, _p50, p95, _wait in points:
         left.annotate(
             f"{frac:g}", (p95, it_saved), textcoords="offset points", xytext=(5, 4), fontsize=8
         )
@@ -333,15 +319,13 @@ def plot_tradeoff(data, path):
     left.grid(alpha=0.3)
     fracs = [p[0] for p in points]
     right.plot(fracs, saved, marker="o", label="IT energy saved (%)")
-    if all(p[2] is not None for p in points):
-        right.plot(fracs, [p[2] for p in points], marker="^", label="CPU+GPU energy saved (%)")
     right.set_xlabel("STATIC_HP_FRAC")
     right.set_ylabel("energy saved vs no management (%)")
     right.grid(alpha=0.3)
     wait = right.twinx()
     wait.plot(
         fracs,
-        [p[5] for p in points],
+        [p[4] for p in points],
         color="tab:red",
         marker="x",
         linestyle="--",
@@ -388,7 +372,6 @@ def _html(data, images):
             p["label"],
             f"{p['it_kwh']:.1f}",
             _fmt(p["energy_saved_pct"], ".1f"),
-            _fmt(p["cpu_gpu_saved_pct"], ".1f"),
             str(p["jobs_submitted"]),
             str(p["jobs_completed"]),
             _fmt(p["kwh_per_completed_job"], ".1f"),
@@ -401,7 +384,6 @@ def _html(data, images):
         "policy",
         "IT kWh",
         "saved %",
-        "CPU+GPU saved %",
         "jobs",
         "completed",
         "kWh/job",

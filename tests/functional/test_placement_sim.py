@@ -87,13 +87,12 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
             }
         )
     )
-    dynamic = 48 / 192 * model.cpu_dynamic  # 140 W for one hour
+    # The host curve at a quarter load rises 264.5 W above idle, for one hour.
+    dynamic = model.host_watts(48 / 192) - model.idle_watts
+    assert dynamic == pytest.approx((367 + 438) / 2 - 138)
     expected = (2 * model.idle_watts * 2 + dynamic * 1) / 1000
     assert none["it_kwh"] == pytest.approx(expected, abs=0.05)
     assert none["jobs_completed"] == 1 and none["energy_saved_pct"] == 0.0
-    # Two nodes' platform draw for two hours is not CPU or GPU energy.
-    platform = 2 * power.PLATFORM_WATTS * 2 / 1000
-    assert none["cpu_gpu_kwh"] == pytest.approx(expected - platform, abs=0.05)
     assert data["warm_start"] is None  # a trace is replayed as it is
     assert none["slowdown"]["standard"]["p50"] == 1.0
     # static 0.5: the idle eco node draws the same (caps bind only under

@@ -1,4 +1,4 @@
-"""simulator.report: the CPU+GPU saving beside IT energy, and the trade-off plot."""
+"""simulator.report: energy saved against no management, and the trade-off plot."""
 
 import pytest
 
@@ -6,14 +6,13 @@ from simulator import engine
 from simulator import report
 
 
-def _outcome(label, policy, it_kwh, platform_kwh, options=None, std=(1.0,), waits=(0.0,)):
+def _outcome(label, policy, it_kwh, options=None, std=(1.0,), waits=(0.0,)):
     return engine.Outcome(
         label=label,
         policy=policy,
         options=options or {},
         it_kwh=it_kwh,
         facility_kwh=it_kwh,
-        platform_kwh=platform_kwh,
         submitted=3,
         completed=2,
         started=2,
@@ -33,12 +32,11 @@ def _outcome(label, policy, it_kwh, platform_kwh, options=None, std=(1.0,), wait
 
 def _data():
     outcomes = [
-        _outcome("none", "static_partition", 1000.0, 200.0, {"static_hp_frac": 1.0}),
+        _outcome("none", "static_partition", 1000.0, {"static_hp_frac": 1.0}),
         _outcome(
             "static_partition@0.5",
             "static_partition",
             900.0,
-            200.0,
             {"static_hp_frac": 0.5},
             std=(1.0, 1.1, 1.2),
         ),
@@ -46,34 +44,34 @@ def _data():
             "static_partition@0.1",
             "static_partition",
             800.0,
-            200.0,
             {"static_hp_frac": 0.1},
             std=(1.0, 1.3, 1.5),
             waits=(0.0, 600.0),
         ),
-        _outcome("queue_aware_v1", "queue_aware_v1", 850.0, 200.0),
+        _outcome("queue_aware_v1", "queue_aware_v1", 850.0),
     ]
     meta = {"nodes": 2, "inventory": "x", "hours": 1, "seed": 1, "jobs": 3}
     return report.summary(outcomes, meta, 1.0)
 
 
-def test_cpu_gpu_saving_leaves_the_platform_out():
+def test_energy_saved_is_against_no_management():
     data = _data()
     by = {p["label"]: p for p in data["policies"]}
     assert by["static_partition@0.1"]["energy_saved_pct"] == 20.0
-    # 200 kWh of the 1,000 are the platform's: 200 saved of 800 is 25 %.
-    assert by["static_partition@0.1"]["cpu_gpu_kwh"] == 600.0
-    assert by["static_partition@0.1"]["cpu_gpu_saved_pct"] == 25.0
-    assert by["none"]["cpu_gpu_saved_pct"] == 0.0
-    assert "CPU+GPU %" in report.format_table(data)
+    assert by["queue_aware_v1"]["energy_saved_pct"] == 15.0
+    assert by["none"]["energy_saved_pct"] == 0.0
+    # One IT figure: the hosts' measured wall power already holds what a
+    # separate platform draw used to (simulator.power).
+    assert "cpu_gpu_saved_pct" not in by["none"]
+    assert "CPU+GPU" not in report.format_table(data)
 
 
 def test_tradeoff_points_are_the_static_fractions_in_order(tmp_path):
     data = _data()
     points = report.tradeoff_points(data)
     assert [p[0] for p in points] == [0.1, 0.5]  # not none, not queue_aware_v1
-    frac, saved, devices, p50, p95, wait = points[0]
-    assert (saved, devices, p50) == (20.0, 25.0, 1.3)
+    frac, saved, p50, p95, wait = points[0]
+    assert (saved, p50) == (20.0, 1.3)
     assert p95 == pytest.approx(1.48) and wait == pytest.approx(9.5)
     path = tmp_path / "tradeoff.png"
     assert report.plot_tradeoff(data, str(path))
@@ -87,7 +85,7 @@ def _split(data, labels):
     policies = [p for p in data["policies"] if p["label"] in labels]
     for p in policies:
         if p["label"] != "none":  # a run without none has no baseline
-            p["energy_saved_pct"] = p["cpu_gpu_saved_pct"] = None
+            p["energy_saved_pct"] = None
     return {**data, "policies": policies}
 
 
