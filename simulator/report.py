@@ -185,9 +185,7 @@ def format_table(data):
             f"{_fmt(std['p50'], '.2f') + '/' + _fmt(std['p95'], '.2f'):>15}"
             f"{p['performance_on_eco']:>13}"
         )
-    lines.append(
-        "saved % = IT energy (hosts' wall power and GPU boards) saved vs none"
-    )
+    lines.append("saved % = IT energy (hosts' wall power and GPU boards) saved vs none")
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")
     return "\n".join(lines)
