@@ -6,7 +6,9 @@ each); each wants a record taken, finished, created or handed off. A
 request: the first caller to find no request in flight becomes the leader,
 waits ``window`` seconds for others to join, and flushes up to
 ``max_items`` items; callers arriving while a flush is in flight queue up
-for the next one, whose leader is one of them. So a busy conductor sends
+for the next one, whose leader is one of them (with ``concurrent`` > 1 up
+to that many flushes run at once, the next leader gathering while the
+others are in flight). So a busy conductor sends
 one request per flush instead of one per item.
 
 The leader only waits when ``company()`` says other work is in flight
@@ -34,8 +36,11 @@ class _Slot:
 
 
 class Batcher:
-    def __init__(self, flush, window, max_items, company=None, kind=None):
+    def __init__(self, flush, window, max_items, company=None, kind=None, concurrent=1):
         self._flush = flush
+        # Flushes that may be in flight at once (a slow flush, such as a
+        # scheduling call, need not hold back the next batch).
+        self._concurrent = concurrent
         # The label of joule_conductor_placement_batch_items, if any.
         self._kind = kind
         self.window = window
@@ -46,7 +51,7 @@ class Batcher:
         self._company = company or (lambda: True)
         self._cond = threading.Condition()
         self._pending = []
-        self._busy = False
+        self._busy = 0
         # How many flushes and items went through (tests and metrics).
         self.flushes = 0
         self.items = 0
@@ -61,11 +66,13 @@ class Batcher:
             self._pending.extend(slots)
         while True:
             with self._cond:
-                while not all(s.done for s in slots) and (self._busy or not self._pending):
+                while not all(s.done for s in slots) and (
+                    self._busy >= self._concurrent or not self._pending
+                ):
                     self._cond.wait()
                 if all(s.done for s in slots):
                     break
-                self._busy = True
+                self._busy += 1
             self._lead()
         out = []
         for slot in slots:
@@ -96,7 +103,7 @@ class Batcher:
             with self._cond:
                 for slot in batch:
                     slot.done = True
-                self._busy = False
+                self._busy -= 1
                 self._cond.notify_all()
 
 

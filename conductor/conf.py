@@ -82,6 +82,28 @@ conductor_opts = [
         max=10000,
         help="Most build requests (or build outcomes) in one bulk placement call.",
     ),
+    cfg.IntOpt(
+        "schedule_batch_size",
+        default=64,
+        min=1,
+        max=1000,
+        help="Most requests a super conductor sends to the scheduler in one "
+        "select_destinations_many call (RPC 1.2): the requests its threads hold at "
+        "the same moment share one message each way, and join the scheduler "
+        "worker's batches together. 1: one select_destinations call per request, "
+        "as before. Match [scheduler] batch_size: a bigger call is placed in "
+        "several of the worker's batches.",
+    ),
+    cfg.IntOpt(
+        "schedule_calls_in_flight",
+        default=2,
+        min=1,
+        max=64,
+        help="select_destinations_many calls one super conductor keeps in flight "
+        "at once: the next group of requests gathers while the earlier ones are "
+        "being scheduled (with several scheduler workers, raise it so that each "
+        "has a call to work on).",
+    ),
 ]
 
 

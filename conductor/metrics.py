@@ -34,8 +34,9 @@ HANDLED = prom.Histogram(
 )
 BATCH = prom.Histogram(
     "joule_conductor_placement_batch_items",
-    "Items per bulk placement call of the conductor, by kind: create (requests), take, "
-    "hand_off, finish (build requests), build_outcomes (reports).",
+    "Items per bulk call of the conductor, by kind: create (requests), take, "
+    "hand_off, finish (build requests), build_outcomes (reports) to placement; "
+    "select_destinations (requests per select_destinations_many call) to the scheduler.",
     ["kind"],
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
 )

@@ -175,6 +175,17 @@ class Conductor:
             self._send_outcomes, window, size, self._in_company, "build_outcomes"
         )
         self.scheduler = rpc.SchedulerAPI(conf, transport)
+        # Concurrent requests share select_destinations_many calls.
+        self._scheduling = None
+        if conf.conductor.schedule_batch_size > 1:
+            self._scheduling = batch_mod.Batcher(
+                self._select_many,
+                window,
+                conf.conductor.schedule_batch_size,
+                self._in_company,
+                "select_destinations",
+                concurrent=conf.conductor.schedule_calls_in_flight,
+            )
         self.conductors = rpc.ConductorAPI(conf, transport)
         self.outcomes = rpc.OutcomeAPI(transport)
         self._sweeper = None
@@ -239,10 +250,12 @@ class Conductor:
         start = time.perf_counter()
         try:
             with held.kept_alive():
-                answer = self.scheduler.select_destinations(
-                    spec_mod.dump_request_spec(spec), on_retry=release
-                )
-        except rpc.Unanswered as exc:
+                dumped = spec_mod.dump_request_spec(spec)
+                if self._scheduling is None:
+                    answer = self.scheduler.select_destinations(dumped, on_retry=release)
+                else:
+                    answer = self._scheduling.submit((dumped, release))
+        except (rpc.Unanswered, rpc.SchedulerAnswerError) as exc:
             answer = {"status": "error", "error": str(exc)}
         finally:
             metrics.SCHEDULER_CALL.observe(time.perf_counter() - start)
@@ -281,6 +294,19 @@ class Conductor:
                 self.build_many(builds, reply_topic, side_by_side=False)
             else:
                 self._cast_builds(cell, builds, reply_topic)
+
+    def _select_many(self, items):
+        """Flush of the scheduling batcher: [(request spec, release)] ->
+        one answer each. Before a retry every request's release runs (a
+        scheduler that died half way may have claimed for any of them)."""
+
+        def release_all():
+            for _spec, release in items:
+                release()
+
+        return self.scheduler.select_destinations_many(
+            [spec for spec, _release in items], on_retry=release_all
+        )
 
     def _cast_builds(self, cell, builds, reply_topic):
         """One message per cell (``build_many``); a cells API without it (the

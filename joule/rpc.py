@@ -236,11 +236,21 @@ def backoff(attempt, base=0.5, cap=10.0):
     return min(cap, base * 2 ** (attempt - 1)) * (0.5 + random.random() / 2)
 
 
+class _Unsupported(Exception):
+    """The scheduler that answered does not know the method or version."""
+
+
+class SchedulerAnswerError(Exception):
+    """A scheduler answered something that is not an answer."""
+
+
 class SchedulerAPI:
     """Client of topic ``scheduler``."""
 
     def __init__(self, conf, transport):
         self.conf = conf
+        # Set once a scheduler answered that it does not know 1.2.
+        self._many_unsupported = False
         self._client = _client(
             transport, topic(conf, SCHEDULER_TOPIC), timeout=conf.rpc.call_timeout
         )
@@ -253,16 +263,25 @@ class SchedulerAPI:
         :return: the scheduler's answer, a dict (see scheduler.service).
         :raise Unanswered: no scheduler answered.
         """
+        return self._call(
+            self._client,
+            "select_destinations",
+            request_spec.get("request_id"),
+            on_retry,
+            request_spec=request_spec,
+        )
+
+    def _call(self, client, method, what, on_retry, **kwargs):
         retries = self.conf.rpc.call_retries
         for attempt in range(retries + 1):
             try:
-                return self._client.call({}, "select_destinations", request_spec=request_spec)
+                return client.call({}, method, **kwargs)
             except oslo_messaging.MessagingTimeout:
                 if attempt == retries:
                     break
                 LOG.warning(
                     "%s: no scheduler answered within %s s; retrying (%d of %d)",
-                    request_spec.get("request_id"),
+                    what,
                     self.conf.rpc.call_timeout,
                     attempt + 1,
                     retries,
@@ -270,9 +289,48 @@ class SchedulerAPI:
                 time.sleep(backoff(attempt + 1))
                 if on_retry is not None:
                     on_retry()
+            except (oslo_messaging.UnsupportedVersion, oslo_messaging.NoSuchMethod) as exc:
+                raise _Unsupported(str(exc)) from exc
+            except oslo_messaging.RemoteError as exc:
+                if exc.exc_type in ("UnsupportedVersion", "NoSuchMethod"):
+                    raise _Unsupported(str(exc)) from exc
+                raise
         raise Unanswered(
             f"no scheduler answered within {self.conf.rpc.call_timeout} s ({retries + 1} tries)"
         )
+
+    def select_destinations_many(self, request_specs, on_retry=None):
+        """Call ``select_destinations_many`` (1.2) with several request specs;
+        the answers, one per spec, in order. Retried like
+        ``select_destinations``. A scheduler too old to know the method
+        answers it as unsupported: then each spec is called on its own, and
+        so are later calls of this client.
+
+        :raise Unanswered: no scheduler answered.
+        """
+        if not self._many_unsupported:
+            try:
+                answers = self._call(
+                    self._client.prepare(version="1.2"),
+                    "select_destinations_many",
+                    f"{len(request_specs)} requests",
+                    on_retry,
+                    request_specs=request_specs,
+                )
+            except _Unsupported:
+                LOG.warning(
+                    "a scheduler does not know select_destinations_many (RPC 1.2); "
+                    "calling select_destinations once per request"
+                )
+                self._many_unsupported = True
+            else:
+                if not isinstance(answers, list) or len(answers) != len(request_specs):
+                    raise SchedulerAnswerError(
+                        f"select_destinations_many answered {type(answers).__name__} "
+                        f"for {len(request_specs)} requests: {str(answers)[:200]}"
+                    )
+                return answers
+        return [self.select_destinations(spec, on_retry) for spec in request_specs]
 
     def build_outcomes(self, failed_builds):
         """Tell every scheduler worker (a fanout cast, 1.1) the new count of

@@ -579,17 +579,23 @@ class Batcher:
         self._gathering = False
 
     def submit(self, spec, group=None):
-        item = _Item(spec, group)
+        return self.submit_many([(spec, group)])[0]
+
+    def submit_many(self, pairs):
+        """Queue several (spec, group) at once (a bulk call's requests) and
+        block until each has its outcome; the outcomes, in order. They join
+        the same batches as single calls' specs."""
+        items = [_Item(spec, group) for spec, group in pairs]
         cond = self._cond
         with cond:
-            self._queue.append(item)
+            self._queue.extend(items)
             cond.notify_all()
-            while not item.done:
+            while not all(it.done for it in items):
                 if not self._gathering and self._busy < self._slots and self._queue:
                     self._work()
                     continue
                 cond.wait()
-        return item.outcome
+        return [it.outcome for it in items]
 
     def _work(self):
         """Gather a batch and run it (called and returning with the lock held)."""

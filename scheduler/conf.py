@@ -200,8 +200,9 @@ scheduler_opts = [
         "walk of the candidate pages, are placed one after the other on what the "
         "walk read (each sees what the earlier ones took), and are claimed in one "
         "POST /allocations; each call still gets its own answer. 1 schedules every "
-        "call on its own, as before batching. A batch never holds more calls than "
-        "there are executor threads.",
+        "call on its own, as before batching. Calls of select_destinations (one "
+        "request each) fill a batch only up to the executor threads; "
+        "select_destinations_many calls bring several requests each.",
     ),
     cfg.IntOpt(
         "batch_window_ms",

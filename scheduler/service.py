@@ -36,7 +36,8 @@ LOG = logging.getLogger(__name__)
 
 class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
-    target = oslo_messaging.Target(version="1.1")
+    # 1.2: select_destinations_many (a super conductor's requests in one call).
+    target = oslo_messaging.Target(version="1.2")
 
     def __init__(self, conf, client_factory):
         self.conf = conf
@@ -77,11 +78,17 @@ class SchedulerEndpoint:
             return sum(s.stats["races_lost"] for s in self._all)
 
     def select_destinations(self, ctxt, request_spec):
-        start = time.perf_counter()
-        answer = self._answer(request_spec)
-        metrics.REQUESTS.labels(answer["status"]).inc()
-        metrics.LATENCY.observe(time.perf_counter() - start)
-        return answer
+        return self._answers([request_spec])[0]
+
+    def select_destinations_many(self, ctxt, request_specs):
+        """1.2: several requests in one call (a super conductor's concurrent
+        requests), one answer each, in order; each answer is what
+        ``select_destinations`` would have answered for that request alone.
+        The requests join this worker's batches together, so a bulk call
+        costs one message each way instead of one call per request."""
+        if not isinstance(request_specs, list):
+            return {"status": "invalid", "error": "request_specs must be a list"}
+        return self._answers(request_specs)
 
     def build_outcomes(self, ctxt, failed_builds):
         """New failed-build counts of hosts, {host uuid: count} (cast by the
@@ -91,15 +98,41 @@ class SchedulerEndpoint:
         if isinstance(failed_builds, dict) and failed_builds:
             self.host_cache.forget_hosts(set(failed_builds))
 
-    def _answer(self, request_spec):
-        try:
-            spec = spec_mod.load_request_spec(request_spec)
-        except spec_mod.InvalidRequestSpec as exc:
-            return {"status": "invalid", "error": str(exc)}
+    def _answers(self, request_specs):
+        start = time.perf_counter()
         sched = self._scheduler()
         lost_before = sched.stats["races_lost"]
+        answers = [None] * len(request_specs)
+        batched = []  # (position, spec, group) to hand to the batcher together
         try:
-            selections = self._select(sched, spec)
+            for position, raw in enumerate(request_specs):
+                try:
+                    spec = spec_mod.load_request_spec(raw)
+                except spec_mod.InvalidRequestSpec as exc:
+                    answers[position] = {"status": "invalid", "error": str(exc)}
+                    continue
+                joins, group = self._joins_batch(sched, spec)
+                if joins:
+                    batched.append((position, spec, group))
+                else:
+                    answers[position] = self._decide(spec, sched.select_destinations, spec)
+            if batched:
+                outcomes = self._batcher.submit_many([(spec, group) for _, spec, group in batched])
+                for (position, spec, _), outcome in zip(batched, outcomes, strict=True):
+                    answers[position] = self._decide(spec, self._resolve, sched, spec, outcome)
+        finally:
+            metrics.RACES_LOST.inc(sched.stats["races_lost"] - lost_before)
+        elapsed = time.perf_counter() - start
+        for answer in answers:
+            metrics.REQUESTS.labels(answer["status"]).inc()
+            metrics.LATENCY.observe(elapsed)
+        return answers
+
+    @staticmethod
+    def _decide(spec, select, *args):
+        """Run ``select(*args)`` and turn its outcome into the answer dict."""
+        try:
+            selections = select(*args)
         except worker_mod.NoValidHost as exc:
             for name, removed in ((exc.report or {}).get("removed_per_filter") or {}).items():
                 metrics.NO_VALID_HOST.labels(name).inc(removed)
@@ -108,27 +141,31 @@ class SchedulerEndpoint:
             return {"status": "consumer_in_use", "error": str(exc)}
         except worker_mod.SchedulerError as exc:
             return {"status": "error", "error": str(exc)}
-        finally:
-            metrics.RACES_LOST.inc(sched.stats["races_lost"] - lost_before)
         metrics.DECISIONS.inc(len(selections))
         return {
             "status": "placed",
             "selections": spec_mod.dump_selections(spec.request_id, selections),
         }
 
-    def _select(self, sched, spec):
-        """The selections of ``spec``, in a batch when it can share one."""
+    def _joins_batch(self, sched, spec):
+        """(True, its server group view or None) when ``spec`` may share a
+        batch; (False, None) when it is scheduled alone."""
         if self._batcher is None or not batching.may_batch(spec):
-            return sched.select_destinations(spec)
+            return False, None
         group = None
         if spec.server_group is not None:
             try:
                 group = sched._load_group(spec)
             except worker_mod.SchedulerError:
-                group = None  # alone, it answers the same error with its report
+                return False, None  # alone, it answers the same error with its report
             if not batching.batchable(spec, group):
-                return sched.select_destinations(spec)
-        kind, value = self._batcher.submit(spec, group)
+                return False, None
+        return True, group
+
+    @staticmethod
+    def _resolve(sched, spec, outcome):
+        """The selections of a batched ``spec`` from its batch outcome."""
+        kind, value = outcome
         if kind == batching.PLACED:
             return value
         if kind == batching.ERROR:

@@ -153,3 +153,38 @@ def test_a_lease_asked_for_long_ago_is_renewed_before_it_is_trusted():
     # Renewal refused (taken over meanwhile): no longer ours.
     lost = _Records(answer=None)
     assert not cond_service._Lease(lost, "i", 7, taken_at=time.monotonic() - 6).keep()
+
+
+def test_concurrent_flushes_never_exceed_the_limit():
+    """``concurrent=2``: a second flush starts while the first is in flight
+    (a slow scheduling call does not hold the next group back), a third
+    waits for one of them."""
+    lock = threading.Lock()
+    state = {"in_flight": 0, "most": 0}
+    gate = threading.Event()
+
+    def flush(items):
+        with lock:
+            state["in_flight"] += 1
+            state["most"] = max(state["most"], state["in_flight"])
+        gate.wait(10)
+        with lock:
+            state["in_flight"] -= 1
+        return list(items)
+
+    b = batch.Batcher(flush, window=0.0, max_items=1, concurrent=2)
+    out, threads = _run(b, list("abcdef"))
+    for t in threads:
+        t.start()
+    for _ in range(1000):
+        with lock:
+            if state["in_flight"] == 2:
+                break
+        threading.Event().wait(0.01)
+    with lock:
+        assert state["in_flight"] == 2  # two at once, not one
+    gate.set()
+    for t in threads:
+        t.join(10)
+    assert state["most"] == 2
+    assert out == {i: i for i in "abcdef"}

@@ -1,0 +1,130 @@
+"""A super conductor's concurrent requests share select_destinations_many
+calls (scheduler RPC 1.2), and a scheduler that does not know the method
+still gets every request, one call each.
+
+In-process services over oslo.messaging's in-memory transport, placement
+over REST (the same code path as on RabbitMQ: tests/functional/
+test_bus_rabbit.py).
+"""
+
+import json
+import threading
+
+import pytest
+
+from conductor import cmd as conductor_cmd
+from conductor import conf as cconf
+from conductor import submit
+from joule import rpc
+from joule import service as service_mod
+from joule.rpc import oslo_messaging
+from scheduler import conf as sconf
+from scheduler import service as sched_service
+from tests import bus
+
+
+class _Counting:
+    """Wraps a scheduler endpoint: counts the calls and the requests in each."""
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
+        self.lock = threading.Lock()
+        self.single = 0
+        self.many = []  # requests per select_destinations_many call
+
+    def select_destinations(self, ctxt, request_spec):
+        with self.lock:
+            self.single += 1
+        return self.endpoint.select_destinations(ctxt, request_spec)
+
+    def select_destinations_many(self, ctxt, request_specs):
+        with self.lock:
+            self.many.append(len(request_specs))
+        return self.endpoint.select_destinations_many(ctxt, request_specs)
+
+    def build_outcomes(self, ctxt, failed_builds):
+        return self.endpoint.build_outcomes(ctxt, failed_builds)
+
+
+class _Counting11(_Counting):
+    """A scheduler of RPC 1.1: no select_destinations_many."""
+
+    target = oslo_messaging.Target(version="1.1")
+    select_destinations_many = None
+
+
+_Counting.target = oslo_messaging.Target(version="1.2")
+
+
+def _services(conf, transport, endpoint):
+    svc = service_mod.Service(conf, transport, "scheduler-1")
+    svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
+    svcs = [svc, conductor_cmd.build_service(conf, transport, None, "super-1")]
+    driver = svcs[1].conductor.driver
+    svcs += [
+        conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
+        for cell in ("cell1", "cell2")
+    ]
+    return svcs, driver
+
+
+def _run(live_server, db, counting_cls, requests):
+    bus.load_cluster(db, nodes=6, cores=64, cells=2)
+    conf = cconf.make_conf(
+        overrides={
+            ("placement", "endpoint_override"): live_server.url,
+            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+            ("rpc", "call_timeout"): 20,
+            # Room for the requests to gather while a call is in flight.
+            ("conductor", "batch_window_ms"): 20.0,
+        }
+    )
+    transport = rpc.transport_of(conf)
+    endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
+    counting = counting_cls(endpoint)
+    svcs, driver = _services(conf, transport, counting)
+    for svc in svcs:
+        svc.start()
+    try:
+        lines = []
+        sub = submit.Submitter(conf, transport, sconf.placement_client_of(conf), lines.append)
+        counts = sub.run(sub.parse(bus.spec_lines(requests)), timeout=120)
+    finally:
+        for svc in svcs:
+            svc.stop()
+        transport.cleanup()
+    done = [line for line in lines if line.get("status") in ("placed", "failed")]
+    bus.check_invariants(db, done, dict(driver._running))
+    return counts, counting, svcs
+
+
+def test_concurrent_requests_share_one_scheduler_call(live_server, db):
+    counts, counting, _ = _run(live_server, db, _Counting, 40)
+    assert counts["unanswered"] == 0 and counts["placed"] == 40, counts
+    assert counting.single == 0
+    assert sum(counting.many) == 40
+    # Requests the super conductor held together went in one message.
+    assert max(counting.many) > 1 and len(counting.many) < 40, counting.many
+
+
+def test_a_scheduler_without_the_bulk_call_gets_one_call_per_request(live_server, db):
+    counts, counting, svcs = _run(live_server, db, _Counting11, 12)
+    assert counts["unanswered"] == 0 and counts["placed"] == 12, counts
+    assert counting.many == [] and counting.single == 12
+    assert svcs[1].conductor.scheduler._many_unsupported
+
+
+@pytest.fixture
+def endpoint(live_server, db):
+    bus.load_cluster(db, nodes=4, cores=64, cells=2)
+    conf = cconf.make_conf(overrides={("placement", "endpoint_override"): live_server.url})
+    return sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
+
+
+def test_bulk_answers_one_per_request_in_order(endpoint, db):
+    good = [json.loads(line) for line in bus.spec_lines(3, prefix="bulk")]
+    answers = endpoint.select_destinations_many({}, [good[0], {"version": "1.0"}, good[1], good[2]])
+    assert [a["status"] for a in answers] == ["placed", "invalid", "placed", "placed"]
+    placed = [a["selections"] for a in answers if a["status"] == "placed"]
+    assert [s["request_id"] for s in placed] == [g["request_id"] for g in good]
+    assert "request_specs must be a list" in endpoint.select_destinations_many({}, "x")["error"]
