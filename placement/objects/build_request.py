@@ -273,24 +273,67 @@ def take_many(db, items, owner, lease_seconds, hand_off=False):
             "lease_expires_at": _lease_until(now, lease_seconds),
             "updated_at": now,
         }
-        for item in items:
-            row = rows[item["instance_uuid"]]
-            # UPDATE ... WHERE id = :id AND generation = :seen AND status =
-            # 'pending': the guard that makes two takers of one record one
-            # winner. A loser here rolls the whole call back.
-            res = conn.execute(
-                _T.update()
-                .where(
-                    _T.c.id == row.id,
-                    _T.c.generation == item["generation"],
-                    _T.c.status == PENDING,
-                )
-                .values(generation=item["generation"] + 1, **values)
-            )
-            if res.rowcount != 1:
-                _refuse([GenerationConflict(row.instance_uuid, item["generation"], "newer")])
+        # UPDATE ... WHERE id = :id AND generation = :seen AND status =
+        # 'pending', once per item in one executemany (one pipeline on
+        # PostgreSQL): the guard that makes two takers of one record one
+        # winner. A loser here rolls the whole call back.
+        _guarded_update(
+            conn,
+            [(rows[i["instance_uuid"]], i["generation"], {}) for i in items],
+            values,
+            now,
+        )
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
+
+
+def _guarded_update(conn, changes, common, now):
+    """Apply ``changes`` [(row, generation seen, own values)] in one
+    executemany: each row moves from the generation seen (and pending) to
+    the next, with ``common`` and its own values (every item names the same
+    keys). When any row was changed meanwhile by another writer, raise
+    GenerationConflict for those rows (the caller's transaction rolls back)."""
+    if not changes:
+        return
+    own_keys = sorted(changes[0][2])
+    stmt = (
+        _T.update()
+        .where(
+            _T.c.id == sa.bindparam("b_id"),
+            _T.c.generation == sa.bindparam("b_seen"),
+            _T.c.status == PENDING,
+        )
+        .values(
+            generation=sa.bindparam("b_next"),
+            **{k: sa.bindparam(f"b_{k}") for k in own_keys},
+            **common,
+        )
+    )
+    params = [
+        {
+            "b_id": row.id,
+            "b_seen": seen,
+            "b_next": seen + 1,
+            **{f"b_{k}": own[k] for k in own_keys},
+        }
+        for row, seen, own in changes
+    ]
+    res = conn.execute(stmt, params)
+    if res.rowcount == len(changes):
+        return
+    # Someone took or finished some of them between our read and this write
+    # (PostgreSQL READ COMMITTED): name them. Our own writes are visible to
+    # us, stamped with our ``now``; the others' are not.
+    ids = {row.id: (row, seen) for row, seen, _own in changes}
+    lost = []
+    for chunk in _chunks(list(ids)):
+        for cur in conn.execute(sa.select(_T).where(_T.c.id.in_(chunk))):
+            row, seen = ids[cur.id]
+            if cur.generation != seen + 1 or cur.updated_at != now:
+                lost.append(GenerationConflict(row.instance_uuid, seen, "newer"))
+    _refuse(
+        lost or [GenerationConflict(r.instance_uuid, seen, "newer") for r, seen in ids.values()]
+    )
 
 
 def _lease_problem(row, item, owner, now):
@@ -374,26 +417,25 @@ def update_many(db, items):
                 todo.append((row, item))
         if refused:
             _refuse(refused)
-        for row, item in todo:
-            # UPDATE build_requests SET status=:s ... WHERE id=:id AND
-            # generation=:g AND status='pending'
-            res = conn.execute(
-                _T.update()
-                .where(_T.c.id == row.id, _T.c.status == PENDING, _T.c.generation == row.generation)
-                .values(
-                    status=item["status"],
-                    host_uuid=item.get("host_uuid"),
-                    reason=item.get("reason"),
-                    owner=None,
-                    lease_expires_at=None,
-                    generation=row.generation + 1,
-                    updated_at=now,
+        # UPDATE build_requests SET status=:s ... WHERE id=:id AND
+        # generation=:g AND status='pending', in one executemany.
+        _guarded_update(
+            conn,
+            [
+                (
+                    row,
+                    row.generation,
+                    {
+                        "status": item["status"],
+                        "host_uuid": item.get("host_uuid"),
+                        "reason": item.get("reason"),
+                    },
                 )
-            )
-            if res.rowcount != 1:
-                # Someone finished or took it between our read and this write
-                # (PostgreSQL READ COMMITTED); the transaction rolls back.
-                _refuse([GenerationConflict(row.instance_uuid, row.generation, "newer")])
+                for row, item in todo
+            ],
+            {"owner": None, "lease_expires_at": None, "updated_at": now},
+            now,
+        )
         _clear_failed_builds(
             conn,
             now,

@@ -392,3 +392,37 @@ def test_list_of_several_requests_in_one_read(client):
         resp = client.get(f"/build_requests?request_id={urllib.parse.quote(bad)}")
         assert resp.status_code == 400, bad
         assert "Invalid query string parameters" in resp.get_json()["errors"][0]["detail"]
+
+
+def test_a_write_that_lands_between_read_and_update_is_named(client, db):
+    """The race the read-before-write check cannot see (READ COMMITTED):
+    another conductor's take commits after this call read the records and
+    before its guarded UPDATE. The bulk UPDATE finds one row fewer, names
+    that record alone, and the whole call changes nothing."""
+    from placement.objects import build_request as br
+
+    recs = _records(3)
+    client.post("/build_requests", json={"build_requests": recs})
+    a, b, c = (r["instance_uuid"] for r in recs)
+    with db.read() as conn:
+        stale = br._rows_by_uuid(conn, [a, b, c])  # what this call read
+    assert _lease(client, b, "cell-b", 0).status_code == 200  # the other writer
+    now = datetime.datetime(2030, 1, 1)
+    try:
+        with db.write() as conn:
+            br._guarded_update(
+                conn,
+                [(stale[u], 0, {}) for u in (a, b, c)],
+                {"owner": "cell-a", "lease_expires_at": now, "updated_at": now},
+                now,
+            )
+    except br.GenerationConflict as exc:
+        assert exc.instance_uuid == b
+    else:
+        raise AssertionError("the lost record was not refused")
+    got = {u: client.get(f"/build_requests/{u}").get_json() for u in (a, b, c)}
+    assert [(got[u]["owner"], got[u]["generation"]) for u in (a, b, c)] == [
+        (None, 0),
+        ("cell-b", 1),
+        (None, 0),
+    ]
