@@ -18,6 +18,10 @@ caller pays nothing.
 ``flush(items)`` returns one result per item, in order; a result that is an
 exception is raised in the caller of that item. An exception raised by
 ``flush`` itself is raised in every caller of the batch.
+
+``Batchers`` keeps one ``Batcher`` per key, for items that can only share a
+flush with items of the same key (messages to one cell, outcomes to one
+reply topic).
 """
 
 import threading
@@ -36,13 +40,17 @@ class _Slot:
 
 
 class Batcher:
-    def __init__(self, flush, window, max_items, company=None, kind=None, concurrent=1):
+    def __init__(
+        self, flush, window, max_items, company=None, kind=None, concurrent=1, histogram=None
+    ):
         self._flush = flush
         # Flushes that may be in flight at once (a slow flush, such as a
         # scheduling call, need not hold back the next batch).
         self._concurrent = concurrent
-        # The label of joule_conductor_placement_batch_items, if any.
+        # The label of the histogram of items per flush (by default
+        # joule_conductor_placement_batch_items), if any.
         self._kind = kind
+        self._histogram = histogram or metrics.BATCH
         self.window = window
         self.max_items = max_items
         # company() -> True when other work is in flight that may join the
@@ -98,13 +106,44 @@ class Batcher:
             self.flushes += 1
             self.items += len(batch)
             if self._kind is not None:
-                metrics.BATCH.labels(self._kind).observe(len(batch))
+                self._histogram.labels(self._kind).observe(len(batch))
         finally:
             with self._cond:
                 for slot in batch:
                     slot.done = True
                 self._busy -= 1
                 self._cond.notify_all()
+
+
+class Batchers:
+    """One Batcher per key, made on first use: ``flush(key, items)``."""
+
+    def __init__(self, flush, window, max_items, company=None, kind=None, histogram=None):
+        self._make = lambda key: Batcher(
+            lambda items: flush(key, items),
+            window,
+            max_items,
+            company,
+            kind=kind,
+            histogram=histogram,
+        )
+        self._batchers = {}
+        self._lock = threading.Lock()
+
+    def submit(self, key, item):
+        return self.submit_many(key, [item])[0]
+
+    def submit_many(self, key, items):
+        with self._lock:
+            batcher = self._batchers.get(key)
+            if batcher is None:
+                batcher = self._batchers[key] = self._make(key)
+        return batcher.submit_many(items)
+
+    @property
+    def flushes(self):
+        with self._lock:
+            return sum(b.flushes for b in self._batchers.values())
 
 
 def unique_rounds(keys):

@@ -40,3 +40,10 @@ BATCH = prom.Histogram(
     ["kind"],
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
 )
+BUS_BATCH = prom.Histogram(
+    "joule_conductor_message_batch_items",
+    "Items per message the conductor casts, by kind: build_many (builds to one cell, "
+    "of one or several requests), instances_done (outcomes to one submitter).",
+    ["kind"],
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
+)

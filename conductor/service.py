@@ -10,7 +10,8 @@ The conversation of ../shared/seeds/003, over the bus:
   (``select_destinations``, with a timeout and bounded retries; before a
   retry it releases whatever a scheduler that died half way claimed), then
   per instance hands its record off and casts its selection list to the
-  conductors of the selected host's cell;
+  conductors of the selected host's cell (one ``build_many`` per cell for
+  the builds that concurrent requests hand off together);
 - cell conductor (topic ``conductor.<cell>``), ``build_instance``: takes the
   record (compare-and-set: only one conductor wins it), builds with the
   compute driver, and on a failed build moves the claim to the next
@@ -27,10 +28,12 @@ The conversation of ../shared/seeds/003, over the bus:
 So no instance is built twice (the driver refuses a second build and a
 record has one holder) and none runs without its allocation (a build only
 starts while holding the claim, and the claim only moves away after a
-failed build). Outcomes go to the submitter's topic as they happen; the
-finished record in placement is the durable copy.
+failed build). Outcomes go to the submitter's topic as they happen (those
+finished together in one message); the finished record in placement is the
+durable copy.
 """
 
+import collections
 import concurrent.futures
 import contextlib
 import logging
@@ -174,6 +177,22 @@ class Conductor:
         self._outcome_reports = batch_mod.Batcher(
             self._send_outcomes, window, size, self._in_company, "build_outcomes"
         )
+        # Messages are group-committed too: the builds that concurrent
+        # requests hand off to one cell at about the same time share one
+        # build_many, and the outcomes finished together for one submitter
+        # share one instances_done. Every message costs CPU in the sender,
+        # the broker and the receiver.
+        self._build_casts = batch_mod.Batchers(
+            self._send_builds, window, size, self._in_company, "build_many", metrics.BUS_BATCH
+        )
+        self._outcome_casts = batch_mod.Batchers(
+            self._send_instances_done,
+            window,
+            size,
+            self._in_company,
+            "instances_done",
+            metrics.BUS_BATCH,
+        )
         self.scheduler = rpc.SchedulerAPI(conf, transport)
         # Concurrent requests share select_destinations_many calls.
         self._scheduling = None
@@ -309,16 +328,27 @@ class Conductor:
         )
 
     def _cast_builds(self, cell, builds, reply_topic):
-        """One message per cell (``build_many``); a cells API without it (the
-        simulator's direct calls) gets one ``build_instance`` per instance."""
+        """Cast handed-off builds to the conductors of ``cell``, in one
+        ``build_many`` with the builds other requests hand off to the cell
+        at about the same time. Returns once the message is sent; a cast
+        that fails raises in every request of it, as a lone cast would (the
+        records are handed off, not lost: the sweep takes them over)."""
+        self._build_casts.submit_many(cell, [(b, reply_topic) for b in builds])
+
+    def _send_builds(self, cell, items):
+        """One message for (build, reply_topic) pairs (``build_many``); a
+        cells API without it (an older simulator's direct calls) gets one
+        ``build_instance`` per instance."""
         many = getattr(self.conductors, "build_many", None)
         if many is not None:
+            builds, reply_topic = _one_message(items)
             many(cell, builds, reply_topic)
-            return
-        for b in builds:
-            self.conductors.build_instance(
-                cell, b["instance_uuid"], b["request_spec"], b["selections"], reply_topic
-            )
+        else:
+            for b, reply_topic in items:
+                self.conductors.build_instance(
+                    cell, b["instance_uuid"], b["request_spec"], b["selections"], reply_topic
+                )
+        return [None] * len(items)
 
     # -- cell conductor --------------------------------------------------------
 
@@ -344,7 +374,8 @@ class Conductor:
         """Build the instances of one message: their records taken in one
         bulk call (the ones lost are left to whoever holds them), then built
         side by side (unless not ``side_by_side``) so that their finishes
-        share calls too."""
+        share calls too. A build's own ``reply_topic`` (RPC 1.2) overrides
+        the message's."""
         known = {b["instance_uuid"]: b["generation"] for b in builds}
         asked = time.monotonic()
         taken = self.records.take_many(known)
@@ -357,7 +388,7 @@ class Conductor:
                         b["instance_uuid"],
                         b["request_spec"],
                         b["selections"],
-                        reply_topic,
+                        b.get("reply_topic", reply_topic),
                         taken[b["instance_uuid"]],
                         asked,
                     )
@@ -416,7 +447,7 @@ class Conductor:
             ):
                 metrics.BUILDS.labels(PLACED).inc()
                 self._succeeded_on(current.host_uuid)
-                self.outcomes.instance_done(reply_topic, spec_mod.dump_build_result(result))
+                self._tell_submitter(reply_topic, spec_mod.dump_build_result(result))
             return
         if not lease.keep():
             return  # no longer ours: the claim is the taker's to judge
@@ -511,7 +542,19 @@ class Conductor:
         metrics.BUILDS.labels(FAILED).inc()
         out = result or _outcome(spec, instance, FAILED)
         out.status, out.reason, out.host_uuid, out.host_name = FAILED, reason, None, None
-        self.outcomes.instance_done(reply_topic, spec_mod.dump_build_result(out))
+        self._tell_submitter(reply_topic, spec_mod.dump_build_result(out))
+
+    def _tell_submitter(self, reply_topic, outcome):
+        """Cast an outcome to its submitter, in one message with the other
+        outcomes for that topic finished at about the same time. A cast that
+        fails is logged, not raised: the outcome is in the finished build
+        request, which the submitter also reads."""
+        if reply_topic:
+            self._outcome_casts.submit(reply_topic, outcome)
+
+    def _send_instances_done(self, reply_topic, outcomes):
+        self.outcomes.instances_done(reply_topic, outcomes)
+        return [None] * len(outcomes)
 
     # -- taking over the work of dead conductors -----------------------------------
 
@@ -618,6 +661,17 @@ class _Bare:
         self.workload_class = record["workload_class"]
 
 
+def _one_message(items):
+    """(build, reply_topic) pairs as one build_many message: (builds, the
+    message's reply topic). The most common topic is the message's; a build
+    going elsewhere carries its own (RPC 1.2), so a message of builds for
+    one submitter stays 1.1."""
+    topics = collections.Counter(topic for _b, topic in items)
+    default = topics.most_common(1)[0][0]
+    builds = [b if topic == default else {**b, "reply_topic": topic} for b, topic in items]
+    return builds, default
+
+
 def _where(selection, host_uuid):
     if host_uuid == selection.host_uuid or host_uuid is None:
         return selection
@@ -652,11 +706,14 @@ class SuperConductorEndpoint:
 
 class CellConductorEndpoint:
     """Topic ``conductor.<cell>``. 1.0: ``build_instance`` (one instance);
-    1.1: ``build_many`` (the instances of one request going to this cell,
-    each with the generation it was handed off at). A 1.1 conductor serves
-    both, so cell conductors are upgraded before super conductors."""
+    1.1: ``build_many`` (instances going to this cell, each with the
+    generation it was handed off at, one reply topic per message); 1.2: a
+    build of ``build_many`` may carry its own ``reply_topic`` (builds of
+    several submitters in one message). A conductor serves every older
+    form, so cell conductors are upgraded before super conductors (whose
+    messages are 1.2 only when their builds' reply topics differ)."""
 
-    target = oslo_messaging.Target(version="1.1")
+    target = oslo_messaging.Target(version="1.2")
 
     def __init__(self, conductor):
         self.conductor = conductor
@@ -700,6 +757,8 @@ def _canonical_uuid(value):
 
 
 _BUILD_KEYS = {"instance_uuid", "request_spec", "selections", "generation"}
+# A build's own reply topic (1.2; without it, the message's).
+_OPTIONAL_BUILD_KEYS = {"reply_topic"}
 
 
 def _checked_builds(builds):
@@ -709,8 +768,17 @@ def _checked_builds(builds):
         raise ValueError("builds is not a non-empty list")
     seen = set()
     for number, b in enumerate(builds):
-        if not isinstance(b, dict) or set(b) != _BUILD_KEYS:
-            raise ValueError(f"builds[{number}] is not an object of {sorted(_BUILD_KEYS)}")
+        if (
+            not isinstance(b, dict)
+            or not _BUILD_KEYS <= set(b) <= _BUILD_KEYS | _OPTIONAL_BUILD_KEYS
+        ):
+            raise ValueError(
+                f"builds[{number}] is not an object of {sorted(_BUILD_KEYS)}"
+                f" (and optionally {sorted(_OPTIONAL_BUILD_KEYS)})"
+            )
+        topic = b.get("reply_topic")
+        if topic is not None and (not isinstance(topic, str) or not topic):
+            raise ValueError(f"builds[{number}].reply_topic is not a topic")
         gen = b["generation"]
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise ValueError(f"builds[{number}].generation is not a generation")

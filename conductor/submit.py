@@ -84,13 +84,24 @@ cli_opts = [
 
 
 class _OutcomeEndpoint:
-    target = oslo_messaging.Target(version="1.0")
+    """This process's own topic. 1.0: ``instance_done`` (one outcome),
+    ``request_refused``; 1.1: ``instances_done`` (the outcomes a conductor
+    finished together, in one message)."""
+
+    target = oslo_messaging.Target(version="1.1")
 
     def __init__(self, inbox):
         self.inbox = inbox
 
     def instance_done(self, ctxt, outcome):
         self.inbox.put(("done", outcome))
+
+    def instances_done(self, ctxt, outcomes):
+        if not isinstance(outcomes, list):
+            LOG.warning("instances_done ignored: outcomes is not a list")
+            return
+        for outcome in outcomes:
+            self.inbox.put(("done", outcome))
 
     def request_refused(self, ctxt, request_id, error):
         self.inbox.put(("refused", {"request_id": request_id, "error": error}))

@@ -3,9 +3,11 @@
 The services talk as nova's do (../shared/seeds/003): ``build-submit`` casts
 request specs to the super conductors (topic ``conductor``), a super
 conductor calls the schedulers (topic ``scheduler``, ``select_destinations``)
-and casts each instance's selection list to its cell's conductors (topic
-``conductor.<cell>``), and whoever finishes an instance casts its outcome to
-the submitter's own topic. Any number of processes share a topic; RabbitMQ
+and casts the instances' selection lists to their cell's conductors (topic
+``conductor.<cell>``, ``build_many``: the builds of every request handed off
+at about the same time share one message), and whoever finishes instances
+casts their outcomes to the submitter's own topic (``instances_done``, one
+message for the outcomes finished together). Any number of processes share a topic; RabbitMQ
 hands each message to one of them.
 
 ``[DEFAULT] transport_url`` picks the bus (``OS_DEFAULT__TRANSPORT_URL``
@@ -370,8 +372,12 @@ class ConductorAPI:
         """Cast the builds of several instances to the conductors of ``cell``
         in one message (RPC 1.1): [{"instance_uuid", "request_spec",
         "selections", "generation"}, ...], the generation being the one each
-        record was handed off at."""
-        self._cell_client(cell).prepare(version="1.1").cast(
+        record was handed off at. A build may carry its own ``reply_topic``
+        (RPC 1.2: builds of several submitters share the message), which
+        overrides the message's; a message without one is sent as 1.1, so
+        cell conductors not upgraded yet still take it."""
+        version = "1.2" if any("reply_topic" in b for b in builds) else "1.1"
+        self._cell_client(cell).prepare(version=version).cast(
             {}, "build_many", builds=builds, reply_topic=reply_topic
         )
 
@@ -402,14 +408,27 @@ class OutcomeAPI:
         if reply_topic:
             self._safe_cast(reply_topic, "instance_done", outcome=outcome)
 
+    def instances_done(self, reply_topic, outcomes):
+        """Several outcomes in one message (1.1); a lone one goes as
+        ``instance_done`` (1.0), which a submitter of any version takes."""
+        if not reply_topic or not outcomes:
+            return
+        if len(outcomes) == 1:
+            self.instance_done(reply_topic, outcomes[0])
+            return
+        self._safe_cast(reply_topic, "instances_done", "1.1", outcomes=list(outcomes))
+
     def request_refused(self, reply_topic, request_id, error):
         if reply_topic:
             self._safe_cast(reply_topic, "request_refused", request_id=request_id, error=error)
 
-    def _safe_cast(self, reply_topic, method, **kwargs):
+    def _safe_cast(self, reply_topic, method, version=None, **kwargs):
         # An outcome that cannot be sent is not lost: it is in placement's
         # build request, which the submitter also reads.
         try:
-            self._client_for(reply_topic).cast({}, method, **kwargs)
+            client = self._client_for(reply_topic)
+            if version is not None:
+                client = client.prepare(version=version)
+            client.cast({}, method, **kwargs)
         except oslo_messaging.MessagingException as exc:
             LOG.warning("outcome to %s not sent: %s", reply_topic, exc)

@@ -62,6 +62,9 @@ class _Outcomes:
     def instance_done(self, reply_topic, outcome):
         self.done.append(outcome)
 
+    def instances_done(self, reply_topic, outcomes):
+        self.done.extend(outcomes)
+
     def request_refused(self, reply_topic, request_id, error):
         self.refused.append((request_id, error))
 

@@ -13,7 +13,9 @@ hypervisors and placement what the dead holder left.
 """
 
 import datetime
+import queue
 import threading
+import time
 import uuid
 
 import pytest
@@ -21,6 +23,7 @@ import pytest
 from conductor import conf as cconf
 from conductor import driver as driver_mod
 from conductor import service as cond_service
+from conductor import submit
 from joule import request_spec as spec_mod
 from joule import rpc
 from placement import models
@@ -326,3 +329,117 @@ def test_requests_created_together_refuse_only_the_redelivered_one(cloud):
     for i in fresh[1]:
         resp = cloud["client"].request("GET", f"/build_requests/{i}", ok=(404,))
         assert resp.status_code == 404
+
+
+class _HeldCells:
+    """The super conductor's cells API, over the bus; its first build_many
+    waits until released, so the casts asked for meanwhile queue up."""
+
+    def __init__(self, api):
+        self.api = api
+        self.messages = []
+        self.first_in = threading.Event()
+        self.release = threading.Event()
+
+    def build_many(self, cell, builds, reply_topic):
+        self.messages.append((cell, builds, reply_topic))
+        if len(self.messages) == 1:
+            self.first_in.set()
+            self.release.wait(10)
+        self.api.build_many(cell, builds, reply_topic)
+
+
+class _Submitter(submit._OutcomeEndpoint):
+    """build-submit's endpoint, counting the messages it is handed."""
+
+    def __init__(self):
+        super().__init__(queue.Queue())
+        self.messages = []
+
+    def instance_done(self, ctxt, outcome):
+        self.messages.append(("instance_done", 1))
+        super().instance_done(ctxt, outcome)
+
+    def instances_done(self, ctxt, outcomes):
+        self.messages.append(("instances_done", len(outcomes)))
+        super().instances_done(ctxt, outcomes)
+
+
+def _wait_for(check, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+def test_concurrent_hand_offs_share_one_cast_and_outcomes_one_message_per_submitter(cloud):
+    """Four requests of two submitters handed off to one cell from four
+    threads: the first cast alone (nobody was waiting), the three that
+    queued behind it in one build_many (1.2: the build of the other
+    submitter carries its reply topic); each submitter gets the outcomes
+    built together in one message, over the in-memory bus."""
+    conf, transport = cloud["conf"], rpc.transport_of(cloud["conf"])
+    super_c = cloud["conductor"]("super-1")
+    held = _HeldCells(super_c.conductors)
+    super_c.conductors = held
+    # A wide window, so the cell conductor's outcomes finished together
+    # surely share a message on a busy machine.
+    conf.set_override("batch_window_ms", 200, group="conductor")
+    cell = cloud["conductor"]("cell-a")
+    submitters = {"build-submit.x": _Submitter(), "build-submit.y": _Submitter()}
+    cell_topic = rpc.cell_topic(conf, "cell1")
+    servers = [
+        rpc.make_server(
+            conf, transport, cell_topic, [cond_service.CellConductorEndpoint(cell)], "cell-a"
+        )
+    ] + [rpc.make_server(conf, transport, t, [e], t) for t, e in submitters.items()]
+    for server in servers:
+        server.start()
+    try:
+        topics = ["build-submit.x", "build-submit.x", "build-submit.y", "build-submit.x"]
+        builds = [
+            {"instance_uuid": i, "request_spec": w, "selections": m, "generation": 1}
+            for i, w, m in (_scheduled(cloud, super_c) for _ in topics)
+        ]
+        threads = [
+            threading.Thread(target=super_c._cast_builds, args=("cell1", [b], t))
+            for b, t in zip(builds, topics, strict=True)
+        ]
+        threads[0].start()
+        assert held.first_in.wait(10)
+        for t in threads[1:]:
+            t.start()
+        batcher = super_c._build_casts._batchers["cell1"]
+        _wait_for(lambda: len(batcher._pending) == 3)
+        held.release.set()
+        for t in threads:
+            t.join(10)
+        first, second = held.messages
+        assert first == ("cell1", [builds[0]], "build-submit.x")
+        _cell, together, default = second
+        assert default == "build-submit.x"
+        assert sorted(b["instance_uuid"] for b in together) == sorted(
+            b["instance_uuid"] for b in builds[1:]
+        )
+        # Only the build going elsewhere names its reply topic.
+        assert {b["instance_uuid"]: b.get("reply_topic") for b in together} == {
+            builds[1]["instance_uuid"]: None,
+            builds[2]["instance_uuid"]: "build-submit.y",
+            builds[3]["instance_uuid"]: None,
+        }
+        x, y = submitters["build-submit.x"], submitters["build-submit.y"]
+        _wait_for(lambda: x.inbox.qsize() == 3 and y.inbox.qsize() == 1)
+        # The lone first build's outcome as 1.0 (any submitter takes it);
+        # the two built together for x in one message.
+        assert x.messages == [("instance_done", 1), ("instances_done", 2)]
+        assert y.messages == [("instance_done", 1)]
+        got = {o["instance_uuid"] for _k, o in list(x.inbox.queue) + list(y.inbox.queue)}
+        assert got == {b["instance_uuid"] for b in builds}
+        for b in builds:
+            rec = _record(cloud, b["instance_uuid"])
+            assert rec["status"] == "placed"
+            assert cell.driver.host_of(b["instance_uuid"]) == rec["host_uuid"]
+    finally:
+        for server in servers:
+            server.stop()
+            server.wait()

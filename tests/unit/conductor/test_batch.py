@@ -5,7 +5,10 @@ import threading
 import pytest
 
 from conductor import batch
+from conductor import conf as cconf
 from conductor import service as cond_service
+from joule import rpc
+from joule.rpc import oslo_messaging
 
 
 class _Flush:
@@ -116,6 +119,8 @@ def _build(**over):
         [_build(), _build()],
         [{**_build(), "extra": 1}],
         [{k: v for k, v in _build().items() if k != "generation"}],
+        [_build(reply_topic="")],
+        [_build(reply_topic=7)],
     ],
 )
 def test_bad_build_many_messages_are_refused(builds):
@@ -124,8 +129,63 @@ def test_bad_build_many_messages_are_refused(builds):
 
 
 def test_good_build_many_message_passes():
+    # 1.1 (the message's reply topic for every build) and 1.2 (a build's own,
+    # or none: a build resumed by a sweep has nobody to tell).
     builds = [_build(), _build(instance_uuid="6a6f756c-6500-4000-8000-000000000002")]
     assert cond_service._checked_builds(builds) == builds
+    builds.append(_build(instance_uuid="6a6f756c-6500-4000-8000-000000000003", reply_topic="t"))
+    builds.append(_build(instance_uuid="6a6f756c-6500-4000-8000-000000000004", reply_topic=None))
+    assert cond_service._checked_builds(builds) == builds
+
+
+def test_one_message_names_only_the_reply_topics_that_differ():
+    a, b, c = ({"instance_uuid": n} for n in "abc")
+    builds, default = cond_service._one_message([(a, "x"), (b, "y"), (c, "x")])
+    assert default == "x"
+    assert builds == [a, {"instance_uuid": "b", "reply_topic": "y"}, c]
+    # One submitter: no build carries a topic (the message stays 1.1).
+    assert cond_service._one_message([(a, "x"), (c, "x")]) == ([a, c], "x")
+
+
+def test_batchers_share_a_flush_only_within_a_key():
+    flushes = []
+    gate = threading.Event()
+
+    def flush(key, items):
+        flushes.append((key, list(items)))
+        if len(flushes) == 1:
+            gate.wait(10)
+        return [f"{key}:{i}" for i in items]
+
+    b = batch.Batchers(flush, window=0.0, max_items=100)
+    out = {}
+
+    def call(key, item):
+        out[(key, item)] = b.submit(key, item)
+
+    first = threading.Thread(target=call, args=("k1", 0))
+    first.start()
+    for _ in range(1000):
+        if flushes:
+            break
+        threading.Event().wait(0.01)
+    others = [threading.Thread(target=call, args=(k, i)) for k, i in [("k1", 1), ("k1", 2)]]
+    for t in others:
+        t.start()
+    for _ in range(1000):
+        with b._batchers["k1"]._cond:
+            if len(b._batchers["k1"]._pending) == 2:
+                break
+        threading.Event().wait(0.01)
+    # Another key is not held up behind k1's flush in flight.
+    assert b.submit("k2", 9) == "k2:9"
+    gate.set()
+    for t in [first, *others]:
+        t.join(10)
+    assert flushes[0] == ("k1", [0]) and ("k2", [9]) in flushes
+    assert sorted(flushes[-1][1]) == [1, 2] and len(flushes) == 3
+    assert out == {("k1", 0): "k1:0", ("k1", 1): "k1:1", ("k1", 2): "k1:2"}
+    assert b.flushes == 3
 
 
 class _Records:
@@ -188,3 +248,51 @@ def test_concurrent_flushes_never_exceed_the_limit():
         t.join(10)
     assert state["most"] == 2
     assert out == {i: i for i in "abcdef"}
+
+
+class _DownCells:
+    """A cells API whose casts fail (the broker is gone); the first one
+    waits until released, so the others queue for the next message."""
+
+    def __init__(self):
+        self.messages = []
+        self.first_in = threading.Event()
+        self.release = threading.Event()
+
+    def build_many(self, cell, builds, reply_topic):
+        self.messages.append([b["instance_uuid"] for b in builds])
+        if len(self.messages) == 1:
+            self.first_in.set()
+            self.release.wait(10)
+        raise oslo_messaging.MessageDeliveryFailure("broker down")
+
+
+def test_a_failed_build_many_raises_in_every_request_it_carried():
+    conf = cconf.make_conf(overrides={(None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL})
+    conductor = cond_service.Conductor(conf, None, rpc.transport_of(conf), None, "super-1")
+    cells = conductor.conductors = _DownCells()
+    raised = {}
+
+    def hand(instance):
+        try:
+            conductor._cast_builds("cell1", [_build(instance_uuid=instance)], "t")
+        except oslo_messaging.MessagingException as exc:
+            raised[instance] = exc
+
+    ids = [f"6a6f756c-6500-4000-8000-00000000000{n}" for n in range(4)]
+    threads = [threading.Thread(target=hand, args=(i,)) for i in ids]
+    threads[0].start()
+    assert cells.first_in.wait(10)
+    for t in threads[1:]:
+        t.start()
+    for _ in range(1000):
+        if len(conductor._build_casts._batchers["cell1"]._pending) == 3:
+            break
+        threading.Event().wait(0.01)
+    cells.release.set()
+    for t in threads:
+        t.join(10)
+    assert cells.messages[0] == ids[:1] and sorted(cells.messages[1]) == ids[1:]
+    # Each request whose builds were in a failed message hears of it, as
+    # when it cast alone (its records, handed off, are left to the sweep).
+    assert sorted(raised) == ids

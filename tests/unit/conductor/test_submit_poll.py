@@ -2,6 +2,7 @@
 only what looks lost, not what waits in a long queue."""
 
 import json
+import queue
 
 from conductor import conf as cconf
 from conductor import submit
@@ -94,3 +95,16 @@ def test_a_request_passed_by_the_queue_is_resent_and_outcomes_are_read():
     assert sorted(sub.conductors.sent) == ["req-0", "req-1"]
     assert "req-2" not in waiting
     assert [(line["request_id"], line["status"]) for line in lines] == [("req-2", "placed")]
+
+
+def test_outcomes_are_taken_one_per_message_and_several_per_message():
+    inbox = queue.Queue()
+    endpoint = submit._OutcomeEndpoint(inbox)
+    endpoint.instance_done({}, {"instance_uuid": "a"})  # 1.0, an older conductor
+    endpoint.instances_done({}, [{"instance_uuid": "b"}, {"instance_uuid": "c"}])  # 1.1
+    endpoint.instances_done({}, {"instance_uuid": "d"})  # not a list: dropped
+    assert [inbox.get_nowait() for _ in range(inbox.qsize())] == [
+        ("done", {"instance_uuid": "a"}),
+        ("done", {"instance_uuid": "b"}),
+        ("done", {"instance_uuid": "c"}),
+    ]
