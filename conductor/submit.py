@@ -80,6 +80,17 @@ cli_opts = [
         min=0.1,
         help="Seconds between two reads of placement for outcomes the bus did not bring.",
     ),
+    cfg.IntOpt(
+        "requests-per-message",
+        default=64,
+        min=1,
+        max=1000,
+        help="Requests cast to the super conductors in one build_instances_many "
+        "message (conductor RPC 1.1), which handles them side by side; 1 casts one "
+        "build_instances per request, for super conductors older than 1.1 (a newer "
+        "message is refused there, and its requests are sent again one by one "
+        "after --resend-after). Resends always go one by one.",
+    ),
 ]
 
 
@@ -186,8 +197,7 @@ class Submitter:
         )
         server.start()
         try:
-            for req in requests.values():
-                self._send(req)
+            self._send_all(list(requests.values()), getattr(self.conf, "requests_per_message", 1))
             waiting = {r.spec.request_id: r for r in requests.values()}
             last_poll = time.monotonic()
             while waiting and time.monotonic() - start < timeout:
@@ -216,11 +226,26 @@ class Submitter:
         return self.counts
 
     def _send(self, req):
+        self._sent(req)
+        self.conductors.build_instances(req.wire, self.reply_topic)
+
+    def _sent(self, req):
         req.sent_at = req.last_news = time.monotonic()
         req.sends += 1
         self._sends += 1
         req.order = self._sends
-        self.conductors.build_instances(req.wire, self.reply_topic)
+
+    def _send_all(self, reqs, per_message):
+        """The first send of every request, ``per_message`` to a message."""
+        if per_message <= 1:
+            for req in reqs:
+                self._send(req)
+            return
+        for start in range(0, len(reqs), per_message):
+            chunk = reqs[start : start + per_message]
+            for req in chunk:
+                self._sent(req)
+            self.conductors.build_instances_many([r.wire for r in chunk], self.reply_topic)
 
     def _take(self, kind, body, waiting):
         if kind == "refused":

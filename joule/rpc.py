@@ -357,6 +357,13 @@ class ConductorAPI:
         """Cast a request spec to the super conductors."""
         self._super.cast({}, "build_instances", request_spec=request_spec, reply_topic=reply_topic)
 
+    def build_instances_many(self, request_specs, reply_topic):
+        """Cast several request specs to the super conductors in one message
+        (1.1); the conductor that receives it handles them side by side."""
+        self._super.prepare(version="1.1").cast(
+            {}, "build_instances_many", request_specs=request_specs, reply_topic=reply_topic
+        )
+
     def build_instance(self, cell, instance_uuid, request_spec, selections, reply_topic):
         """Cast one instance's selection list to the conductors of ``cell`` (1.0)."""
         self._cell_client(cell).cast(

@@ -1,6 +1,8 @@
 """A super conductor's concurrent requests share select_destinations_many
 calls (scheduler RPC 1.2), and a scheduler that does not know the method
-still gets every request, one call each.
+still gets every request, one call each; a submitter's requests travel
+several to a message (build_instances_many, conductor RPC 1.1), and a super
+conductor that does not know that message still gets every request.
 
 In-process services over oslo.messaging's in-memory transport, placement
 over REST (the same code path as on RabbitMQ: tests/functional/
@@ -14,6 +16,7 @@ import pytest
 
 from conductor import cmd as conductor_cmd
 from conductor import conf as cconf
+from conductor import service as cond_service
 from conductor import submit
 from joule import rpc
 from joule import service as service_mod
@@ -56,10 +59,30 @@ class _Counting11(_Counting):
 _Counting.target = oslo_messaging.Target(version="1.2")
 
 
-def _services(conf, transport, endpoint):
+class _OldSuperEndpoint:
+    """A super conductor of RPC 1.0: build_instances only."""
+
+    target = oslo_messaging.Target(version="1.0")
+
+    def __init__(self, conductor):
+        self.endpoint = cond_service.SuperConductorEndpoint(conductor)
+
+    def build_instances(self, ctxt, request_spec, reply_topic=None):
+        return self.endpoint.build_instances(ctxt, request_spec, reply_topic)
+
+
+def _services(conf, transport, endpoint, old_super=False):
     svc = service_mod.Service(conf, transport, "scheduler-1")
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
-    svcs = [svc, conductor_cmd.build_service(conf, transport, None, "super-1")]
+    if old_super:
+        sup = service_mod.Service(conf, transport, "super-1")
+        sup.conductor = cond_service.Conductor(
+            conf, sconf.placement_client_of(conf), transport, conductor_cmd.make_driver(conf), "s"
+        )
+        sup.add_server(rpc.topic(conf, rpc.CONDUCTOR_TOPIC), [_OldSuperEndpoint(sup.conductor)])
+    else:
+        sup = conductor_cmd.build_service(conf, transport, None, "super-1")
+    svcs = [svc, sup]
     driver = svcs[1].conductor.driver
     svcs += [
         conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
@@ -68,7 +91,14 @@ def _services(conf, transport, endpoint):
     return svcs, driver
 
 
-def _run(live_server, db, counting_cls, requests):
+def _per_message(conf, n):
+    """build-submit's --requests-per-message, on a conf made without its CLI."""
+    opt = next(o for o in submit.cli_opts if o.dest == "requests_per_message")
+    conf.register_opt(opt)
+    conf.set_override("requests_per_message", n)
+
+
+def _run(live_server, db, counting_cls, requests, per_message=1, old_super=False):
     bus.load_cluster(db, nodes=6, cores=64, cells=2)
     conf = cconf.make_conf(
         overrides={
@@ -79,22 +109,32 @@ def _run(live_server, db, counting_cls, requests):
             ("conductor", "batch_window_ms"): 20.0,
         }
     )
+    _per_message(conf, per_message)
     transport = rpc.transport_of(conf)
     endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
     counting = counting_cls(endpoint)
-    svcs, driver = _services(conf, transport, counting)
+    svcs, driver = _services(conf, transport, counting, old_super)
+    messages = []
+    real = svcs[1].conductor.build_instances_many
+    svcs[1].conductor.build_instances_many = lambda specs, topic: (
+        messages.append(len(specs)),
+        real(specs, topic),
+    )
     for svc in svcs:
         svc.start()
     try:
         lines = []
         sub = submit.Submitter(conf, transport, sconf.placement_client_of(conf), lines.append)
-        counts = sub.run(sub.parse(bus.spec_lines(requests)), timeout=120)
+        counts = sub.run(
+            sub.parse(bus.spec_lines(requests)), timeout=120, resend_after=1.0, poll_interval=0.5
+        )
     finally:
         for svc in svcs:
             svc.stop()
         transport.cleanup()
     done = [line for line in lines if line.get("status") in ("placed", "failed")]
     bus.check_invariants(db, done, dict(driver._running))
+    counting.messages = messages
     return counts, counting, svcs
 
 
@@ -128,3 +168,19 @@ def test_bulk_answers_one_per_request_in_order(endpoint, db):
     placed = [a["selections"] for a in answers if a["status"] == "placed"]
     assert [s["request_id"] for s in placed] == [g["request_id"] for g in good]
     assert "request_specs must be a list" in endpoint.select_destinations_many({}, "x")["error"]
+
+
+def test_a_submitters_requests_travel_several_to_a_message(live_server, db):
+    counts, counting, _ = _run(live_server, db, _Counting, 30, per_message=8)
+    assert counts["unanswered"] == 0 and counts["placed"] == 30, counts
+    assert counting.messages == [8, 8, 8, 6]  # one message per 8 requests
+    assert sum(counting.many) == 30 and counting.single == 0
+
+
+def test_a_super_conductor_without_the_bulk_message_gets_the_resends(live_server, db):
+    """Its RPC server refuses the 1.1 message; the submitter, seeing no
+    record of those requests, sends each again alone (1.0)."""
+    counts, counting, _ = _run(live_server, db, _Counting, 10, per_message=4, old_super=True)
+    assert counts["unanswered"] == 0 and counts["placed"] == 10, counts
+    assert counting.messages == []
+    assert sum(counting.many) + counting.single == 10
