@@ -317,8 +317,9 @@ class Conductor:
                 # finds the claims and finishes or releases them.
                 LOG.warning("%s: claims not released (%s); left to the sweep", spec.request_id, exc)
                 return
-            for instance in held.instances():
-                self._fail(spec, instance, f"scheduling failed: {answer['error']}", reply_topic)
+            self._fail_many(
+                spec, held.instances(), f"scheduling failed: {answer['error']}", reply_topic
+            )
             return
         selections = spec_mod.load_selections(answer["selections"]).selections
         # One bulk hand-off; the ones taken over meanwhile are left out
@@ -574,6 +575,21 @@ class Conductor:
         out = result or _outcome(spec, instance, FAILED)
         out.status, out.reason, out.host_uuid, out.host_name = FAILED, reason, None, None
         self._tell_submitter(reply_topic, spec_mod.dump_build_result(out))
+
+    def _fail_many(self, spec, instances, reason, reply_topic):
+        """``_fail`` for several instances of one request: one bulk finish
+        and one message to the submitter."""
+        done = self.records.finish_many([(i, FAILED, None, reason) for i in instances])
+        outcomes = []
+        for instance, finished in zip(instances, done, strict=True):
+            if not finished:
+                continue  # no longer ours: its holder tells the submitter
+            metrics.BUILDS.labels(FAILED).inc()
+            out = _outcome(spec, instance, FAILED)
+            out.reason = reason
+            outcomes.append(spec_mod.dump_build_result(out))
+        if reply_topic and outcomes:
+            self._outcome_casts.submit_many(reply_topic, outcomes)
 
     def _tell_submitter(self, reply_topic, outcome):
         """Cast an outcome to its submitter, in one message with the other

@@ -443,3 +443,50 @@ def test_concurrent_hand_offs_share_one_cast_and_outcomes_one_message_per_submit
         for server in servers:
             server.stop()
             server.wait()
+
+
+class _NoHost:
+    """A scheduler that finds no host for anything."""
+
+    def select_destinations(self, request_spec, on_retry=None):
+        return {"status": "no_valid_host", "error": "no host has 9999 VCPU"}
+
+    def select_destinations_many(self, request_specs, on_retry=None):
+        return [self.select_destinations(s) for s in request_specs]
+
+
+class _Outcomes:
+    def __init__(self):
+        self.messages = []
+
+    def instance_done(self, reply_topic, outcome):
+        self.messages.append((reply_topic, [outcome]))
+
+    def instances_done(self, reply_topic, outcomes):
+        self.messages.append((reply_topic, list(outcomes)))
+
+
+def test_a_request_that_fits_nowhere_fails_in_one_finish_and_one_message(cloud):
+    super_c = cloud["conductor"]("super-1")
+    super_c.scheduler = _NoHost()
+    outcomes = super_c.outcomes = _Outcomes()
+    instances = [str(uuid.uuid4()) for _ in range(3)]
+    super_c.build_instances(
+        {
+            "version": "1.0",
+            "request_id": "req-nohost",
+            "project_id": "p",
+            "user_id": "u",
+            "resources": {"VCPU": 1},
+            "instance_uuids": instances,
+        },
+        "build-submit.z",
+    )
+    ((topic, sent),) = outcomes.messages
+    assert topic == "build-submit.z"
+    assert sorted(o["instance_uuid"] for o in sent) == sorted(instances)
+    assert {o["status"] for o in sent} == {"failed"}
+    assert all("no host has 9999 VCPU" in o["reason"] for o in sent)
+    for i in instances:
+        rec = _record(cloud, i)
+        assert rec["status"] == "failed" and "no host has 9999 VCPU" in rec["reason"]
