@@ -15,7 +15,9 @@ inventory load`` (two cells), served by ``placement-api``. An inventory is
 ``placement-sim --inventory`` names them), a number N (N identical nodes of
 64 VCPU and 256 GiB), or a YAML file in their format. For each scheduler
 worker count and each ``[scheduler] batch_size`` (1: every call scheduled
-alone, as before batching), measured in the same run one after the other:
+alone, as before batching; the conductors then call the scheduler once per
+request without waiting for company and build-submit casts one message per
+request, as before this issue), measured in the same run one after the other:
 that many ``scheduler-worker`` processes, one super conductor and one
 conductor per cell (``conductor-worker``), all on a RabbitMQ virtual host of
 this run, and ``build-submit`` with ``--instances`` instances cast at once
@@ -262,11 +264,21 @@ def _percentile(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def _submit(cf, path, env):
+def _submit(cf, path, env, per_message=None):
     """Run build-submit; return (summary, [seconds from start per outcome])."""
     start = time.monotonic()
+    extra = [] if per_message is None else ["--requests-per-message", str(per_message)]
     proc = subprocess.Popen(
-        [os.path.join(BIN, "build-submit"), *cf, "--requests", path, "--json", "--timeout", "1800"],
+        [
+            os.path.join(BIN, "build-submit"),
+            *cf,
+            "--requests",
+            path,
+            "--json",
+            "--timeout",
+            "1800",
+            *extra,
+        ],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
@@ -394,6 +406,14 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         conductor_env = {
             "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads)
         }
+        if batch_size > 1:
+            # A call in flight per scheduler worker (at least the default 2).
+            conductor_env["OS_CONDUCTOR__SCHEDULE_CALLS_IN_FLIGHT"] = str(max(2, workers))
+        if batch_size == 1:
+            # As before batching, on the conductors' side too: one
+            # select_destinations call per request, no waiting for company.
+            conductor_env["OS_CONDUCTOR__SCHEDULE_BATCH_SIZE"] = "1"
+            conductor_env["OS_CONDUCTOR__BATCH_WINDOW_MS"] = "0"
         run.start(
             f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ", env=conductor_env
         )
@@ -418,7 +438,8 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         by = ("method", "route")
         calls_before = _scrape(metrics, "placement_api_requests_total", by)
         races_before = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races)
-        summary, latencies = _submit(cf, path, env)
+        # Before batching a submitter cast one message per request.
+        summary, latencies = _submit(cf, path, env, 1 if batch_size == 1 else None)
         per_route = {
             k: v - calls_before.get(k, 0.0)
             for k, v in _scrape(metrics, "placement_api_requests_total", by).items()
