@@ -284,3 +284,31 @@ def test_failure_reason_names_every_host_tried(db, client, live_server):
     for name in hosts:
         assert f"build on {name} failed" in res["reason"]
     assert client.get(f"/allocations/{res['instance_uuid']}").get_json()["allocations"] == {}
+
+
+@pytest.mark.parametrize("random_start", [True, False])
+def test_only_fitting_hosts_with_the_highest_ids_are_found_in_one_request(
+    db, client, live_server, random_start
+):
+    """Issue 12: every request sees every host that fits. Twelve hosts
+    first, then the only two that fit, with the highest ids (only they are
+    in rack "b", which the NodeSelectorFilter asks for: placement returns
+    every host, the scheduler's filter removes all but those); pages of
+    three and a walk capped at three hosts: each select_destinations call
+    (one request) reads on, wrapping around, until it has them."""
+    add_hosts(db, client, [(f"s{i:02d}", "cell1", "eco", 8, 16384) for i in range(12)])
+    big = add_hosts(db, client, [(f"b{i}", "cell1", "eco", 8, 16384) for i in range(2)])
+    sched, _ = make_scheduler(
+        live_server, page_size=3, max_placement_results=3, random_walk_start=random_start
+    )
+    seen = set()
+    for n in range(6):
+        picked = sched.select_destinations(spec(request_id=f"big-{n}", node_selector={"rack": "b"}))
+        chosen = picked[0][0]
+        assert chosen.host_uuid in big.values(), (n, chosen.host_uuid)
+        seen.add(chosen.host_uuid)
+        report = client.get(f"/scheduling_reports/big-{n}").get_json()["report"]
+        assert report["result"] == "placed"
+        assert report["hosts_seen"] == 14  # every host read, in one request
+        claim_mod.unclaim(sched.client, chosen.instance_uuid)
+    assert seen <= set(big.values())
