@@ -60,6 +60,7 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending = []
         self._busy = 0
+        self._gathering = False
         # How many flushes and items went through (tests and metrics).
         self.flushes = 0
         self.items = 0
@@ -74,13 +75,16 @@ class Batcher:
             self._pending.extend(slots)
         while True:
             with self._cond:
+                # One leader gathers at a time (a second one would split
+                # the window's callers and could flush nothing).
                 while not all(s.done for s in slots) and (
-                    self._busy >= self._concurrent or not self._pending
+                    self._busy >= self._concurrent or self._gathering or not self._pending
                 ):
                     self._cond.wait()
                 if all(s.done for s in slots):
                     break
                 self._busy += 1
+                self._gathering = True
             self._lead()
         out = []
         for slot in slots:
@@ -92,19 +96,26 @@ class Batcher:
     def _lead(self):
         batch = []
         try:
-            if self.window > 0 and self._company():
-                time.sleep(self.window)  # others join meanwhile
-            with self._cond:
-                batch = self._pending[: self.max_items]
-                del self._pending[: self.max_items]
+            try:
+                if self.window > 0 and self._company():
+                    time.sleep(self.window)  # others join meanwhile
+            finally:
+                with self._cond:
+                    batch = self._pending[: self.max_items]
+                    del self._pending[: self.max_items]
+                    self._gathering = False
+                    self._cond.notify_all()  # the next leader may gather now
+            if not batch:
+                return
             try:
                 results = self._flush([s.item for s in batch])
             except Exception as exc:  # noqa: BLE001 - every caller of the batch gets it
                 results = [exc] * len(batch)
             for slot, result in zip(batch, results, strict=True):
                 slot.result = result
-            self.flushes += 1
-            self.items += len(batch)
+            with self._cond:
+                self.flushes += 1
+                self.items += len(batch)
             if self._kind is not None:
                 self._histogram.labels(self._kind).observe(len(batch))
         finally:

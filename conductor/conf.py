@@ -92,7 +92,10 @@ conductor_opts = [
         "the same moment share one message each way, and join the scheduler "
         "worker's batches together. 1: one select_destinations call per request, "
         "as before. Match [scheduler] batch_size: a bigger call is placed in "
-        "several of the worker's batches.",
+        "several of the worker's batches, and a scheduler whose batch_size is 1 "
+        "schedules a bulk call's requests one after the other, so set 1 here too. "
+        "[rpc] call_timeout bounds the whole call; on a timeout every request of it "
+        "is released and the call retried.",
     ),
     cfg.IntOpt(
         "schedule_calls_in_flight",

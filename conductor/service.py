@@ -280,6 +280,12 @@ class Conductor:
                 except _PLACEMENT_ERRORS as exc:
                     # Held records stay pending; the sweep finishes them after the lease.
                     LOG.warning("build_instances: %s", exc)
+                except Exception:  # noqa: BLE001 - one request's failure is not the others'
+                    # As a lone build_instances message would (its RPC
+                    # server logs it): what it recorded is pending, and
+                    # the sweep finishes it after the lease. The message
+                    # keeps its thread until every request is handled.
+                    LOG.exception("build_instances in a build_instances_many message")
 
         with self._fanout_lock:
             if self._fanout is None:
@@ -348,15 +354,11 @@ class Conductor:
 
     def _select_many(self, items):
         """Flush of the scheduling batcher: [(request spec, release)] ->
-        one answer each. Before a retry every request's release runs (a
-        scheduler that died half way may have claimed for any of them)."""
-
-        def release_all():
-            for _spec, release in items:
-                release()
-
+        one answer each (each request's release runs before a retry that
+        may concern it: every one before a bulk retry, its own alone when
+        the requests are called one by one)."""
         return self.scheduler.select_destinations_many(
-            [spec for spec, _release in items], on_retry=release_all
+            [spec for spec, _release in items], releases=[release for _spec, release in items]
         )
 
     def _cast_builds(self, cell, builds, reply_topic):

@@ -301,22 +301,35 @@ class SchedulerAPI:
             f"no scheduler answered within {self.conf.rpc.call_timeout} s ({retries + 1} tries)"
         )
 
-    def select_destinations_many(self, request_specs, on_retry=None):
+    def select_destinations_many(self, request_specs, releases=None):
         """Call ``select_destinations_many`` (1.2) with several request specs;
-        the answers, one per spec, in order. Retried like
-        ``select_destinations``. A scheduler too old to know the method
-        answers it as unsupported: then each spec is called on its own, and
-        so are later calls of this client.
+        the answers, one per spec, in order. ``releases``: one callable per
+        spec, what to release before a retry (the claims a scheduler that
+        died half way may have made for it). The bulk call is retried like
+        ``select_destinations``, every release running before each retry (it
+        may have claimed for any of them).
 
-        :raise Unanswered: no scheduler answered.
+        A scheduler too old to know the method answers it as unsupported:
+        then each spec is called on its own (with its own release only), and
+        so are later calls of this client. There, a spec no scheduler
+        answers gets an ``error`` answer of its own; the others keep theirs.
+
+        :raise Unanswered: no scheduler answered the bulk call.
         """
+        releases = list(releases) if releases is not None else [None] * len(request_specs)
         if not self._many_unsupported:
+
+            def release_all():
+                for release in releases:
+                    if release is not None:
+                        release()
+
             try:
                 answers = self._call(
                     self._client.prepare(version="1.2"),
                     "select_destinations_many",
                     f"{len(request_specs)} requests",
-                    on_retry,
+                    release_all,
                     request_specs=request_specs,
                 )
             except _Unsupported:
@@ -332,7 +345,13 @@ class SchedulerAPI:
                         f"for {len(request_specs)} requests: {str(answers)[:200]}"
                     )
                 return answers
-        return [self.select_destinations(spec, on_retry) for spec in request_specs]
+        answers = []
+        for spec, release in zip(request_specs, releases, strict=True):
+            try:
+                answers.append(self.select_destinations(spec, release))
+            except Unanswered as exc:
+                answers.append({"status": "error", "error": str(exc)})
+        return answers
 
     def build_outcomes(self, failed_builds):
         """Tell every scheduler worker (a fanout cast, 1.1) the new count of

@@ -4,7 +4,8 @@ import prometheus_client as prom
 
 REQUESTS = prom.Counter(
     "joule_scheduler_requests",
-    "select_destinations calls answered, by result (placed, no_valid_host, invalid, error).",
+    "Requests answered (one per select_destinations call, one per request of a "
+    "select_destinations_many call), by result (placed, no_valid_host, invalid, error).",
     ["result"],
 )
 DECISIONS = prom.Counter("joule_scheduler_instances_placed", "Instances given a claimed host.")
@@ -19,6 +20,7 @@ RACES_LOST = prom.Counter(
 )
 LATENCY = prom.Histogram(
     "joule_scheduler_select_destinations_seconds",
-    "Time to answer one select_destinations call.",
+    "Time to answer a request: its select_destinations call, or the whole "
+    "select_destinations_many call it came in (observed once per request).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )

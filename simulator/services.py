@@ -36,7 +36,7 @@ class _DirectScheduler:
     def select_destinations(self, request_spec, on_retry=None):
         return self.endpoint.select_destinations({}, request_spec)
 
-    def select_destinations_many(self, request_specs, on_retry=None):
+    def select_destinations_many(self, request_specs, releases=None):
         return self.endpoint.select_destinations_many({}, request_specs)
 
     def build_outcomes(self, failed_builds):

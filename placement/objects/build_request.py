@@ -99,10 +99,21 @@ def _chunks(items):
         yield items[start : start + _CHUNK]
 
 
-def _rows_by_uuid(conn, uuids):
+def _rows_by_uuid(conn, uuids, lock=False):
+    """{instance_uuid: row}. ``lock``: for a write that decides on what it
+    read (take, finish): the rows are locked until the transaction ends
+    (SELECT ... FOR UPDATE on PostgreSQL, in one global order so that two
+    writers never deadlock; SQLite's writers are serialized by BEGIN
+    IMMEDIATE already), so no other writer changes them between this read
+    and the guarded UPDATE: a concurrent taker waits, then reads the new
+    generation and is refused by name."""
     out = {}
-    for chunk in _chunks(uuids):
-        for row in conn.execute(sa.select(_T).where(_T.c.instance_uuid.in_(chunk))):
+    ordered = sorted(set(uuids)) if lock else uuids
+    for chunk in _chunks(ordered):
+        query = sa.select(_T).where(_T.c.instance_uuid.in_(chunk))
+        if lock:
+            query = query.order_by(_T.c.instance_uuid).with_for_update()
+        for row in conn.execute(query):
             out[row.instance_uuid] = row
     return out
 
@@ -259,7 +270,7 @@ def take_many(db, items, owner, lease_seconds, hand_off=False):
     uuids = [i["instance_uuid"] for i in items]
     now = db_mod.utcnow()
     with db.write() as conn:
-        rows = _rows_by_uuid(conn, uuids)
+        rows = _rows_by_uuid(conn, uuids, lock=True)
         refused = []
         for item in items:
             row = rows.get(item["instance_uuid"])
@@ -321,15 +332,19 @@ def _guarded_update(conn, changes, common, now):
     res = conn.execute(stmt, params)
     if res.rowcount == len(changes):
         return
-    # Someone took or finished some of them between our read and this write
-    # (PostgreSQL READ COMMITTED): name them. Our own writes are visible to
-    # us, stamped with our ``now``; the others' are not.
+    # Someone took or finished some of them between the read and this
+    # write: only possible when the read did not lock them (the callers
+    # here lock). Name the rows that do not carry this write; when another
+    # writer's change cannot be told from ours (same generation, same
+    # second), every row is refused: the caller reads them again.
     ids = {row.id: (row, seen) for row, seen, _own in changes}
+    own_of = {row.id: own for row, _seen, own in changes}
     lost = []
     for chunk in _chunks(list(ids)):
         for cur in conn.execute(sa.select(_T).where(_T.c.id.in_(chunk))):
             row, seen = ids[cur.id]
-            if cur.generation != seen + 1 or cur.updated_at != now:
+            ours = {**common, **own_of[cur.id]}
+            if cur.generation != seen + 1 or any(getattr(cur, k) != v for k, v in ours.items()):
                 lost.append(GenerationConflict(row.instance_uuid, seen, "newer"))
     _refuse(
         lost or [GenerationConflict(r.instance_uuid, seen, "newer") for r, seen in ids.values()]
@@ -392,7 +407,7 @@ def update_many(db, items):
     uuids = [i["instance_uuid"] for i in items]
     now = db_mod.utcnow()
     with db.write() as conn:
-        rows = _rows_by_uuid(conn, uuids)
+        rows = _rows_by_uuid(conn, uuids, lock=True)
         missing = [u for u in uuids if u not in rows]
         if missing:
             raise NotFound(missing)

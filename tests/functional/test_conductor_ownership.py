@@ -451,7 +451,7 @@ class _NoHost:
     def select_destinations(self, request_spec, on_retry=None):
         return {"status": "no_valid_host", "error": "no host has 9999 VCPU"}
 
-    def select_destinations_many(self, request_specs, on_retry=None):
+    def select_destinations_many(self, request_specs, releases=None):
         return [self.select_destinations(s) for s in request_specs]
 
 

@@ -395,10 +395,10 @@ def test_list_of_several_requests_in_one_read(client):
 
 
 def test_a_write_that_lands_between_read_and_update_is_named(client, db):
-    """The race the read-before-write check cannot see (READ COMMITTED):
-    another conductor's take commits after this call read the records and
-    before its guarded UPDATE. The bulk UPDATE finds one row fewer, names
-    that record alone, and the whole call changes nothing."""
+    """A write that lands between an unlocked read and the guarded UPDATE
+    (the callers lock their reads; this is the UPDATE's own guard): the
+    bulk UPDATE finds one row fewer, names that record alone, and the whole
+    call changes nothing."""
     from placement.objects import build_request as br
 
     recs = _records(3)
@@ -406,8 +406,12 @@ def test_a_write_that_lands_between_read_and_update_is_named(client, db):
     a, b, c = (r["instance_uuid"] for r in recs)
     with db.read() as conn:
         stale = br._rows_by_uuid(conn, [a, b, c])  # what this call read
-    assert _lease(client, b, "cell-b", 0).status_code == 200  # the other writer
-    now = datetime.datetime(2030, 1, 1)
+    other = _lease(client, b, "cell-b", 0)  # the other writer
+    assert other.status_code == 200
+    # In the very second of the other write (placement's timestamps have
+    # whole seconds): the values, not the time, tell the writes apart.
+    with db.read() as conn:
+        now = br._rows_by_uuid(conn, [b])[b].updated_at
     try:
         with db.write() as conn:
             br._guarded_update(
@@ -426,3 +430,42 @@ def test_a_write_that_lands_between_read_and_update_is_named(client, db):
         ("cell-b", 1),
         (None, 0),
     ]
+
+
+def test_a_concurrent_take_waits_for_the_bulk_write_and_is_refused_by_name(client, db):
+    """A bulk take locks what it read: another conductor's take of one of
+    its records waits until it commits, then is refused with that record's
+    own error (not a generic conflict naming the whole batch)."""
+    import threading
+    import time
+
+    from placement.objects import build_request as br
+
+    recs = _records(3)
+    client.post("/build_requests", json={"build_requests": recs})
+    a, b, c = (r["instance_uuid"] for r in recs)
+    answer = {}
+
+    def other():
+        answer["resp"] = _leases(client, [(b, 0)], "cell-b")
+
+    thread = threading.Thread(target=other)
+    with db.write() as conn:
+        rows = br._rows_by_uuid(conn, [a, b, c], lock=True)
+        thread.start()
+        time.sleep(0.5)
+        assert thread.is_alive()  # waiting for this transaction
+        now = datetime.datetime(2030, 1, 1)
+        br._guarded_update(
+            conn,
+            [(rows[u], 0, {}) for u in (a, b, c)],
+            {"owner": "cell-a", "lease_expires_at": now, "updated_at": now},
+            now,
+        )
+    thread.join(30)
+    resp = answer["resp"]
+    assert resp.status_code == 409
+    errs = resp.get_json()["errors"]
+    assert [(e["instance_uuid"], e["code"]) for e in errs] == [(b, CONCURRENT)]
+    got = client.get(f"/build_requests/{b}").get_json()
+    assert (got["owner"], got["generation"]) == ("cell-a", 1)

@@ -296,3 +296,26 @@ def test_a_failed_build_many_raises_in_every_request_it_carried():
     # Each request whose builds were in a failed message hears of it, as
     # when it cast alone (its records, handed off, are left to the sweep).
     assert sorted(raised) == ids
+
+
+def test_one_leader_gathers_at_a_time_and_no_flush_is_empty():
+    """``concurrent=2`` with a window: a caller arriving while the leader
+    sleeps out its window joins that batch instead of leading a second,
+    empty one."""
+    calls = []
+    lock = threading.Lock()
+
+    def flush(items):
+        with lock:
+            calls.append(list(items))
+        return list(items)
+
+    b = batch.Batcher(flush, window=0.2, max_items=100, concurrent=2)
+    out, threads = _run(b, ["a", "b"])
+    threads[0].start()
+    threading.Event().wait(0.05)  # "a" leads and sleeps out its window
+    threads[1].start()
+    for t in threads:
+        t.join(10)
+    assert calls == [["a", "b"]]
+    assert out == {"a": "a", "b": "b"}
