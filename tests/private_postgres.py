@@ -152,9 +152,18 @@ class PrivatePostgres:
     def pause(self):
         """SIGSTOP the postmaster and its children: the server freezes with its
         sockets open, as on a frozen VM or a stalled disk."""
-        self._paused = self._pids()
-        for pid in self._paused:
-            os.kill(pid, signal.SIGSTOP)
+        # The postmaster first, so that it forks nothing new meanwhile; a
+        # child that exits between the listing and its signal (a backend
+        # or worker finishing) needs no stopping.
+        master = self._postmaster_pid()
+        os.kill(master, signal.SIGSTOP)
+        self._paused = [master]
+        for pid in self._pids()[1:]:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            self._paused.append(pid)
 
     def resume(self):
         for pid in getattr(self, "_paused", []):
