@@ -196,10 +196,11 @@ class Conductor:
         self.scheduler = rpc.SchedulerAPI(conf, transport)
         # The threads that handle the requests of build_instances_many
         # messages (as many as the RPC executor's: the same concurrency as
-        # single requests), made at the first such message.
-        self._fanout = None
-        self._fanout_lock = threading.Lock()
-        self._fanout_threads = getattr(conf, "executor_thread_pool_size", rpc.EXECUTOR_THREADS)
+        # single requests); an executor starts its threads on first use.
+        self._fanout = concurrent.futures.ThreadPoolExecutor(
+            getattr(conf, "executor_thread_pool_size", rpc.EXECUTOR_THREADS),
+            thread_name_prefix="request",
+        )
         # Concurrent requests share select_destinations_many calls.
         self._scheduling = None
         if conf.conductor.schedule_batch_size > 1:
@@ -287,11 +288,6 @@ class Conductor:
                     # keeps its thread until every request is handled.
                     LOG.exception("build_instances in a build_instances_many message")
 
-        with self._fanout_lock:
-            if self._fanout is None:
-                self._fanout = concurrent.futures.ThreadPoolExecutor(
-                    self._fanout_threads, thread_name_prefix="request"
-                )
         list(self._fanout.map(one, request_specs))
 
     def _schedule_and_dispatch(self, spec, generations, reply_topic):
