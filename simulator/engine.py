@@ -106,14 +106,6 @@ class _Node:
         self.instances = []  # _Running entries on this node, in start order
         self.watts = self.model.idle_watts
 
-    def fits(self, job):
-        # CPU work may run on a GPU node's host CPUs too, as placement allows.
-        return (
-            self.free["VCPU"] >= job.vcpus
-            and self.free["MEMORY_MB"] >= job.memory_mb
-            and self.free["PGPU"] >= job.gpus
-        )
-
 
 @dataclasses.dataclass
 class _Running:
@@ -162,6 +154,8 @@ class Simulation:
         for node_uuid, node in hosts:
             self.nodes[node.name] = _Node(node.name, node_uuid, node.family, node.hardware)
         self.by_uuid = {n.uuid: n for n in self.nodes.values()}
+        self._all_nodes = list(self.nodes.values())
+        self._gpu_nodes = [n for n in self._all_nodes if n.free["PGPU"]]
         self.families = {}
         for n in self.nodes.values():
             self.families[n.family] = self.families.get(n.family, 0) + 1
@@ -303,11 +297,18 @@ class Simulation:
 
     def _mirror_allows(self, job):
         """Whether, by the simulator's exact mirror, ``job.instances`` nodes can take it."""
+        # Called for every queued shape after every job end: on a busy day
+        # that is thousands of passes over 5,000 nodes, so the loop reads
+        # the job once and skips the CPU-only nodes for GPU work (CPU work
+        # may run on a GPU node's host CPUs, as placement allows).
         need = job.instances
-        for node in self.nodes.values():
-            if job.is_performance and node.klass in vocabulary.BLOCKED_FOR_PERFORMANCE:
+        blocked = vocabulary.BLOCKED_FOR_PERFORMANCE if job.is_performance else ()
+        vcpus, memory_mb, gpus = job.vcpus, job.memory_mb, job.gpus
+        for node in self._gpu_nodes if gpus else self._all_nodes:
+            if node.klass in blocked:
                 continue
-            if node.fits(job):
+            free = node.free
+            if free["VCPU"] >= vcpus and free["MEMORY_MB"] >= memory_mb and free["PGPU"] >= gpus:
                 need -= 1
                 if need == 0:
                     return True

@@ -150,7 +150,8 @@ def _parser():
         "--load",
         type=float,
         default=workload_mod.Mix.load,
-        help="generated work: mean share of GPUs and CPU-node cores busy (0.6)",
+        help="generated work: mean share of GPUs and CPU-node cores busy (0.9: a batch "
+        "cluster with a queue; 0.6 leaves headroom)",
     )
     p.add_argument(
         "--performance-share",

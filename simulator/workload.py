@@ -194,7 +194,13 @@ class Capacity:
 class Mix:
     """The generator's knobs (the defaults are the ones docs/benchmarks.md uses)."""
 
-    load: float = 0.6  # mean share of GPUs / CPU-node cores busy over a day
+    # Mean share of GPUs / CPU-node cores the day's work would keep busy. A
+    # batch cluster in service runs with a queue: 0.9 with the diurnal swing
+    # below peaks above capacity in the afternoon, the regime of Joulie's
+    # exp02 that operators compare against (docs/decisions.md, "The
+    # simulator's default day is a busy batch cluster"). 0.6 is a cluster
+    # with headroom.
+    load: float = 0.9
     performance_share: float = 0.3  # share of jobs in the performance class
     diurnal_amplitude: float = 0.5  # rate(t) = mean * (1 + A sin(2 pi (t - 6h) / 24h))
     median_duration: float = 6 * 3600.0
