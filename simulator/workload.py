@@ -313,9 +313,9 @@ def generate(capacity, hours, seed, mix=Mix()):
     the workload as a ``carry-`` job arriving at 0 with the work it has
     left. Without them a day starts with an empty cluster at midnight and,
     with jobs of about 6 hours, its mean load stays well under ``mix.load``
-    (0.3 on average over the first 12 hours instead of 0.55 for the 5,000
-    nodes): the cluster would be idle, and caps would bind on nothing, for
-    a reason no cluster in service has. The start ignores what queued the
+    (at load 0.6, 0.3 on average over the first 12 hours instead of 0.55
+    for the 5,000 nodes): the cluster would be idle, and caps would bind
+    on nothing, for a reason no cluster in service has. The start ignores what queued the
     day before; jobs that do not fit at 0:00 wait like any other.
     """
     rng = random.Random(f"placement-sim-workload-{seed}")
