@@ -315,8 +315,9 @@ def generate(capacity, hours, seed, mix=Mix()):
     with jobs of about 6 hours, its mean load stays well under ``mix.load``
     (at load 0.6, 0.3 on average over the first 12 hours instead of 0.55
     for the 5,000 nodes): the cluster would be idle, and caps would bind
-    on nothing, for a reason no cluster in service has. The start ignores what queued the
-    day before; jobs that do not fit at 0:00 wait like any other.
+    on nothing, for a reason no cluster in service has. The start ignores
+    what queued the day before; jobs that do not fit at 0:00 wait like any
+    other.
     """
     rng = random.Random(f"placement-sim-workload-{seed}")
     horizon = hours * 3600.0
