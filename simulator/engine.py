@@ -154,8 +154,8 @@ class Simulation:
         for node_uuid, node in hosts:
             self.nodes[node.name] = _Node(node.name, node_uuid, node.family, node.hardware)
         self.by_uuid = {n.uuid: n for n in self.nodes.values()}
-        self._all_nodes = list(self.nodes.values())
-        self._gpu_nodes = [n for n in self._all_nodes if n.free["PGPU"]]
+        # GPU work can only fit on these; the set never changes.
+        self._gpu_nodes = [n for n in self.nodes.values() if n.free["PGPU"]]
         self.families = {}
         for n in self.nodes.values():
             self.families[n.family] = self.families.get(n.family, 0) + 1
@@ -304,7 +304,7 @@ class Simulation:
         need = job.instances
         blocked = vocabulary.BLOCKED_FOR_PERFORMANCE if job.is_performance else ()
         vcpus, memory_mb, gpus = job.vcpus, job.memory_mb, job.gpus
-        for node in self._gpu_nodes if gpus else self._all_nodes:
+        for node in self._gpu_nodes if gpus else self.nodes.values():
             if node.klass in blocked:
                 continue
             free = node.free

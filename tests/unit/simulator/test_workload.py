@@ -150,22 +150,18 @@ def test_cli_refuses_a_bad_trace_and_bad_options_in_one_line(tmp_path, capsys):
         assert "placement-sim:" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("load", [None, 0.6])
-def test_load_is_the_share_of_devices_the_work_would_keep_busy(load):
+@pytest.mark.parametrize(("overrides", "expected"), [({}, 0.9), ({"load": 0.6}, 0.6)])
+def test_load_is_the_share_of_devices_the_work_would_keep_busy(overrides, expected):
     # The 5,000-node inventory (its job sizes average out over three days);
-    # None is the default, a batch cluster with a queue.
+    # the default is a batch cluster with a queue.
     nodes = inventory.load(sim_run.inventory_path("5k"))
     cap = workload.Capacity.of(nodes)
-    mix = (
-        workload.Mix(warm_start=False)
-        if load is None
-        else workload.Mix(load=load, warm_start=False)
-    )
-    assert mix.load == (0.9 if load is None else load)
+    mix = workload.Mix(warm_start=False, **overrides)
+    assert mix.load == expected
     hours = 72
     jobs = workload.generate(cap, hours, 1, mix)
     horizon = hours * 3600.0
     gpu = sum(j.gpus * j.instances * j.duration for j in jobs if j.kind == "gpu")
     cpu = sum(j.vcpus * j.instances * j.duration for j in jobs if j.kind == "cpu")
-    assert gpu / (cap.gpus * horizon) == pytest.approx(mix.load, abs=0.08)
-    assert cpu / (cap.cpu_cores * horizon) == pytest.approx(mix.load, abs=0.08)
+    assert gpu / (cap.gpus * horizon) == pytest.approx(expected, abs=0.08)
+    assert cpu / (cap.cpu_cores * horizon) == pytest.approx(expected, abs=0.08)
