@@ -75,6 +75,31 @@ api_opts = [
         "consumers or a POST /reshaper of a 1,000-provider tree.",
     ),
     cfg.FloatOpt(
+        "lingering_time",
+        default=30.0,
+        min=0.0,
+        help="After a 413, seconds in all the server keeps reading and discarding what "
+        "the client still sends before it closes the connection (nginx's lingering "
+        "close), so that a client that sends its whole body before it reads the answer "
+        "sees the 413 rather than a connection reset. placement-api's own server only.",
+    ),
+    cfg.FloatOpt(
+        "lingering_timeout",
+        default=5.0,
+        min=0.0,
+        help="After a 413, seconds without a byte from the client after which the "
+        "server stops waiting for the rest of the body and closes. placement-api's own "
+        "server only.",
+    ),
+    cfg.IntOpt(
+        "lingering_size",
+        default=64 * 1024 * 1024,
+        min=0,
+        help="After a 413, bytes the server reads and discards at most before it closes "
+        "the connection; a client sending a larger body sees a reset. placement-api's "
+        "own server only.",
+    ),
+    cfg.FloatOpt(
         "client_header_timeout",
         default=10.0,
         min=0.1,

@@ -14,9 +14,16 @@ client costs a coroutine, never a thread. Each phase has a deadline:
   line (a slowloris is cut off here, whatever its pace);
 - ``client_body_timeout``: the whole body, then the whole response write.
 
-A body larger than ``max_request_body_size`` is never read: the request goes
+A body larger than ``max_request_body_size`` is never kept: the request goes
 to the app with its declared (or so far counted) length and no body, the
-app answers 413 in the API's error format, and the connection closes.
+app answers 413 in the API's error format, and the connection closes after
+a lingering close, as nginx's: the server sends its answer and a FIN, then
+reads and discards what the client still sends (up to ``lingering_size``
+bytes, ``lingering_time`` seconds in all, ``lingering_timeout`` of silence)
+before it closes. Closing at once would leave the unread body in the
+kernel's buffer, which answers it with a reset; a client that writes its
+whole body before reading (Python's urllib and requests do) would see that
+reset instead of the 413.
 
 gunicorn still runs the processes (``PlacementWorker`` is its worker class):
 its master forks the workers, restarts one that dies, and handles signals.
@@ -48,12 +55,22 @@ class Limits:
     """The deadlines and the body limit, from ``[api]`` of the configuration."""
 
     def __init__(
-        self, header_timeout=10.0, body_timeout=30.0, keepalive_timeout=30.0, max_body=1024 * 1024
+        self,
+        header_timeout=10.0,
+        body_timeout=30.0,
+        keepalive_timeout=30.0,
+        max_body=1024 * 1024,
+        lingering_time=30.0,
+        lingering_timeout=5.0,
+        lingering_size=64 * 1024 * 1024,
     ):
         self.header_timeout = header_timeout
         self.body_timeout = body_timeout
         self.keepalive_timeout = keepalive_timeout
         self.max_body = max_body
+        self.lingering_time = lingering_time
+        self.lingering_timeout = lingering_timeout
+        self.lingering_size = lingering_size
 
     @classmethod
     def from_conf(cls, conf):
@@ -63,6 +80,9 @@ class Limits:
             api.client_body_timeout,
             api.keepalive_timeout,
             api.max_request_body_size,
+            api.lingering_time,
+            api.lingering_timeout,
+            api.lingering_size,
         )
 
 
@@ -126,7 +146,10 @@ class HttpServer:
                 headers = [(k, v) for k, v in headers if k.lower() != "connection"]
                 headers.append(("Connection", "close"))
             await self._respond(conn, writer, request, status, headers, payload)
-            if too_large or conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
+            if too_large:
+                await self._linger(reader, writer, loop)
+                return
+            if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:
                 return
             conn.start_next_cycle()
 
@@ -292,6 +315,31 @@ class HttpServer:
             await asyncio.wait_for(writer.drain(), self.limits.body_timeout)
         except TimeoutError:
             raise _Closed() from None  # a reader slower than the body deadline
+
+    async def _linger(self, reader, writer, loop):
+        """Discard what the client still sends after a 413, then let it close.
+
+        The answer is written; the FIN tells a client that reads while it
+        sends that nothing more comes. Each bound ends it: the client's own
+        FIN, ``lingering_size`` bytes, ``lingering_time`` in all, or
+        ``lingering_timeout`` with nothing received.
+        """
+        if writer.can_write_eof():
+            try:
+                writer.write_eof()
+            except (ConnectionError, OSError):
+                return
+        limits = self.limits
+        deadline = loop.time() + limits.lingering_time
+        discarded = 0
+        while discarded < limits.lingering_size and not self._stopping:
+            try:
+                data = await _read(reader, min(limits.lingering_timeout, deadline - loop.time()))
+            except (TimeoutError, ConnectionError):
+                return
+            if not data:
+                return
+            discarded += len(data)
 
     async def _send_error(self, conn, writer, code, detail):
         """Answer an HTTP-level error the app never saw, when h11 still lets us."""

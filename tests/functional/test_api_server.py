@@ -230,6 +230,80 @@ def test_oversized_body_is_refused_unread(api_factory, db_url):
     assert _read_response(sock)[0] == 200
 
 
+def test_oversized_body_sent_whole_gets_the_413(api_factory, db_url):
+    """A client that writes its whole body before it reads (requests,
+    urllib) sees the 413 and its JSON error, not a connection reset: the
+    server discards the rest of the body before it closes (lingering
+    close). Nothing is stored."""
+    import urllib.error
+    import urllib.request
+
+    import requests
+
+    api = api_factory(db_url)  # the shipped max_request_body_size, 1 MiB
+    url = f"http://127.0.0.1:{api.port}/resource_providers"
+    headers = {
+        "X-Auth-Token": "admin",
+        "OpenStack-API-Version": "placement 1.39",
+        "Content-Type": "application/json",
+    }
+    body = json.dumps({"name": "big", "pad": "x" * (5 * 1024 * 1024)}).encode()
+    for _ in range(3):  # a reset is a race: it would not show every time
+        res = requests.post(url, data=body, headers=headers, timeout=30)
+        assert res.status_code == 413, res.text
+        error = res.json()["errors"][0]
+        assert error["code"] == "placement.request.too_large"
+        assert "max_request_body_size" in error["detail"]
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with pytest.raises(urllib.error.HTTPError) as caught:
+        urllib.request.urlopen(request, timeout=30)
+    assert caught.value.code == 413
+    assert json.loads(caught.value.read())["errors"][0]["code"] == "placement.request.too_large"
+    listed = requests.get(url, headers=headers, timeout=10).json()
+    assert listed["resource_providers"] == []
+
+
+def test_lingering_close_is_bounded(api_factory, db_url):
+    """After a 413 the server discards at most [api] lingering_size bytes
+    and waits at most lingering_timeout for more, then closes: a client
+    cannot keep the connection by trickling or by sending without end."""
+    api = api_factory(
+        db_url,
+        "[api]",
+        "max_request_body_size = 4096",
+        "lingering_size = 65536",
+        "lingering_timeout = 1",
+    )
+    head = (
+        b"POST /resource_providers HTTP/1.1\r\nHost: localhost\r\nX-Auth-Token: admin\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 10485760\r\n\r\n"
+    )
+    # While the client keeps sending, the server keeps reading; once it is
+    # silent for lingering_timeout, the server closes and a send is reset.
+    sock = api.connect()
+    sock.sendall(head)
+    assert _read_response(sock)[0] == 413
+    for _ in range(5):
+        sock.sendall(b"x" * 1000)  # discarded, no reset
+        time.sleep(0.2)
+    time.sleep(2.5)
+    with pytest.raises((BrokenPipeError, ConnectionResetError)):
+        for _ in range(20):
+            sock.sendall(b"x" * 1000)
+            time.sleep(0.1)
+    sock.close()
+    # Sending without end: refused (reset) once lingering_size bytes are in.
+    sock = api.connect()
+    sock.sendall(head)
+    sent = 0
+    with pytest.raises((BrokenPipeError, ConnectionResetError)):
+        while sent < 10 * 1024 * 1024:
+            sock.sendall(b"x" * 65536)
+            sent += 65536
+    assert sent < 10 * 1024 * 1024
+    sock.close()
+
+
 def test_noauth_refuses_non_loopback_bind(tmp_path):
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
     res = subprocess.run(

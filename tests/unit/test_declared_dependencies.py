@@ -108,7 +108,9 @@ def test_every_shipped_import_is_declared_in_install_requires():
             continue
         dists = providers.get(module)
         if not dists:
-            problems.append(f"{module} (imported by {where[0]}) is provided by no installed distribution")
+            problems.append(
+                f"{module} (imported by {where[0]}) is provided by no installed distribution"
+            )
             continue
         if not {_normalise(d) for d in dists} & declared:
             problems.append(
