@@ -13,13 +13,14 @@ repository's), nor the few paths of other repositories in ``_ELSEWHERE``.
 import glob
 import os
 import re
+import subprocess
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# Top-level directories that are build or install output, never named as
-# repository content.
+# Without git: top-level directories that are build or install output, never
+# named as repository content.
 _NOT_CONTENT = {"build", "dist", "node_modules", "__pycache__"}
 _HIDDEN_CONTENT = {".ci"}
 # Paths the docs name in another repository, not this one: path -> whose.
@@ -35,6 +36,21 @@ _MD_LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 
 def top_level_dirs(root=ROOT):
+    """The top-level directories git tracks files in (so neither build output
+    nor a directory a command of the docs creates, such as a ``--plots`` one,
+    counts); without git, the directories on disk but known output."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", root, "ls-files", "-z"],
+            capture_output=True,
+            check=True,
+            timeout=30,
+        ).stdout.decode()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    tracked = {path.split("/", 1)[0] for path in out.split("\0") if "/" in path}
+    if tracked:
+        return sorted(tracked)
     names = []
     for name in sorted(os.listdir(root)):
         if not os.path.isdir(os.path.join(root, name)):
