@@ -162,8 +162,7 @@ def main(argv=None):
         try:
             nodes = inventory_mod.load(args.inventory)
         except inventory_mod.InventoryError as exc:
-            print(f"power-controller: {exc}", file=sys.stderr)
-            return 2
+            return config.fail(PROG, exc)
         _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)), args.json)
         return 0
     client = placement_client.PlacementClient.from_conf(conf, conf_mod.power_group.name)
@@ -188,9 +187,14 @@ def main(argv=None):
     if args.once:
         try:
             result = controller.tick()
+        except (
+            placement_client.PlacementUnreachable,
+            placement_client.AuthenticationFailed,
+        ) as exc:
+            # As the service and --dry-run: placement unreachable is 3.
+            return config.fail(PROG, f"reconcile failed: {exc}", config.EXIT_UNAVAILABLE)
         except placement_client.PlacementError as exc:
-            print(f"power-controller: reconcile failed: {exc}", file=sys.stderr)
-            return 1
+            return config.fail(PROG, f"reconcile failed: {exc}", 1)
         if args.json:
             print(json.dumps(_tick_json(result)))
         return 0

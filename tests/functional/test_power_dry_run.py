@@ -255,3 +255,17 @@ def test_dry_run_against_an_unreachable_placement_fails_cleanly():
     assert proc.stderr.startswith(
         "power-controller: error: dry run failed: placement at http://127.0.0.1:9 is unreachable"
     )
+
+
+def test_once_against_an_unreachable_placement_exits_3():
+    # --once, the service and --dry-run agree: placement unreachable is 3.
+    exe = shutil.which("power-controller")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("OS_POWER__")}
+    environ["OS_PLACEMENT__ENDPOINT_OVERRIDE"] = "http://127.0.0.1:9"
+    proc = subprocess.run(
+        [exe, "--once"], capture_output=True, text=True, timeout=120, env=environ, check=False
+    )
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr.startswith(
+        "power-controller: error: reconcile failed: placement at http://127.0.0.1:9 is unreachable"
+    )
