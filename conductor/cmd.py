@@ -7,8 +7,9 @@ A long-running RPC server: without ``--cell`` on topic ``conductor``
 (``build_instances``), with ``--cell NAME`` on topic ``conductor.NAME``
 (``build_instance``). Both take over the build requests of conductors that
 died (conductor.service). Run as many of each as you like. SIGTERM finishes
-the messages in hand and exits 0; a bad configuration or an unreachable bus
-at start-up is one line on stderr and exit status 2.
+the messages in hand and exits 0; a bad configuration is one line on stderr
+and exit status 2, an unreachable bus or placement at start-up one line and
+exit status 3.
 """
 
 import logging

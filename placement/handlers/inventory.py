@@ -226,8 +226,8 @@ def delete_inventory(uuid, resource_class):
             f"Unable to delete inventory of class {resource_class}: {exc}", errors.CONCURRENT_UPDATE
         )
     except inv_obj.InventoryInUse as exc:
-        # Upstream reports this with the concurrent_update code; the issue
-        # asks for the specific inventory.inuse code, which clients can act on.
+        # Upstream reports this with the concurrent_update code; the specific
+        # inventory.inuse code is one clients can act on.
         raise errors.conflict(
             f"Unable to delete inventory of class {resource_class}: {exc}", errors.INVENTORY_INUSE
         )
