@@ -702,6 +702,70 @@ class PlacementClient:
             "PUT", url_path("nodes", uuid, "hardware"), json=hardware, ok=(200, 201), retry=True
         )
 
+    # -- the node agent's registration (nova's update_provider_tree calls) --------
+
+    def find_provider(self, name):
+        """The provider named ``name`` (uuid, name, generation ...), or None."""
+        found = self._json("GET", url_path("resource_providers"), params={"name": name})
+        providers = found["resource_providers"]
+        return providers[0] if providers else None
+
+    def create_provider(self, name):
+        """POST /resource_providers: a new root provider; returns it."""
+        return self._json("POST", url_path("resource_providers"), json={"name": name})
+
+    def get_inventories(self, uuid):
+        """(provider generation, {resource class: inventory})."""
+        body = self._json("GET", url_path("resource_providers", uuid, "inventories"))
+        return body["resource_provider_generation"], body["inventories"]
+
+    def put_inventories(self, uuid, generation, inventories):
+        """Replace every inventory of a provider; returns its new generation.
+
+        :raise Conflict: ``placement.concurrent_update`` (the generation moved)
+            or ``placement.inventory.inuse`` (below what is allocated).
+        """
+        body = self._json(
+            "PUT",
+            url_path("resource_providers", uuid, "inventories"),
+            json={"resource_provider_generation": generation, "inventories": inventories},
+        )
+        return body["resource_provider_generation"]
+
+    def get_traits(self, uuid):
+        """(provider generation, [trait])."""
+        body = self._json("GET", url_path("resource_providers", uuid, "traits"))
+        return body["resource_provider_generation"], body["traits"]
+
+    def put_traits(self, uuid, generation, traits):
+        """Replace the traits of a provider; returns its new generation."""
+        body = self._json(
+            "PUT",
+            url_path("resource_providers", uuid, "traits"),
+            json={"resource_provider_generation": generation, "traits": sorted(traits)},
+        )
+        return body["resource_provider_generation"]
+
+    def ensure_resource_class(self, name):
+        """PUT /resource_classes/{name}: create a custom class unless it exists."""
+        self.request("PUT", url_path("resource_classes", name), ok=(201, 204), retry=True)
+
+    def get_node(self, uuid):
+        """GET /nodes/{uuid}: the node with hardware and twin; None when it has none."""
+        try:
+            return self._json("GET", url_path("nodes", uuid))
+        except NotFound as exc:
+            if exc.code == "placement.node.not_found":
+                return None
+            raise
+
+    def heartbeat(self, uuid, twin_status=None):
+        """POST /nodes/{uuid}/heartbeat: the node is alive (placement stamps its
+        own clock); ``twin_status`` is what the agent applied and measured.
+        Returns {"heartbeat_at", "twin"}: the twin (spec and status) or None."""
+        body = {} if twin_status is None else {"twin_status": twin_status}
+        return self._json("POST", url_path("nodes", uuid, "heartbeat"), json=body, retry=True)
+
 
 def _first_line(exc):
     text = str(exc).strip() or type(exc).__name__

@@ -210,6 +210,9 @@ nodes = Table(
     Column("reserved", Boolean, nullable=False, default=False),
     Column("unschedulable", Boolean, nullable=False, default=False),
     Column("generation", Integer, nullable=False, default=0),
+    # The node agent's last heartbeat, the database's clock (migration 0005);
+    # null: no agent ever reported (a node loaded from a file).
+    Column("heartbeat_at", DateTime, nullable=True),
     *_timestamps(),
     Index("ix_nodes_cell", "cell"),
 )
@@ -254,6 +257,9 @@ node_twins = Table(
     Column("managed_by", String(255), nullable=True),
     Column("schedulable_class", String(16), nullable=False),  # performance | eco | draining
     Column("generation", Integer, nullable=False, default=0),
+    # What the node agent applied and measured (JSON object), and when.
+    Column("status", Text, nullable=True),
+    Column("status_updated_at", DateTime, nullable=True),
     *_timestamps(),
     Index("ix_node_twins_schedulable_class", "schedulable_class"),
 )

@@ -97,6 +97,7 @@ ROUTES = {
     "/nodes/<uuid>/build_outcome": {
         "POST": node.post_build_outcome,
     },
+    "/nodes/<uuid>/heartbeat": {"POST": node.post_heartbeat},
     "/nodes/<uuid>/twin": {
         "GET": node.get_twin,
         "PUT": node.put_twin,

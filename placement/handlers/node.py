@@ -233,6 +233,23 @@ def put_twins():
     return util.json_response({"twins": twins}, last_modified="now")
 
 
+def post_heartbeat(uuid):
+    """POST /nodes/{uuid}/heartbeat ``{"twin_status": {...}}`` (extension, the
+    node agent's): stamps the node record with the database's clock and
+    stores the twin status when the node has a twin. 200 ``{"heartbeat_at",
+    "twin"}`` with the twin (spec and status) or null. 404
+    ``placement.node.not_found`` when the provider has no node record.
+    """
+    util.context().can(policies.UPDATE)
+    uuid = _uuid(uuid)
+    body = util.extract_json(schema.POST_HEARTBEAT)
+    try:
+        out = _call(node_obj.heartbeat, util.deps().db, uuid, body.get("twin_status"))
+    except node_obj.NotFound:
+        raise _not_found("node record", uuid)
+    return util.json_response(out, last_modified="now")
+
+
 def post_build_outcome(uuid):
     """POST /nodes/{uuid}/build_outcome ``{"succeeded": bool}`` (extension):
     a conductor reports a build on this host; a failure adds one to the

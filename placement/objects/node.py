@@ -18,6 +18,14 @@ controller sees in the same ``GET /nodes`` when someone changed them with
 
 Node records and twins carry their own generations; an update must name the
 generation it read (``None`` when it believes there is no record yet).
+
+Heartbeats (``heartbeat``, the node agent's): the node record's
+``heartbeat_at`` is stamped with the database's clock, and reads give its age
+by the same clock (``heartbeat_age_seconds``), so no machine's clock skew
+makes a node look dead or alive. A heartbeat may carry the twin's status
+(what the agent applied and measured); it moves neither the node record's
+generation nor the twin's, so it never races the operator or the power
+controller.
 """
 
 import functools
@@ -75,6 +83,37 @@ class Conflict(Exception):
     """A stale or missing generation; the message says which and why."""
 
 
+def db_now(conn):
+    """An expression for the database's current UTC time (naive, as stored)."""
+    if conn.dialect.name == "postgresql":
+        return sa.func.timezone("UTC", sa.func.clock_timestamp(), type_=sa.DateTime)
+    return sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", type_=sa.DateTime)
+
+
+def _now_of(conn):
+    return conn.execute(sa.select(db_now(conn))).scalar()
+
+
+def _stamp(value):
+    return None if value is None else value.isoformat() + "Z"
+
+
+def _age(heartbeat_at, now):
+    """Seconds since ``heartbeat_at`` by the database's clock ``now`` (None: never)."""
+    if heartbeat_at is None or now is None:
+        return None
+    return round(max(0.0, (now - heartbeat_at).total_seconds()), 3)
+
+
+def _status(text):
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
 def _chunks(items):
     items = list(items)
     for start in range(0, len(items), _CHUNK):
@@ -95,10 +134,12 @@ def _twin_dict(row):
         return None
     out = {f: getattr(row, f"tw_{f}") for f in TWIN_FIELDS}
     out["generation"] = row.tw_generation
+    out["status"] = _status(row.tw_status)
+    out["status_updated_at"] = _stamp(row.tw_status_updated_at)
     return out
 
 
-def _node_dict(row, profile_traits):
+def _node_dict(row, profile_traits, now=None):
     has_node = row.n_rp is not None
     return {
         "uuid": row.uuid,
@@ -112,6 +153,8 @@ def _node_dict(row, profile_traits):
         "hardware": _hardware_dict(row),
         "twin": _twin_dict(row),
         "profile_traits": profile_traits,
+        "heartbeat_at": _stamp(row.n_heartbeat_at) if has_node else None,
+        "heartbeat_age_seconds": _age(row.n_heartbeat_at, now) if has_node else None,
     }
 
 
@@ -168,6 +211,7 @@ def _select():
         _node.c.reserved.label("n_reserved"),
         _node.c.unschedulable.label("n_unschedulable"),
         _node.c.generation.label("n_generation"),
+        _node.c.heartbeat_at.label("n_heartbeat_at"),
         _node.c.created_at.label("n_created"),
         _node.c.updated_at.label("n_updated"),
         _hw.c.resource_provider_id.label("hw_rp"),
@@ -175,6 +219,8 @@ def _select():
         _hw.c.updated_at.label("hw_updated"),
         _twin.c.resource_provider_id.label("tw_rp"),
         _twin.c.generation.label("tw_generation"),
+        _twin.c.status.label("tw_status"),
+        _twin.c.status_updated_at.label("tw_status_updated_at"),
         _twin.c.created_at.label("tw_created"),
         _twin.c.updated_at.label("tw_updated"),
         _failures.c.failed_builds.label("bf_failed_builds"),
@@ -220,9 +266,11 @@ _LIST_COLUMNS = (
     ]
     + [_hw.c[f] for f in HARDWARE_FIELDS]
     + [_twin.c[f] for f in TWIN_FIELDS]
+    + [_node.c.heartbeat_at, _twin.c.status, _twin.c.status_updated_at]
 )
 _HW_AT = 11
 _TWIN_AT = _HW_AT + len(HARDWARE_FIELDS)
+_TWIN_END = _TWIN_AT + len(TWIN_FIELDS)
 
 
 def list_nodes(db, cell=None):
@@ -254,6 +302,7 @@ def list_nodes(db, cell=None):
         query = query.where(_node.c.cell == cell)
     with db.read() as conn:
         rows = conn.execute(query).all()
+        now = _now_of(conn)
         traits = _profile_traits(conn)
         stamps = [
             conn.execute(
@@ -281,11 +330,18 @@ def list_nodes(db, cell=None):
                     else None
                 ),
                 "twin": (
-                    {**dict(zip(TWIN_FIELDS, row[_TWIN_AT:], strict=True)), "generation": row[10]}
+                    {
+                        **dict(zip(TWIN_FIELDS, row[_TWIN_AT:_TWIN_END], strict=True)),
+                        "generation": row[10],
+                        "status": _status(row[_TWIN_END + 1]),
+                        "status_updated_at": _stamp(row[_TWIN_END + 2]),
+                    }
                     if row[9] is not None
                     else None
                 ),
                 "profile_traits": traits.get(row[0], []),
+                "heartbeat_at": _stamp(row[_TWIN_END]) if has_node else None,
+                "heartbeat_age_seconds": _age(row[_TWIN_END], now) if has_node else None,
             }
         )
     stamps = [s for s in stamps if s is not None]
@@ -305,10 +361,11 @@ def get_node(db, uuid):
         rp_id = _root(conn, uuid)
         row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
         traits = _profile_traits(conn, rp_id)
+        now = _now_of(conn)
     if row.n_rp is None and row.hw_rp is None and row.tw_rp is None:
         raise NotFound(uuid)
     stamps = _stamps(row)
-    return _node_dict(row, traits.get(row.uuid, [])), (max(stamps) if stamps else None)
+    return _node_dict(row, traits.get(row.uuid, []), now), (max(stamps) if stamps else None)
 
 
 def get_hardware(db, uuid):
@@ -359,6 +416,12 @@ def _node_data_select(postgres):
             _twin.c.profile,
             _twin.c.schedulable_class,
             _failures.c.failed_builds,
+            _node.c.heartbeat_at,
+            (
+                sa.func.timezone("UTC", sa.func.clock_timestamp(), type_=sa.DateTime)
+                if postgres
+                else sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", type_=sa.DateTime)
+            ),
         )
         .select_from(joined)
         .where(wanted)
@@ -400,6 +463,8 @@ def node_data(db, root_ids, conn=None):
             profile,
             schedulable_class,
             failed_builds,
+            heartbeat_at,
+            now,
         ) in rows:
             has_node = n_rp is not None
             if has_node:
@@ -419,8 +484,43 @@ def node_data(db, root_ids, conn=None):
                 "unschedulable": bool(unschedulable) if has_node else None,
                 "reserved": bool(reserved) if has_node else None,
                 "failed_builds": failed_builds or 0,
+                # Seconds since the node agent's last heartbeat by the
+                # database's clock; None when no agent ever reported.
+                "heartbeat_age": _age(heartbeat_at, now),
             }
     return out
+
+
+def heartbeat(db, uuid, twin_status=None):
+    """Stamp the node record of ``uuid`` with the database's clock; store
+    ``twin_status`` (a JSON-able dict) on its twin when given and the twin
+    exists. Returns {"heartbeat_at", "twin": twin dict or None}.
+
+    Neither generation moves: a heartbeat never makes the operator's or the
+    power controller's next write a conflict.
+
+    :raise ProviderNotFound, NotRoot, NotFound: (no node record) nothing is written.
+    """
+    with db.write() as conn:
+        rp_id = _root(conn, uuid)
+        done = conn.execute(
+            _node.update()
+            .where(_node.c.resource_provider_id == rp_id)
+            .values(heartbeat_at=db_now(conn))
+        ).rowcount
+        if done != 1:
+            raise NotFound(uuid)
+        if twin_status is not None:
+            conn.execute(
+                _twin.update()
+                .where(_twin.c.resource_provider_id == rp_id)
+                .values(
+                    status=json.dumps(twin_status, sort_keys=True),
+                    status_updated_at=db_now(conn),
+                )
+            )
+        row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
+    return {"heartbeat_at": _stamp(row.n_heartbeat_at), "twin": _twin_dict(row)}
 
 
 def record_build_outcome(db, uuid, succeeded):
@@ -546,7 +646,8 @@ def put_node(db, uuid, cell, labels, reserved, unschedulable, generation):
             created = False
         row = conn.execute(_select().where(_rp.c.id == rp_id)).one()
         traits = _profile_traits(conn, rp_id)
-    return _node_dict(row, traits.get(row.uuid, [])), created
+        now = _now_of(conn)
+    return _node_dict(row, traits.get(row.uuid, []), now), created
 
 
 def put_hardware(db, uuid, hardware):

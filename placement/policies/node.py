@@ -32,12 +32,13 @@ def list_rules():
             adm,
             "Extension: create or update a node record, its hardware or "
             "its twin, or many twins at once (a twin also sets the power-profile "
-            "trait).",
+            "trait); a node agent's heartbeat and twin status.",
             "PUT /nodes/{uuid}",
             "PUT /nodes/{uuid}/hardware",
             "PUT /nodes/{uuid}/twin",
             "POST /nodes/twins",
             "POST /nodes/{uuid}/build_outcome",
+            "POST /nodes/{uuid}/heartbeat",
         ),
         r(DELETE, adm, "Extension: delete a node record.", "DELETE /nodes/{uuid}"),
     ]

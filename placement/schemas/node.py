@@ -93,6 +93,64 @@ POST_TWINS_ENVELOPE = {
     "additionalProperties": False,
 }
 
+# What the node agent applied of one part (cpu, gpu) of its twin's spec.
+_NAME = {"type": "string", "minLength": 1, "maxLength": 64}
+_REASON = {"type": ["string", "null"], "maxLength": 1000}
+_PART_STATUS = {
+    "type": ["object", "null"],
+    "properties": {
+        "method": {"type": "string", "enum": ["rapl", "cpufreq", "nvml", "none"]},
+        "result": {
+            "type": "string",
+            "enum": ["applied", "uncapped", "unsupported", "out_of_range", "failed"],
+        },
+        "requested_watts": _WATTS,
+        "applied_watts": _WATTS,
+        "measured_watts": _WATTS,
+        "reason": _REASON,
+        "scaling_max_khz": {"type": ["integer", "null"], "minimum": 0, "maximum": 100000000},
+        "domains": {
+            "type": "array",
+            "maxItems": 1024,
+            "items": {
+                "type": "object",
+                "properties": {
+                    "name": _NAME,
+                    "limit_watts": _WATTS,
+                    "measured_watts": _WATTS,
+                },
+                "required": ["name"],
+                "additionalProperties": False,
+            },
+        },
+    },
+    "required": ["method", "result"],
+    "additionalProperties": False,
+}
+
+# The node agent's heartbeat; it may carry the twin status (what it applied
+# and measured), which only the agent writes.
+POST_HEARTBEAT = {
+    "type": "object",
+    "properties": {
+        "twin_status": {
+            "type": "object",
+            "properties": {
+                "observed_generation": {
+                    "type": ["integer", "null"],
+                    "minimum": 0,
+                    "maximum": 0x7FFFFFFF,
+                },
+                "profile": {"type": ["string", "null"], "enum": [*vocabulary.PROFILES, None]},
+                "cpu": _PART_STATUS,
+                "gpu": _PART_STATUS,
+            },
+            "additionalProperties": False,
+        },
+    },
+    "additionalProperties": False,
+}
+
 # A conductor's report of one build on a host (BuildFailureWeigher's input).
 POST_BUILD_OUTCOME = {
     "type": "object",

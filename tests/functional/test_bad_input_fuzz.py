@@ -423,6 +423,13 @@ def _valid_bodies(ctx, gens):
             "hand_off": False,
         },
         ("POST", "/nodes/<uuid>/build_outcome"): {"succeeded": False},
+        ("POST", "/nodes/<uuid>/heartbeat"): {
+            "twin_status": {
+                "observed_generation": 0,
+                "profile": "eco",
+                "cpu": {"method": "rapl", "result": "applied", "applied_watts": 100},
+            }
+        },
         ("POST", "/nodes/build_outcomes"): {"outcomes": [{"uuid": root, "succeeded": False}]},
         ("POST", "/server_groups"): {
             "name": "fuzz-group-2",

@@ -98,6 +98,7 @@ EXPECTED_RULES = {
     ("PUT", "/nodes/<uuid>/twin"): "placement:nodes:update",
     ("POST", "/nodes/twins"): "placement:nodes:update",
     ("POST", "/nodes/<uuid>/build_outcome"): "placement:nodes:update",
+    ("POST", "/nodes/<uuid>/heartbeat"): "placement:nodes:update",
     ("POST", "/nodes/build_outcomes"): "placement:nodes:update",
     ("GET", "/build_requests"): "placement:build_requests:list",
     ("POST", "/build_requests"): "placement:build_requests:update",

@@ -205,6 +205,7 @@ def test_paging_walk_and_node_data(client, db):
         "unschedulable": True,
         "reserved": False,
         "failed_builds": 0,
+        "heartbeat_age": None,
     }
     second = _get(
         client,

@@ -75,6 +75,8 @@ def test_node_record_lifecycle(client, db):
         "hardware": None,
         "twin": None,
         "profile_traits": [],
+        "heartbeat_at": None,
+        "heartbeat_age_seconds": None,
     }
 
     # A stale generation changes nothing.
