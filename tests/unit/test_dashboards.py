@@ -32,7 +32,7 @@ from prometheus_client.metrics import MetricWrapperBase
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 DASHBOARDS = sorted((ROOT / "etc" / "grafana").glob("*.json"))
 RULE_FILES = sorted((ROOT / "etc" / "prometheus").glob("*.yml"))
-SERVICE_PACKAGES = ("placement", "scheduler", "conductor", "powerpolicy", "joule")
+SERVICE_PACKAGES = ("placement", "scheduler", "conductor", "powerpolicy", "joule", "node_agent")
 # Labels Prometheus puts on every series it scrapes.
 TARGET_LABELS = frozenset({"job", "instance"})
 # Grafana's built-in interval variables, as Prometheus would receive them.

@@ -21,6 +21,8 @@ ALLOWED = {
     # The conductor embeds the scheduler in its process.
     "conductor": {"joule", "scheduler"},
     "powerpolicy": {"joule"},
+    # The node agent talks to placement over REST only (joule.placement_client).
+    "node_agent": {"joule"},
     # The whole-system demo is a composition root: it may use anything.
     "placement_demo": {"joule", "placement", "scheduler", "conductor", "powerpolicy"},
     # The energy simulator composes the same services on a simulated clock.
