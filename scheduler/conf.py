@@ -180,6 +180,17 @@ filter_opts = [
 
 scheduler_opts = [
     cfg.IntOpt(
+        "service_down_time",
+        default=60,
+        min=1,
+        help="Seconds after a node agent's last heartbeat when its host is taken "
+        "for down: ComputeFilter removes it, and NoValidHost says so (nova's option "
+        "and default). Keep it several times [agent] report_interval. Only nodes that "
+        "ever sent a heartbeat are judged: a node loaded from an inventory file, "
+        "with no agent, is never down. The age is measured by placement's database "
+        "clock.",
+    ),
+    cfg.IntOpt(
         "max_attempts",
         default=3,
         min=1,

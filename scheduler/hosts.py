@@ -30,6 +30,11 @@ class HostState:
     zone: str | None = None
     # Consecutive failed builds the conductors reported (BuildFailureWeigher).
     failed_builds: int = 0
+    # Seconds since the node agent's last heartbeat (placement's clock); None:
+    # no agent ever reported (a node loaded from a file).
+    heartbeat_age: float | None = None
+    # Not heard from within [scheduler] service_down_time (the worker sets it).
+    down: bool = False
     allocation_requests: list = dataclasses.field(default_factory=list)
     # rp uuid -> rc -> [capacity, used]; only providers of this host's tree
     providers: dict = dataclasses.field(default_factory=dict)
@@ -182,4 +187,5 @@ def _new_host(root, node):
         unschedulable=bool(node.get("unschedulable")),
         reserved=bool(node.get("reserved")),
         failed_builds=node.get("failed_builds") or 0,
+        heartbeat_age=node.get("heartbeat_age"),
     )

@@ -403,6 +403,7 @@ class _Walk:
         self.cap = group.max_placement_results if cap is None else cap
         self.zone_label = group.availability_zone_label
         self.default_zone = group.default_availability_zone
+        self.down_time = sched.conf.scheduler.service_down_time
         self.floor = sched.conf.scheduler.max_attempts * spec.num_instances
         page_size = group.page_size
         if self.cap:
@@ -458,6 +459,8 @@ class _Walk:
             hosts = self.builder.add(body)
             for host in hosts:
                 host.zone = host.labels.get(self.zone_label) or self.default_zone
+                age = host.heartbeat_age
+                host.down = age is not None and age > self.down_time
             self.seen += len(hosts)
             kept, records = filters_mod.run_filters(hosts, self.spec, self.sched.filters)
             filters_mod.add_records(self.records, records)

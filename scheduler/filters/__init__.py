@@ -108,8 +108,16 @@ def run_filters(hosts, spec, filters):
     records = []
     for flt in filters:
         before = len(hosts)
+        explain = getattr(flt, "explain", None)
+        gone = []
         # hot: runs per candidate host per request; no logging inside.
-        hosts = [h for h in hosts if flt.host_passes(h, spec)]
+        if explain is None:
+            hosts = [h for h in hosts if flt.host_passes(h, spec)]
+        else:
+            kept = []
+            for h in hosts:
+                (kept if flt.host_passes(h, spec) else gone).append(h)
+            hosts = kept
         removed = before - len(hosts)
         records.append(
             {
@@ -117,7 +125,9 @@ def run_filters(hosts, spec, filters):
                 "before": before,
                 "after": len(hosts),
                 "removed": removed,
-                "reason": flt.reason,
+                # A filter with several causes may word its reason from the
+                # hosts it removed (``explain(removed_hosts)``).
+                "reason": explain(gone) if gone else flt.reason,
             }
         )
         LOG.debug("filter %s: %d -> %d hosts", flt.name, before, len(hosts))

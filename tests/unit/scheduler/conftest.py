@@ -9,7 +9,7 @@ def make_conf(**overrides):
 
 def group_of(option):
     """The group of a scheduler option (max_attempts is in nova's [scheduler])."""
-    return "scheduler" if option == "max_attempts" else "filter_scheduler"
+    return "scheduler" if option in ("max_attempts", "service_down_time") else "filter_scheduler"
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ def host(
     labels=None,
     unschedulable=False,
     uuid=None,
+    heartbeat_age=None,
 ):
     caps = {"VCPU": vcpu, "MEMORY_MB": ram}
     if disk is not None:
@@ -39,6 +40,7 @@ def host(
         "labels": labels or {},
         "unschedulable": unschedulable,
         "capacity": caps,
+        "heartbeat_age": heartbeat_age,
     }
 
 
@@ -109,6 +111,7 @@ class FakePlacement:
                         "unschedulable": h["unschedulable"],
                         "reserved": False,
                         "failed_builds": self.failed_builds.get(h["uuid"], 0),
+                        "heartbeat_age": h.get("heartbeat_age"),
                     }
                     for h in hosts
                 },

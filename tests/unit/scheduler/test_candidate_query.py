@@ -75,9 +75,16 @@ def test_node_data_only_when_a_stage_reads_it():
             spec, sched.filters, sched.weighers, sched.conf.scheduler.max_attempts
         )
 
-    # Defaults: ComputeFilter reads unschedulable, the alternates the cell, the
-    # power weigher the class, the build-failure weigher the failure count.
-    assert fields(_spec()) == {"unschedulable", "cell", "schedulable_class", "failed_builds"}
+    # Defaults: ComputeFilter reads unschedulable and the heartbeat's age, the
+    # alternates the cell, the power weigher the class, the build-failure
+    # weigher the failure count.
+    assert fields(_spec()) == {
+        "unschedulable",
+        "heartbeat_age",
+        "cell",
+        "schedulable_class",
+        "failed_builds",
+    }
     bare = {
         "enabled_filters": ["CellFilter", "NodeSelectorFilter", "JoulieFilter"],
         "power_weight_multiplier": 0.0,
