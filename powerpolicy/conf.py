@@ -83,6 +83,15 @@ power_opts = [
         "performance node absorbs; demand P needs ceil(P / this) nodes.",
     ),
     cfg.IntOpt(
+        "service_down_time",
+        default=60,
+        min=1,
+        help="Seconds after a node agent's last heartbeat when its node is taken for "
+        "down (the scheduler's [scheduler] service_down_time; nova's name): a down node "
+        "is not managed (its twin is left as it is) and is reported each tick. Nodes "
+        "no agent ever reported (loaded from a file) are never down.",
+    ),
+    cfg.IntOpt(
         "reconcile_interval",
         default=60,
         min=1,

@@ -3,7 +3,9 @@
 Each tick (Joulie's reconcile flow):
 
 1. eligible nodes: node selector (``powerpolicy.selector``) over node
-   labels, minus reserved and unschedulable nodes;
+   labels, minus reserved and unschedulable nodes and nodes whose agent is
+   silent past ``service_down_time`` (warned of once, counted in
+   ``joulie_policy_down_nodes``);
 2. hardware view: the node's hardware record, else its labels (Joulie's
    ``joulie.io/hw.*`` keys first), else the PGPU inventory of the provider
    (CPU model unknown then); a node nothing is known of is the ``unknown``
@@ -195,6 +197,7 @@ class TickResult:
     written: int
     draining: int
     repaired: list = dataclasses.field(default_factory=list)  # names: trait put back
+    down: list = dataclasses.field(default_factory=list)  # names: agent silent, not managed
     nodes: list = dataclasses.field(default_factory=list)  # NodePlan, by name
     seconds: float = 0.0
 
@@ -218,6 +221,7 @@ class Controller:
         self.selector = selector_mod.Selector(conf.power.node_selector)
         self._warned = set()  # (node, problem) pairs already warned of
         self._traits_warned = False
+        self._down_warned = set()
         if metrics is not None:
             metrics.reconcile_interval.set(conf.power.reconcile_interval)
 
@@ -267,15 +271,37 @@ class Controller:
             )
             self._traits_warned = True
 
+    def _down(self, nodes):
+        """Names of the nodes whose agent is silent past service_down_time (warned
+        of once each, again after they came back in between)."""
+        limit = self.conf.power.service_down_time
+        down = {}
+        for n in nodes:
+            age = n.get("heartbeat_age_seconds")
+            if age is not None and age > limit:
+                down[n["name"]] = age
+        for name in sorted(set(down) - self._down_warned):
+            LOG.warning(
+                "node %s: no heartbeat from its node agent for %.0f s (service_down_time "
+                "%d s): not managed until it reports again",
+                name,
+                down[name],
+                limit,
+            )
+        self._down_warned = set(down)
+        return set(down)
+
     def plan(self):
         """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
         opts = self.conf.power
         nodes = self.client.list_nodes()
+        down = self._down(nodes)
         eligible = [
             n
             for n in nodes
             if not n["reserved"]
             and not n["unschedulable"]
+            and n["name"] not in down
             and self.selector.matches(n.get("labels") or {})
         ]
         views = {n["name"]: hardware_view(n, self.client.provider_inventories) for n in eligible}
@@ -358,6 +384,7 @@ class Controller:
             draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions),
             repaired=repaired,
             nodes=node_plans,
+            down=sorted(down),
         )
         return result, writes
 
@@ -383,7 +410,7 @@ class Controller:
             self.metrics.record_tick(result)
         LOG.info(
             "reconcile: policy=%s hp_count=%d demand=%d+%d wrote=%d (traits repaired "
-            "%d) draining=%d in %.3fs",
+            "%d) draining=%d down=%d in %.3fs",
             result.policy,
             result.hp_count,
             result.running,
@@ -391,6 +418,7 @@ class Controller:
             result.written,
             len(result.repaired),
             result.draining,
+            len(result.down),
             result.seconds,
         )
         return result

@@ -49,6 +49,12 @@ class Metrics:
             "Nodes planned eco that keep performance caps while performance work finishes.",
             registry=r,
         )
+        self.down_nodes = prom.Gauge(
+            "joulie_policy_down_nodes",
+            "Nodes left out of the tick because their node agent has not reported "
+            "within service_down_time.",
+            registry=r,
+        )
         self.transitions = prom.Counter(
             "joulie_policy_state_transitions",
             "Schedulable-class transitions written by the controller; result is applied or "
@@ -99,6 +105,7 @@ class Metrics:
         self.demand.labels("running").set(result.running)
         self.demand.labels("pending").set(result.pending)
         self.draining_nodes.set(result.draining)
+        self.down_nodes.set(len(result.down))
         for decision in result.transitions:
             self.transitions.labels(decision.from_state, decision.to_state, decision.result).inc()
         self.written_nodes.inc(result.written)

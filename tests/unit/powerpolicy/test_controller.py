@@ -437,3 +437,25 @@ def test_a_node_with_no_known_hardware_is_its_own_family_warned_once(caplog):
 )
 def test_family_key(gpus, gpu_model, cpu_model, family):
     assert vocabulary.family_key(gpus, gpu_model, cpu_model) == family
+
+
+def test_nodes_whose_agent_is_silent_are_not_managed_and_reported(caplog):
+    nodes = [_node("a"), _node("b"), _node("from-file"), _node("silent")]
+    ages = {"a": 3.0, "b": 59.0, "from-file": None, "silent": 61.0}
+    for n in nodes:
+        n["heartbeat_age_seconds"] = ages[n["name"]]
+    client = FakeClient(nodes)
+    ctl, metrics = _controller(client, static_hp_frac=1.0, service_down_time=60)
+    caplog.set_level("WARNING", logger="powerpolicy")
+    result = ctl.tick()
+    assert result.down == ["silent"]
+    assert sorted(_classes(client)) == ["a", "b", "from-file"]
+    assert metrics.value("joulie_policy_down_nodes") == 1
+    ctl.tick()
+    warned = [r.getMessage() for r in caplog.records if "no heartbeat" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith("node silent: no heartbeat")
+    # Its agent reports again: managed from the next tick, no operator needed.
+    nodes[3]["heartbeat_age_seconds"] = 1.0
+    result = ctl.tick()
+    assert result.down == [] and "silent" in _classes(client)
+    assert metrics.value("joulie_policy_down_nodes") == 0
