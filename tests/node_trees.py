@@ -73,11 +73,13 @@ def _x86_cpuinfo(model, vendor, sockets, cores, threads, flags):
     return "\n\n".join(blocks) + "\n"
 
 
-def _arm_cpuinfo(cpus):
+def _arm_cpuinfo(cpus, model=None):
+    named = [f"model name\t: {model}"] if model else []
     blocks = [
         "\n".join(
             [
                 f"processor\t: {n}",
+                *named,
                 "BogoMIPS\t: 50.00",
                 f"Features\t: {ARM_FEATURES}",
                 "CPU implementer\t: 0x41",
@@ -117,13 +119,17 @@ def _zone(sys_root, zone, name, energy, limit=None, max_uw=None, min_uw=None):
         _put(os.path.join(base, "constraint_0_min_power_uw"), str(min_uw))
 
 
-def write(kind, root, with_min=False):
-    """Write a tree of ``kind`` under ``root``; return (procfs_root, sysfs_root)."""
+def write(kind, root, with_min=False, model=None):
+    """Write a tree of ``kind`` under ``root``; return (procfs_root, sysfs_root).
+
+    ``model``: the CPU model name instead of the kind's own (several kinds in
+    one hardware family).
+    """
     proc, sys_ = os.path.join(str(root), "proc"), os.path.join(str(root), "sys")
     if kind == "intel":
         _put(
             os.path.join(proc, "cpuinfo"),
-            _x86_cpuinfo(INTEL_MODEL, "GenuineIntel", 2, 4, 2, INTEL_FLAGS),
+            _x86_cpuinfo(model or INTEL_MODEL, "GenuineIntel", 2, 4, 2, INTEL_FLAGS),
         )
         _put(os.path.join(proc, "meminfo"), _meminfo(INTEL_MEM_KB))
         for pkg in range(2):
@@ -142,20 +148,22 @@ def write(kind, root, with_min=False):
     elif kind == "amd":
         _put(
             os.path.join(proc, "cpuinfo"),
-            _x86_cpuinfo(AMD_MODEL, "AuthenticAMD", 1, 8, 2, AMD_FLAGS),
+            _x86_cpuinfo(model or AMD_MODEL, "AuthenticAMD", 1, 8, 2, AMD_FLAGS),
         )
         _put(os.path.join(proc, "meminfo"), _meminfo(AMD_MEM_KB))
         _zone(sys_, "intel-rapl:0", "package-0", 5_000_000)
         _zone(sys_, "intel-rapl:0:0", "core", 3_000_000)
         _cpufreq(sys_, 16, 1_500_000, 3_800_000)
     elif kind == "cpufreq":
-        _put(os.path.join(proc, "cpuinfo"), _arm_cpuinfo(8))
+        _put(os.path.join(proc, "cpuinfo"), _arm_cpuinfo(8, model))
         _put(os.path.join(proc, "meminfo"), _meminfo(ARM_MEM_KB))
         _cpufreq(sys_, 8, 1_000_000, 3_000_000)
     elif kind == "bare":
         _put(
             os.path.join(proc, "cpuinfo"),
-            _x86_cpuinfo("Intel(R) Xeon(R) Processor", "GenuineIntel", 1, 4, 1, BARE_FLAGS),
+            _x86_cpuinfo(
+                model or "Intel(R) Xeon(R) Processor", "GenuineIntel", 1, 4, 1, BARE_FLAGS
+            ),
         )
         _put(os.path.join(proc, "meminfo"), _meminfo(BARE_MEM_KB))
         os.makedirs(os.path.join(sys_, "devices", "system", "cpu", "cpu0"), exist_ok=True)
