@@ -26,7 +26,11 @@ SERVICES = {
     "scheduler-worker": ["scheduler-worker.service"],
     "conductor-worker": ["conductor-worker.service", "conductor-worker@.service"],
     "power-controller": ["power-controller.service"],
+    "node-agent": ["node-agent.service"],
 }
+# The user a service runs as: placement's own system user, except the node
+# agent, which writes the kernel's power limits (root only).
+USERS = {"node-agent": "root"}
 # gunicorn's graceful_timeout: how long the master lets workers finish on SIGTERM.
 GRACEFUL_SECONDS = 30
 
@@ -96,7 +100,7 @@ def test_unit_policies(service, unit_name):
     assert svc.get("SendSIGKILL", ["yes"]) == ["yes"]
     assert _seconds(_one(unit, "Service", "TimeoutStopSec")) > GRACEFUL_SECONDS
     assert _one(unit, "Service", "Type") == "exec"
-    assert _one(unit, "Service", "User") == "placement"
+    assert _one(unit, "Service", "User") == USERS.get(service, "placement")
     assert _one(unit, "Install", "WantedBy") == "multi-user.target"
     assert "network-online.target" in " ".join(unit["Unit"]["After"])
 
