@@ -24,6 +24,9 @@ extensions = [
     # .. show-policy:: (docs/configuration/policy.rst), from the
     # oslo.policy.policies entry point.
     "oslo_policy.sphinxext",
+    # .. openapi-reference:: (docs/api/index.rst), the REST API reference
+    # rendered from docs/api/openapi.yaml (docs/_ext/openapi_reference.py).
+    "openapi_reference",
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
