@@ -4,9 +4,9 @@
         --requests etc/scheduler/request-specs.sample.jsonl [--json]
 
 Each line of ``--requests`` is a request spec (the wire contract,
-joule.request_spec; the format is in docs/architecture.md, "The request spec"). A line that is not one is
-answered at once with ``{"line": N, "status": "invalid", "error": ...}`` and
-sent nowhere. The others get their request id and instance uuids filled in
+joule.request_spec; the format is in docs/architecture.md, "The request
+spec"). A line that is not one is answered at once with
+``{"line": N, "status": "invalid", "error": ...}`` and sent nowhere. The others get their request id and instance uuids filled in
 (when absent) and are cast to topic ``conductor``. Then every instance's
 outcome is printed as it completes, one JSON line each (a build result:
 instance_uuid, request_id, status placed|failed, host_uuid, reason, attempts,
