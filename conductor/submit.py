@@ -5,16 +5,16 @@
 
 Each line of ``--requests`` is a request spec (the wire contract,
 joule.request_spec; the format is in docs/architecture.md, "The request
-spec"). A line that is not one is answered at once with
-``{"line": N, "status": "invalid", "error": ...}`` and sent nowhere. The others get their request id and instance uuids filled in
-(when absent) and are cast to topic ``conductor``. Then every instance's
-outcome is printed as it completes, one JSON line each (a build result:
-instance_uuid, request_id, status placed|failed, host_uuid, reason, attempts,
-rescheduled), flushed; a request the conductors refuse is one line
-``{"request_id", "status": "refused", "error"}``. Last comes the summary;
-with ``--json`` it is one JSON object on the last line: requests, instances,
-placed, failed, rescheduled, invalid, refused, unanswered, seconds,
-instances_per_second.
+spec"). A line that is not one is answered at once with ``{"line": N,
+"status": "invalid", "error": ...}`` and sent nowhere. The others get their
+request id and instance uuids filled in (when absent) and are cast to topic
+``conductor``. Then every instance's outcome is printed as it completes, one
+JSON line each (a build result: instance_uuid, request_id, status
+placed|failed, host_uuid, reason, attempts, rescheduled), flushed; a request
+the conductors refuse is one line ``{"request_id", "status": "refused",
+"error"}``. Last comes the summary; with ``--json`` it is one JSON object on
+the last line: requests, instances, placed, failed, rescheduled, invalid,
+refused, unanswered, seconds, instances_per_second.
 
 Outcomes arrive over the bus on a topic of this process's own. Placement's
 build requests are the durable copy: outcomes a conductor could not send (it
