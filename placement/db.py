@@ -369,6 +369,23 @@ def sync_standard_classes_and_traits(db):
             _insert_ignore(db, conn, tr, rows)
 
 
+def insert_new(conn, table, key, rows):
+    """INSERT ... ON CONFLICT (key) DO NOTHING RETURNING key, on either backend:
+    the keys of ``rows`` this statement inserted (a row whose key is stored
+    already, or is being inserted by a concurrent transaction that then
+    commits, is skipped: PostgreSQL waits for that transaction). The unique
+    constraint decides, so there is no window between a read and the insert."""
+    if not rows:
+        return set()
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    column = table.c[key]
+    stmt = insert(table).on_conflict_do_nothing(index_elements=[column]).returning(column)
+    return set(conn.execute(stmt, list(rows)).scalars())
+
+
 def _insert_ignore(db, conn, table, rows):
     if db.is_postgres:
         from sqlalchemy.dialects.postgresql import insert

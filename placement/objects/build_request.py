@@ -155,11 +155,14 @@ def create_many(db, items, owner=None, lease_seconds=None):
     now = db_mod.utcnow()
     expires = _lease_until(now, lease_seconds) if owner is not None else None
     with db.write() as conn:
-        found = _rows_by_uuid(conn, uuids)
-        if found:
-            raise Duplicate(found)
-        conn.execute(
-            _T.insert(),
+        # The unique constraint on instance_uuid decides (ON CONFLICT DO
+        # NOTHING): an instance recorded already, or by a concurrent call
+        # that commits first, is a Duplicate, as one after the other;
+        # raising rolls back what this call inserted.
+        inserted = db_mod.insert_new(
+            conn,
+            _T,
+            "instance_uuid",
             [
                 {
                     "instance_uuid": i["instance_uuid"],
@@ -175,6 +178,8 @@ def create_many(db, items, owner=None, lease_seconds=None):
                 for i in items
             ],
         )
+        if len(inserted) != len(uuids):
+            raise Duplicate(set(uuids) - inserted)
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
 

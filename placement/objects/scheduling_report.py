@@ -26,26 +26,10 @@ def _to_dict(row):
 
 def put(db, request_id, project_id, report):
     """Create or replace the report of ``request_id``; return (dict, created)."""
-    now = db_mod.utcnow()
-    body = json.dumps(report, sort_keys=True)
     with db.write() as conn:
-        found = conn.execute(sa.select(_T.c.id).where(_T.c.request_id == request_id)).first()
-        if found is None:
-            conn.execute(
-                _T.insert().values(
-                    request_id=request_id, project_id=project_id, body=body, created_at=now
-                )
-            )
-            created = True
-        else:
-            conn.execute(
-                _T.update()
-                .where(_T.c.id == found.id)
-                .values(project_id=project_id, body=body, updated_at=now)
-            )
-            created = False
+        created = _write(conn, [(request_id, project_id, report)])
         row = conn.execute(sa.select(_T).where(_T.c.request_id == request_id)).one()
-    return _to_dict(row), created
+    return _to_dict(row), bool(created)
 
 
 def put_many(db, items):
@@ -54,39 +38,49 @@ def put_many(db, items):
     ``items``: [(request_id, project_id, report)], request ids distinct.
     Return the number created and the number replaced.
     """
-    now = db_mod.utcnow()
-    ids = [request_id for request_id, _p, _r in items]
     with db.write() as conn:
-        existing = {
-            row.request_id: row.id
-            for row in conn.execute(
-                sa.select(_T.c.id, _T.c.request_id).where(_T.c.request_id.in_(ids))
-            )
-        }
-        new = [
-            {
-                "request_id": request_id,
-                "project_id": project_id,
-                "body": json.dumps(report, sort_keys=True),
-                "created_at": now,
-            }
-            for request_id, project_id, report in items
-            if request_id not in existing
+        created = _write(conn, items)
+    return len(created), len(items) - len(created)
+
+
+def _write(conn, items):
+    """Create or replace ``items``; the request ids created.
+
+    The unique constraint on request_id decides which are new (INSERT ...
+    ON CONFLICT DO NOTHING), the others are replaced: two writers of one
+    report at once answer as one after the other would (created, then
+    replaced; the later write's body stays), never an IntegrityError.
+    """
+    now = db_mod.utcnow()
+    todo = {
+        request_id: (project_id, json.dumps(report, sort_keys=True))
+        for request_id, project_id, report in items
+    }
+    created = set()
+    # A report purged between the insert and its update is inserted on the
+    # next pass.
+    for _attempt in range(3):
+        rows = [
+            {"request_id": r, "project_id": p, "body": b, "created_at": now}
+            for r, (p, b) in todo.items()
         ]
-        if new:
-            conn.execute(_T.insert(), new)
-        for request_id, project_id, report in items:
-            if request_id in existing:
-                conn.execute(
-                    _T.update()
-                    .where(_T.c.id == existing[request_id])
-                    .values(
-                        project_id=project_id,
-                        body=json.dumps(report, sort_keys=True),
-                        updated_at=now,
-                    )
-                )
-    return len(new), len(items) - len(new)
+        new = db_mod.insert_new(conn, _T, "request_id", rows)
+        created |= new
+        missed = {}
+        for request_id, (project_id, body) in todo.items():
+            if request_id in new:
+                continue
+            res = conn.execute(
+                _T.update()
+                .where(_T.c.request_id == request_id)
+                .values(project_id=project_id, body=body, updated_at=now)
+            )
+            if res.rowcount == 0:
+                missed[request_id] = (project_id, body)
+        todo = missed
+        if not todo:
+            return created
+    raise db_mod.DatabaseError("scheduling reports were deleted while being written")
 
 
 def get(db, request_id):

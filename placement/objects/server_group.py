@@ -104,20 +104,20 @@ def create(db, name, policy, project_id, user_id, max_server_per_host=None, uuid
     group_uuid = uuid or str(uuid_lib.uuid4())
     now = db_mod.utcnow()
     with db.write() as conn:
-        if conn.execute(sa.select(_G.c.id).where(_G.c.uuid == group_uuid)).first():
+        # ON CONFLICT DO NOTHING: a uuid stored already, or by a concurrent
+        # create that commits first, is a Duplicate (never an IntegrityError).
+        row = {
+            "uuid": group_uuid,
+            "name": name,
+            "policy": policy,
+            "project_id": project_id,
+            "user_id": user_id,
+            "max_server_per_host": max_server_per_host,
+            "generation": 0,
+            "created_at": now,
+        }
+        if not db_mod.insert_new(conn, _G, "uuid", [row]):
             raise Duplicate(group_uuid)
-        conn.execute(
-            _G.insert().values(
-                uuid=group_uuid,
-                name=name,
-                policy=policy,
-                project_id=project_id,
-                user_id=user_id,
-                max_server_per_host=max_server_per_host,
-                generation=0,
-                created_at=now,
-            )
-        )
         row = conn.execute(sa.select(_G).where(_G.c.uuid == group_uuid)).one()
     out = _to_dict(row)
     out["members"] = []
