@@ -654,8 +654,30 @@ class PlacementClient:
         self.request("PUT", url_path("build_requests", instance_uuid), json=body, retry=True)
 
     def list_build_requests(self, **filters):
+        """Every build request the filters select (all the pages)."""
         params = {k: v for k, v in filters.items() if v is not None}
-        return self._json("GET", url_path("build_requests"), params=params)["build_requests"]
+        return self.all_pages("build_requests", "build_requests", params)
+
+    def all_pages(self, route, key, params=None):
+        """The ``key`` items of every page of a listing that pages with
+        ``limit``/``marker`` and ``links`` (placement.paging), in order."""
+        path = url_path(route)
+        if params:
+            path += "?" + urllib.parse.urlencode(sorted(params.items()))
+        items, seen = [], set()
+        while path:
+            if path in seen or len(seen) >= MAX_PAGES:
+                raise PlacementError(
+                    "GET", "/" + route, 200, None, "paging did not terminate (a next link repeated)"
+                )
+            seen.add(path)
+            body = self._json("GET", path)
+            items.extend(body[key])
+            path = None
+            for link in body.get("links") or ():
+                if link.get("rel") == "next":
+                    path = self._same_route(link["href"], "/" + route)
+        return items
 
     # -- nodes (the power controller's reads and writes) ---------------------------
 
@@ -668,7 +690,9 @@ class PlacementClient:
         return self._json("GET", url_path("workload_usages"))["resource_providers"]
 
     def count_build_requests(self, **filters):
-        return len(self.list_build_requests(**filters))
+        """How many build requests the filters select (GET /build_requests/counts)."""
+        params = {k: v for k, v in filters.items() if v is not None}
+        return self._json("GET", url_path("build_requests", "counts"), params=params)["count"]
 
     def provider_inventories(self, uuid):
         """{resource class: inventory} of one provider."""

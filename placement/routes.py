@@ -110,6 +110,9 @@ ROUTES = {
     "/build_requests/leases": {
         "PUT": build_request.put_leases,
     },
+    "/build_requests/counts": {
+        "GET": build_request.count_build_requests,
+    },
     "/build_requests/<instance_uuid>": {
         "GET": build_request.get_build_request,
         "PUT": build_request.update_build_request,

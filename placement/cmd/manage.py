@@ -3,13 +3,21 @@
     placement-manage db sync | db version
     placement-manage inventory load FILE [--cells N]
     placement-manage allocations audit [--delete]
+    placement-manage build-requests purge --before TIME
+    placement-manage scheduling-reports purge --before TIME
 
 Every command but ``db ...`` refuses an empty or old schema with one line
 naming ``placement-manage db sync``, exit status 2.
+``... purge --before TIME`` (an ISO 8601 time, UTC unless it says
+otherwise, or an age like ``7d``, ``12h``, ``30m``): finished build requests
+(placed or failed; pending ones are never purged), or scheduling reports,
+last written before that time are deleted, in batches.
 ``allocations audit`` exits like nova's ``placement audit``: 0 when nothing
 was found, 3 when orphans were found (and left), 4 when they were deleted.
 """
 
+import datetime
+import re
 import sys
 
 from oslo_config import cfg
@@ -19,7 +27,9 @@ from placement import db as db_mod
 from placement import migration
 from placement.cmd import common
 from placement.objects import allocation_audit
+from placement.objects import build_request as build_request_obj
 from placement.objects import cluster_inventory
+from placement.objects import scheduling_report as scheduling_report_obj
 
 AUDIT_FOUND = 3
 AUDIT_DELETED = 4
@@ -57,6 +67,56 @@ def _add_commands(subparsers):
     audit.add_argument(
         "--verbose", action="store_true", help="also print each orphan's allocations"
     )
+
+    for name, what in (
+        ("build-requests", "finished (placed or failed) build requests"),
+        ("scheduling-reports", "scheduling reports"),
+    ):
+        parser = subparsers.add_parser(name, help=f"{what}: purge")
+        sub = parser.add_subparsers(dest=name.replace("-", "_") + "_command")
+        sub.required = True
+        purge = sub.add_parser("purge", help=f"delete {what} last written before a time")
+        purge.add_argument(
+            "--before",
+            required=True,
+            help="an ISO 8601 time (UTC unless it says otherwise), or an age: "
+            "N followed by d, h, m or s (7d: older than a week)",
+        )
+
+
+_AGE = re.compile(r"([1-9][0-9]{0,6})([dhms])")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_before(value, now=None):
+    """The naive UTC time ``--before`` names (the database's clock is UTC)."""
+    now = now or db_mod.utcnow()
+    age = _AGE.fullmatch(value.strip())
+    if age:
+        return now - datetime.timedelta(**{_UNITS[age.group(2)]: int(age.group(1))})
+    try:
+        when = datetime.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise common.StartupError(
+            f"--before {value!r}: expected an ISO 8601 time (2026-01-31T00:00:00Z) "
+            "or an age (7d, 12h, 30m, 90s)"
+        )
+    if when.tzinfo is not None:
+        when = when.astimezone(datetime.UTC).replace(tzinfo=None)
+    return when
+
+
+def _purge(conf, db):
+    name = conf.category.name
+    before = parse_before(conf.category.before)
+    if name == "build-requests":
+        count = build_request_obj.purge(db, before)
+        what = "finished build request(s)"
+    else:
+        count = scheduling_report_obj.purge(db, before)
+        what = "scheduling report(s)"
+    print(f"{count} {what} last written before {before.isoformat()}Z purged")
+    return 0
 
 
 def _db_command(conf, db):
@@ -115,7 +175,13 @@ def _allocations_audit(conf, db):
     return AUDIT_FOUND
 
 
-_COMMANDS = {"db": _db_command, "inventory": _inventory_load, "allocations": _allocations_audit}
+_COMMANDS = {
+    "db": _db_command,
+    "inventory": _inventory_load,
+    "allocations": _allocations_audit,
+    "build-requests": _purge,
+    "scheduling-reports": _purge,
+}
 
 
 def main(argv=None):
@@ -125,6 +191,8 @@ def main(argv=None):
 
     def body():
         conf = common.parse_conf(argv, cli_opts=[category], prog=prog)
+        if conf.category.name in ("build-requests", "scheduling-reports"):
+            parse_before(conf.category.before)  # a bad time: exit 2 before connecting
         if conf.category.name == "inventory" and conf.category.cells < 1:
             raise common.StartupError("--cells must be at least 1")
         db = common.open_database(conf)
@@ -140,7 +208,7 @@ def main(argv=None):
             raise
         except Exception as exc:
             name = conf.category.name
-            what = f"{name} {getattr(conf.category, name + '_command')}"
+            what = f"{name} {getattr(conf.category, name.replace('-', '_') + '_command')}"
             raise common.StartupError(f"{what} failed: {db_mod._first_line(exc)}")
         finally:
             db.dispose()

@@ -2,11 +2,12 @@
 
 The conductor records each instance it accepts as a pending build request and
 finishes it as placed or failed; the power controller counts pending
-performance requests (``GET /build_requests?status=pending&workload_class=performance``).
+performance requests (``GET /build_requests/counts?status=pending&workload_class=performance``).
 """
 
 from joule import request_spec
 from placement import errors
+from placement import paging
 from placement import util
 from placement.objects import build_request as br_obj
 from placement.policies import build_request as policies
@@ -92,9 +93,7 @@ _OBJECT_ERRORS = (
 )
 
 
-def list_build_requests():
-    util.context().can(policies.LIST)
-    params = util.validate_query(schema.LIST_QUERY)
+def _filters(params):
     lease_expired = params.get("lease_expired")
     request_id = params.get("request_id")
     if request_id is not None and request_id.startswith("in:"):
@@ -106,19 +105,39 @@ def list_build_requests():
                 f"{schema.MAX_REQUEST_IDS} request ids of at most "
                 f"{request_spec.REQUEST_ID_MAX} characters."
             )
-    items = br_obj.list_requests(
-        util.deps().db,
-        status=params.get("status"),
-        workload_class=params.get("workload_class"),
-        request_id=request_id,
-        owner=params.get("owner"),
-        lease_expired=None if lease_expired is None else lease_expired == "true",
-        limit=int(params["limit"]) if "limit" in params else None,
-    )
+    return {
+        "status": params.get("status"),
+        "workload_class": params.get("workload_class"),
+        "request_id": request_id,
+        "owner": params.get("owner"),
+        "lease_expired": None if lease_expired is None else lease_expired == "true",
+    }
+
+
+def list_build_requests():
+    """A page of build requests (placement.paging: ``limit``, ``marker``, ``links``)."""
+    util.context().can(policies.LIST)
+    params = util.validate_query(schema.LIST_QUERY)
+    filters = _filters(params)
+    limit, after = paging.params(params)
+    items, next_id = br_obj.list_requests(util.deps().db, limit=limit, after=after, **filters)
     return util.json_response(
-        {"build_requests": [_serialize(i) for i in items]},
+        {
+            "build_requests": [_serialize(i) for i in items],
+            "links": paging.links(params, next_id),
+        },
         last_modified=util.last_modified_of(items),
     )
+
+
+def count_build_requests():
+    """GET /build_requests/counts: ``{"count": n}`` of the records the
+    listing's filters select (one COUNT query; what the power controller
+    reads for its queued demand)."""
+    util.context().can(policies.LIST)
+    params = util.validate_query(schema.COUNT_QUERY)
+    count = br_obj.count_requests(util.deps().db, **_filters(params))
+    return util.json_response({"count": count}, last_modified="now")
 
 
 def create_build_request():

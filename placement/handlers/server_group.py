@@ -7,6 +7,7 @@ policy in the same transaction (objects/server_group.py).
 """
 
 from placement import errors
+from placement import paging
 from placement import util
 from placement.objects import server_group as sg_obj
 from placement.policies import server_group as policies
@@ -72,9 +73,12 @@ def create_server_group():
 def list_server_groups():
     util.context().can(policies.LIST)
     params = util.validate_query(schema.LIST_QUERY)
-    items = sg_obj.list_groups(util.deps().db, project_id=params.get("project_id"))
+    limit, after = paging.params(params)
+    items, next_id = sg_obj.list_groups(
+        util.deps().db, project_id=params.get("project_id"), limit=limit, after=after
+    )
     return util.json_response(
-        {"server_groups": [_serialize(i) for i in items]},
+        {"server_groups": [_serialize(i) for i in items], "links": paging.links(params, next_id)},
         last_modified=util.last_modified_of(items),
     )
 

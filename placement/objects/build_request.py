@@ -192,24 +192,7 @@ def get(db, instance_uuid):
     return _to_dict(row)
 
 
-def list_requests(
-    db,
-    status=None,
-    workload_class=None,
-    request_id=None,
-    limit=None,
-    owner=None,
-    lease_expired=None,
-):
-    """Build requests in creation order, filtered (``request_id``: one id,
-    or a list of them).
-
-    ``lease_expired=True``: only records nobody holds any more (no lease, or
-    a lease that has run out): what a conductor sweeping for the work of
-    dead conductors takes over. ``False``: only records under a live lease.
-    """
-    # SELECT * FROM build_requests WHERE status = :s AND ... ORDER BY id
-    query = sa.select(_T).order_by(_T.c.id)
+def _filtered(query, status, workload_class, request_id, owner, lease_expired):
     if status is not None:
         query = query.where(_T.c.status == status)
     if workload_class is not None:
@@ -224,10 +207,79 @@ def list_requests(
         now = db_mod.utcnow()
         expired = sa.or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at <= now)
         query = query.where(expired if lease_expired else sa.not_(expired))
+    return query
+
+
+def list_requests(
+    db,
+    status=None,
+    workload_class=None,
+    request_id=None,
+    limit=None,
+    owner=None,
+    lease_expired=None,
+    after=None,
+):
+    """(build requests, next id): at most ``limit`` in creation order after
+    the record with id ``after``, filtered (``request_id``: one id, or a list
+    of them); ``next id`` is the id of the last one when more remain, else None.
+
+    ``lease_expired=True``: only records nobody holds any more (no lease, or
+    a lease that has run out): what a conductor sweeping for the work of
+    dead conductors takes over. ``False``: only records under a live lease.
+    """
+    # SELECT * FROM build_requests WHERE id > :after AND status = :s AND ...
+    # ORDER BY id LIMIT :limit + 1
+    query = _filtered(
+        sa.select(_T).order_by(_T.c.id), status, workload_class, request_id, owner, lease_expired
+    )
+    if after is not None:
+        query = query.where(_T.c.id > after)
     if limit is not None:
-        query = query.limit(limit)
+        query = query.limit(limit + 1)
     with db.read() as conn:
-        return [_to_dict(r) for r in conn.execute(query)]
+        rows = conn.execute(query).all()
+    more = limit is not None and len(rows) > limit
+    rows = rows[:limit] if more else rows
+    return [_to_dict(r) for r in rows], (rows[-1].id if more else None)
+
+
+def count_requests(
+    db, status=None, workload_class=None, request_id=None, owner=None, lease_expired=None
+):
+    """How many build requests pass the filters of list_requests (one COUNT)."""
+    query = _filtered(
+        sa.select(sa.func.count()).select_from(_T),
+        status,
+        workload_class,
+        request_id,
+        owner,
+        lease_expired,
+    )
+    with db.read() as conn:
+        return conn.execute(query).scalar()
+
+
+def purge(db, before, batch=1000):
+    """Delete finished (placed or failed) build requests last written before
+    ``before``, ``batch`` rows per transaction; return how many. Pending
+    records are never purged."""
+    finished_at = sa.func.coalesce(_T.c.updated_at, _T.c.created_at)
+    select = (
+        sa.select(_T.c.id)
+        .where(_T.c.status.in_((PLACED, FAILED)), finished_at < before)
+        .order_by(_T.c.id)
+        .limit(batch)
+    )
+    total = 0
+    while True:
+        with db.write() as conn:
+            ids = list(conn.execute(select).scalars())
+            if ids:
+                conn.execute(_T.delete().where(_T.c.id.in_(ids), _T.c.status != PENDING))
+        total += len(ids)
+        if len(ids) < batch:
+            return total
 
 
 class Refused(Exception):

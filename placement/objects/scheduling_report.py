@@ -89,3 +89,19 @@ def get(db, request_id):
     if row is None:
         raise NotFound(request_id)
     return _to_dict(row)
+
+
+def purge(db, before, batch=1000):
+    """Delete the reports last written before ``before``, ``batch`` rows per
+    transaction; return how many."""
+    written_at = sa.func.coalesce(_T.c.updated_at, _T.c.created_at)
+    select = sa.select(_T.c.id).where(written_at < before).order_by(_T.c.id).limit(batch)
+    total = 0
+    while True:
+        with db.write() as conn:
+            ids = list(conn.execute(select).scalars())
+            if ids:
+                conn.execute(_T.delete().where(_T.c.id.in_(ids), written_at < before))
+        total += len(ids)
+        if len(ids) < batch:
+            return total

@@ -148,18 +148,27 @@ def get(db, group_uuid):
     return out
 
 
-def list_groups(db, project_id=None):
-    """Every group (of ``project_id``), oldest first, with its member uuids."""
+def list_groups(db, project_id=None, limit=None, after=None):
+    """(groups, next id): at most ``limit`` groups (of ``project_id``),
+    oldest first, after the one with id ``after``, with their member uuids;
+    ``next id`` is the last one's id when more remain, else None."""
     stmt = sa.select(_G).order_by(_G.c.id)
     if project_id is not None:
         stmt = stmt.where(_G.c.project_id == project_id)
+    if after is not None:
+        stmt = stmt.where(_G.c.id > after)
+    if limit is not None:
+        stmt = stmt.limit(limit + 1)
     with db.read() as conn:
         rows = conn.execute(stmt).all()
+        more = limit is not None and len(rows) > limit
+        rows = rows[:limit] if more else rows
         members = collections.defaultdict(list)
-        if rows:
+        ids = [r.id for r in rows]
+        for start in range(0, len(ids), 900):
             for gid, instance in conn.execute(
                 sa.select(_M.c.group_id, _M.c.instance_uuid)
-                .where(_M.c.group_id.in_([r.id for r in rows]))
+                .where(_M.c.group_id.in_(ids[start : start + 900]))
                 .order_by(_M.c.id)
             ):
                 members[gid].append(instance)
@@ -168,7 +177,7 @@ def list_groups(db, project_id=None):
         item = _to_dict(row)
         item["members"] = members.get(row.id, [])
         out.append(item)
-    return out
+    return out, (rows[-1].id if more else None)
 
 
 def delete(db, group_uuid):

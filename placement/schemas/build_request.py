@@ -157,7 +157,18 @@ LIST_QUERY = {
         "request_id": {"anyOf": [REQUEST_ID, REQUEST_IDS]},
         "owner": OWNER,
         "lease_expired": {"type": "string", "enum": ["true", "false"]},
-        "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,6}$"},
+        # placement.paging checks them (a limit above its maximum is a 400).
+        "limit": {"type": "string"},
+        "marker": {"type": "string"},
+    },
+    "additionalProperties": False,
+}
+
+# GET /build_requests/counts: the listing's filters, no paging.
+COUNT_QUERY = {
+    "type": "object",
+    "properties": {
+        k: v for k, v in LIST_QUERY["properties"].items() if k not in ("limit", "marker")
     },
     "additionalProperties": False,
 }

@@ -39,6 +39,10 @@ POST_SERVER_GROUP = {
 
 LIST_QUERY = {
     "type": "object",
-    "properties": {"project_id": EXTERNAL_ID},
+    "properties": {
+        "project_id": EXTERNAL_ID,
+        "limit": {"type": "string"},
+        "marker": {"type": "string"},
+    },
     "additionalProperties": False,
 }

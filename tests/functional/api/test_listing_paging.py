@@ -1,0 +1,192 @@
+"""Paging of our listings (limit, marker, links), counts, and the purge of
+finished build requests and old scheduling reports."""
+
+import datetime
+import os
+import subprocess
+import sys
+import urllib.parse
+import uuid
+
+import pytest
+import sqlalchemy as sa
+
+from placement import models
+from placement import paging
+
+BAD_VALUE = "placement.query.bad_value"
+BAD_MARKER = "placement.query.bad_page_marker"
+BIN = os.path.dirname(sys.executable)
+
+
+def _code(resp):
+    return resp.get_json()["errors"][0]["code"]
+
+
+def _record(request_id="req-page", workload_class="standard"):
+    instance = str(uuid.uuid4())
+    spec = {
+        "version": "1.0",
+        "request_id": request_id,
+        "instance_uuids": [instance],
+        "workload_class": workload_class,
+        "resources": {"VCPU": 1},
+        "project_id": "p",
+        "user_id": "u",
+    }
+    return {"instance_uuid": instance, "request_id": request_id, "spec": spec}
+
+
+def _create(client, records):
+    resp = client.post("/build_requests", json={"build_requests": records})
+    assert resp.status_code == 201, resp.get_json()
+    return [r["instance_uuid"] for r in records]
+
+
+def _walk(client, path, key):
+    """Every item of a listing, following its next links; and the pages."""
+    items, pages = [], 0
+    while path:
+        resp = client.get(path)
+        assert resp.status_code == 200, resp.get_json()
+        body = resp.get_json()
+        items.extend(body[key])
+        pages += 1
+        nexts = [link["href"] for link in body["links"] if link["rel"] == "next"]
+        assert len(nexts) <= 1
+        path = nexts[0] if nexts else None
+    return items, pages
+
+
+def test_build_requests_page_with_links(client):
+    perf = _create(client, [_record(workload_class="performance") for _ in range(5)])
+    _create(client, [_record() for _ in range(3)])
+    items, pages = _walk(
+        client, "/build_requests?workload_class=performance&limit=2", "build_requests"
+    )
+    assert [i["instance_uuid"] for i in items] == perf
+    assert pages == 3
+    # The last page says so; without a limit the default applies.
+    body = client.get("/build_requests").get_json()
+    assert len(body["build_requests"]) == 8 and body["links"] == []
+    # A next link keeps the query's filters and limit.
+    link = client.get("/build_requests?status=pending&limit=3").get_json()["links"][0]["href"]
+    query = urllib.parse.parse_qs(urllib.parse.urlsplit(link).query)
+    assert query["status"] == ["pending"] and query["limit"] == ["3"] and "marker" in query
+
+
+def test_build_requests_default_limit(client):
+    _create(client, [_record() for _ in range(paging.DEFAULT_LIMIT + 1)])
+    body = client.get("/build_requests").get_json()
+    assert len(body["build_requests"]) == paging.DEFAULT_LIMIT
+    assert len(body["links"]) == 1
+    items, pages = _walk(client, "/build_requests", "build_requests")
+    assert (len(items), pages) == (paging.DEFAULT_LIMIT + 1, 2)
+    assert len({i["instance_uuid"] for i in items}) == len(items)
+
+
+@pytest.mark.parametrize(
+    "path, other", [("/build_requests", "owner=other"), ("/server_groups", "project_id=other")]
+)
+def test_bad_limits_and_markers(client, path, other):
+    _create(client, [_record() for _ in range(3)])
+    for limit in (str(paging.MAX_LIMIT + 1), "0", "-1", "x", "1.5", "99999999999"):
+        resp = client.get(f"{path}?limit={limit}")
+        assert resp.status_code == 400, limit
+        assert _code(resp) == BAD_VALUE
+        assert f"from 1 to {paging.MAX_LIMIT}" in resp.get_json()["errors"][0]["detail"]
+    assert client.get(f"{path}?limit={paging.MAX_LIMIT}").status_code == 200
+    for marker in ("garbage", "MTphYmM6MQ", ""):
+        resp = client.get(f"{path}?marker={marker}")
+        assert resp.status_code == 400 and _code(resp) == BAD_MARKER, marker
+    # A marker of another query is refused.
+    marker = paging.encode_marker(1, {"limit": "1"})
+    resp = client.get(f"{path}?limit=1&{other}&marker={marker}")
+    assert resp.status_code == 400 and _code(resp) == BAD_MARKER
+
+
+def test_build_request_counts(client):
+    _create(client, [_record(workload_class="performance") for _ in range(4)])
+    other = _create(client, [_record(request_id="req-2") for _ in range(2)])
+    assert (
+        client.put(
+            f"/build_requests/{other[0]}", json={"status": "failed", "reason": "x"}
+        ).status_code
+        == 200
+    )
+
+    def count(query=""):
+        resp = client.get(f"/build_requests/counts{query}")
+        assert resp.status_code == 200, resp.get_json()
+        return resp.get_json()["count"]
+
+    assert count() == 6
+    assert count("?status=pending&workload_class=performance") == 4
+    assert count("?status=failed") == 1
+    assert count("?request_id=in:req-2,req-page&status=pending") == 5
+    assert count("?lease_expired=true") == 6
+    for bad in ("?limit=3", "?status=running", "?marker=x"):
+        assert client.get(f"/build_requests/counts{bad}").status_code == 400, bad
+
+
+def test_server_groups_page(client):
+    made = []
+    for i in range(5):
+        body = {"name": f"g{i}", "policy": "affinity", "project_id": f"p{i % 2}", "user_id": "u"}
+        resp = client.post("/server_groups", json=body)
+        assert resp.status_code == 201
+        made.append(resp.get_json()["uuid"])
+    items, pages = _walk(client, "/server_groups?limit=2", "server_groups")
+    assert [g["uuid"] for g in items] == made and pages == 3
+    items, pages = _walk(client, "/server_groups?project_id=p0&limit=2", "server_groups")
+    assert [g["uuid"] for g in items] == made[0::2] and pages == 2
+    assert client.get("/server_groups").get_json()["links"] == []
+
+
+def _age(db, table, key, value, days):
+    when = datetime.datetime.utcnow().replace(microsecond=0) - datetime.timedelta(days=days)
+    with db.write() as conn:
+        conn.execute(
+            table.update().where(table.c[key] == value).values(created_at=when, updated_at=when)
+        )
+
+
+def _manage(db_url, *args):
+    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
+    return subprocess.run(
+        [os.path.join(BIN, "placement-manage"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
+    br = models.build_requests
+    old_placed, old_failed, old_pending, new_placed = _create(client, [_record() for _ in range(4)])
+    host = str(uuid.uuid4())
+    for inst in (old_placed, new_placed):
+        resp = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": host})
+        assert resp.status_code == 200
+    client.put(f"/build_requests/{old_failed}", json={"status": "failed"})
+    for inst in (old_placed, old_failed, old_pending):
+        _age(db, br, "instance_uuid", inst, 10)
+    for rid in ("req-old", "req-new"):
+        assert client.put(f"/scheduling_reports/{rid}", json={"report": {}}).status_code == 201
+    _age(db, models.scheduling_reports, "request_id", "req-old", 10)
+
+    bad = _manage(db_url, "build-requests", "purge", "--before", "yesterday")
+    assert bad.returncode == 1 and "--before 'yesterday'" in bad.stderr
+    done = _manage(db_url, "build-requests", "purge", "--before", "7d")
+    assert done.returncode == 0, done.stderr
+    assert "2 finished build request(s)" in done.stdout
+    with db.read() as conn:
+        left = set(conn.execute(sa.select(br.c.instance_uuid)).scalars())
+    assert left == {old_pending, new_placed}
+
+    when = (datetime.datetime.utcnow() - datetime.timedelta(days=7)).isoformat() + "Z"
+    done = _manage(db_url, "scheduling-reports", "purge", "--before", when)
+    assert done.returncode == 0 and "1 scheduling report(s)" in done.stdout, done.stderr
+    assert client.get("/scheduling_reports/req-old").status_code == 404
+    assert client.get("/scheduling_reports/req-new").status_code == 200
