@@ -263,20 +263,24 @@ def count_requests(
 def purge(db, before, batch=1000):
     """Delete finished (placed or failed) build requests last written before
     ``before``, ``batch`` rows per transaction; return how many. Pending
-    records are never purged."""
+    records are never purged, nor placed ones whose instance still holds
+    allocations (the allocations audit takes an instance with allocations
+    and no pending or placed record for an orphan)."""
     finished_at = sa.func.coalesce(_T.c.updated_at, _T.c.created_at)
-    select = (
-        sa.select(_T.c.id)
-        .where(_T.c.status.in_((PLACED, FAILED)), finished_at < before)
-        .order_by(_T.c.id)
-        .limit(batch)
+    allocs = models.allocations
+    running = sa.select(allocs.c.id).where(allocs.c.consumer_id == _T.c.instance_uuid).exists()
+    purgeable = sa.and_(
+        finished_at < before,
+        sa.or_(_T.c.status == FAILED, sa.and_(_T.c.status == PLACED, ~running)),
     )
+    select = sa.select(_T.c.id).where(purgeable).order_by(_T.c.id).limit(batch)
     total = 0
     while True:
         with db.write() as conn:
             ids = list(conn.execute(select).scalars())
             if ids:
-                conn.execute(_T.delete().where(_T.c.id.in_(ids), _T.c.status != PENDING))
+                # The condition again: a claim since the select keeps its record.
+                conn.execute(_T.delete().where(_T.c.id.in_(ids), purgeable))
         total += len(ids)
         if len(ids) < batch:
             return total

@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from placement import models
 from placement import paging
+from tests import builders
 
 BAD_VALUE = "placement.query.bad_value"
 BAD_MARKER = "placement.query.bad_page_marker"
@@ -164,14 +165,26 @@ def _manage(db_url, *args):
 
 def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
     br = models.build_requests
-    old_placed, old_failed, old_pending, new_placed = _create(client, [_record() for _ in range(4)])
-    host = str(uuid.uuid4())
-    for inst in (old_placed, new_placed):
+    records = _create(client, [_record() for _ in range(5)])
+    old_placed, old_failed, old_pending, new_placed, old_running = records
+    host = builders.create_provider(db, name="purge-host")
+    builders.set_inventory(db, host, "VCPU", 8)
+    for inst in (old_placed, new_placed, old_running):
         resp = client.put(f"/build_requests/{inst}", json={"status": "placed", "host_uuid": host})
         assert resp.status_code == 200
     client.put(f"/build_requests/{old_failed}", json={"status": "failed"})
-    for inst in (old_placed, old_failed, old_pending):
+    for inst in (old_placed, old_failed, old_pending, old_running):
         _age(db, br, "instance_uuid", inst, 10)
+    # An old placed record whose instance still holds allocations stays: the
+    # allocations audit would take a running instance without one for an orphan.
+    claim = {
+        "allocations": {host: {"resources": {"VCPU": 1}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert client.put(f"/allocations/{old_running}", json=claim).status_code == 204
     for rid in ("req-old", "req-new"):
         assert client.put(f"/scheduling_reports/{rid}", json={"report": {}}).status_code == 201
     _age(db, models.scheduling_reports, "request_id", "req-old", 10)
@@ -183,7 +196,7 @@ def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
     assert "2 finished build request(s)" in done.stdout
     with db.read() as conn:
         left = set(conn.execute(sa.select(br.c.instance_uuid)).scalars())
-    assert left == {old_pending, new_placed}
+    assert left == {old_pending, new_placed, old_running}
 
     when = (datetime.datetime.utcnow() - datetime.timedelta(days=7)).isoformat() + "Z"
     done = _manage(db_url, "scheduling-reports", "purge", "--before", when)
