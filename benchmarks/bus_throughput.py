@@ -6,17 +6,25 @@ user postgres, trust, unless --sqlite):
 
     python -m benchmarks.bus_throughput [--inventory 1000,5k] [--workers 1,2,4]
         [--batch-sizes 1,64] [--host-cache-seconds 0,10] [--instances 1000]
-        [--workload issue12|small]
-        [--anti-affinity 0.1] [--per-request 1] [--seed 1] [--sqlite]
+        [--workload issue12|small] [--threads N] [--calls-in-flight N]
+        [--call-timeout S] [--anti-affinity 0.1] [--per-request 1] [--seed 1]
+        [--sqlite] [--expect-min RATE]
+
+Every service runs with its shipped defaults (the scheduler workers' and
+the super conductor's threads follow their batch options: scheduler.conf,
+conductor.conf) unless an option here says otherwise; the options the run
+overrides are printed first. ``--expect-min RATE`` exits 1 with one line
+on stderr when the best row places fewer instances/s than RATE.
 
 For each inventory: a fresh placement database loaded by ``placement-manage
 inventory load`` (two cells), served by ``placement-api``. An inventory is
 ``41`` or ``5k`` (the clusters shipped in powerpolicy/data/, as
 ``placement-sim --inventory`` names them), a number N (N identical nodes of
 64 VCPU and 256 GiB), or a YAML file in their format. For each scheduler
-worker count and each ``[scheduler] batch_size`` (1: every call scheduled
-alone, as before batching; the conductors then call the scheduler once per
-request without waiting for company and build-submit casts one message per
+worker count and each ``[scheduler] batch_size`` (default: the shipped
+one only; 1: every call scheduled alone, as before batching; the conductors
+then call the scheduler once per request without waiting for company, every
+service keeps 8 executor threads and build-submit casts one message per
 request, as before this issue), measured in the same run one after the other:
 that many ``scheduler-worker`` processes, one super conductor and one
 conductor per cell (``conductor-worker``), all on a RabbitMQ virtual host of
@@ -36,6 +44,10 @@ the instance's outcome reaching build-submit (every instance is cast at the
 start, so this includes the queueing of a burst); placement requests per
 instance (placement's /metrics, every route, the measured run only);
 claim races lost per 1,000 placements (the scheduler workers' /metrics);
+CPU per instance of the run's processes (/proc, Linux: placement-api,
+scheduler workers, super conductor, cell conductors, the database's
+PostgreSQL backends, RabbitMQ, build-submit) and the share of the machine's
+CPU that other processes used meanwhile (a loaded machine shows there);
 and, from the database afterwards, over-committed inventories (must be 0)
 and instances holding allocations on more than one host (must be 0). On a
 heterogeneous inventory, where the weighers legitimately prefer the larger
@@ -379,17 +391,191 @@ def _families(per_host, hosts):
     return out
 
 
+def _overrides(args, workers, batch_size, host_cache):
+    """(scheduler workers' env, conductors' env): only what the command line
+    asks for; everything else is the services' shipped default."""
+    sched, cond = {}, {}
+    if batch_size is not None:
+        sched["OS_SCHEDULER__BATCH_SIZE"] = str(batch_size)
+    if host_cache is not None:
+        sched["OS_SCHEDULER__HOST_CACHE_SECONDS"] = f"{host_cache:g}"
+    if batch_size == 1:
+        # As before batching: every service at 8 threads (64 would be 64
+        # concurrent walks per scheduler worker), and on the conductors' side
+        # one select_destinations call per request, no waiting for company.
+        sched["OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE"] = "8"
+        cond["OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE"] = "8"
+        cond["OS_CONDUCTOR__SCHEDULE_BATCH_SIZE"] = "1"
+        cond["OS_CONDUCTOR__BATCH_WINDOW_MS"] = "0"
+    elif args.threads is not None:
+        sched["OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE"] = str(args.threads)
+        cond["OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE"] = str(args.threads)
+    if args.calls_in_flight is not None and batch_size != 1:
+        cond["OS_CONDUCTOR__SCHEDULE_CALLS_IN_FLIGHT"] = str(
+            max(2, workers) if args.calls_in_flight == "workers" else args.calls_in_flight
+        )
+    return sched, cond
+
+
+def _override_lines(args, workers, batch_size, host_cache):
+    """What a row overrides, as 'section option = value' lines."""
+    sched, cond = _overrides(args, workers, batch_size, host_cache)
+    lines = []
+    for who, env in (("scheduler-worker", sched), ("conductor-worker", cond)):
+        for key, value in sorted(env.items()):
+            section, option = key[len("OS_") :].split("__", 1)
+            section = section if section == "DEFAULT" else section.lower()
+            lines.append(f"{who}: [{section}] {option.lower()} = {value}")
+    if args.call_timeout is not None:
+        lines.append(f"every service: [rpc] call_timeout = {args.call_timeout}")
+    return lines
+
+
+def _proc_cpu(pid):
+    """utime + stime of a process in seconds, or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _machine_cpu():
+    """(busy, total) CPU seconds of the whole machine so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:9]]
+    total = sum(values) / os.sysconf("SC_CLK_TCK")
+    idle = (values[3] + values[4]) / os.sysconf("SC_CLK_TCK")
+    return total - idle, total
+
+
+class CpuMeter:
+    """CPU seconds of this run's processes while a row is measured, by role,
+    read from /proc every second (a process that exits keeps its last
+    reading): the descendants of this benchmark (placement-api and its
+    workers, the services, build-submit), the PostgreSQL backends of the
+    row's database, and RabbitMQ (which other users of the broker share). Also
+    the share of the machine's CPU that everything else used meanwhile: on a
+    machine other work keeps busy, the figures are not the code's. Empty on
+    a system without /proc."""
+
+    ROLES = (
+        ("placement-api", "placement"),
+        ("scheduler-worker", "scheduler"),
+        ("build-submit", "build-submit"),
+    )
+
+    def __init__(self, root, db_name=None):
+        self.root = str(root)
+        self.db_name = db_name
+        self.enabled = os.path.exists("/proc/stat")
+        self._first = {}
+        self._last = {}
+        self._done = None
+        self._thread = None
+
+    def _role(self, pid, cmd, parents):
+        if cmd.startswith("postgres"):
+            return "postgresql" if self.db_name and f" {self.db_name} " in cmd else None
+        if "beam.smp" in cmd:
+            return "rabbitmq"
+        up, hops = pid, 0
+        while up in parents and hops < 64:
+            if up == self.root:
+                break
+            up, hops = parents[up], hops + 1
+        if up != self.root or pid == self.root:
+            return None
+        if "conductor-worker" in cmd:
+            return "cell conductors" if "--cell" in cmd else "super conductor"
+        for name, role in self.ROLES:
+            if name in cmd:
+                return role
+        return "other"
+
+    def _sample(self):
+        procs = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                with open(f"/proc/{pid}/stat") as f:
+                    ppid = f.read().rsplit(")", 1)[1].split()[1]
+            except OSError:
+                continue
+            procs[pid] = (cmd, ppid)
+        parents = {pid: ppid for pid, (_cmd, ppid) in procs.items()}
+        for pid, (cmd, _ppid) in procs.items():
+            role = self._role(pid, cmd, parents)
+            if role is None:
+                continue
+            seconds = _proc_cpu(pid)
+            if seconds is None:
+                continue
+            self._first.setdefault(pid, (role, seconds if self._thread is None else 0.0))
+            self._last[pid] = (role, seconds)
+
+    def start(self):
+        if not self.enabled:
+            return
+        import threading
+
+        self._machine = _machine_cpu()
+        self._sample()
+        self._done = threading.Event()
+
+        def loop():
+            while not self._done.wait(1.0):
+                self._sample()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        """({role: CPU seconds}, share of the machine other processes used)."""
+        if not self.enabled or self._thread is None:
+            return {}, None
+        self._done.set()
+        self._thread.join()
+        self._sample()
+        busy0, total0 = self._machine
+        busy1, total1 = _machine_cpu()
+        by = {}
+        for pid, (role, seconds) in self._last.items():
+            by[role] = by.get(role, 0.0) + seconds - self._first[pid][1]
+        ours = sum(by.values())
+        total = max(1e-9, total1 - total0)
+        return by, max(0.0, (busy1 - busy0) - ours) / total
+
+
+def _cpu_text(r):
+    cpu = r.get("cpu_ms") or {}
+    if not cpu:
+        return "CPU per instance not measured (no /proc)"
+    order = [
+        "placement",
+        "scheduler",
+        "super conductor",
+        "cell conductors",
+        "postgresql",
+        "rabbitmq",
+        "build-submit",
+        "other",
+    ]
+    parts = [f"{k} {cpu[k]:.1f}" for k in order if k in cpu]
+    return (
+        f"CPU ms/instance {' / '.join(parts)} = {sum(cpu.values()):.1f}; other processes "
+        f"used {100.0 * (r['others_share'] or 0.0):.0f} % of the machine's CPU"
+    )
+
+
 def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache=None):
     run = Run(workdir, env)
     cf = ["--config-file", conf]
-    # Without batching the services keep their default 8 threads, as before
-    # batching (64 would be 64 concurrent walks per scheduler worker); a
-    # batching worker needs as many threads as calls it may hold.
-    sched_env = {
-        "OS_SCHEDULER__BATCH_SIZE": str(batch_size),
-        **({"OS_SCHEDULER__HOST_CACHE_SECONDS": str(host_cache)} if host_cache is not None else {}),
-        "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads),
-    }
+    sched_env, conductor_env = _overrides(args, workers, batch_size, host_cache)
     ports = []
     try:
         for n in range(workers):
@@ -402,18 +588,6 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
                 ready=" serving topic ",
                 env=dict(sched_env, OS_METRICS__PORT=str(port)),
             )
-        # Before batching (batch_size 1) every service keeps its default threads.
-        conductor_env = {
-            "OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE": str(8 if batch_size == 1 else args.threads)
-        }
-        if batch_size > 1:
-            # A call in flight per scheduler worker (at least the default 2).
-            conductor_env["OS_CONDUCTOR__SCHEDULE_CALLS_IN_FLIGHT"] = str(max(2, workers))
-        if batch_size == 1:
-            # As before batching, on the conductors' side too: one
-            # select_destinations call per request, no waiting for company.
-            conductor_env["OS_CONDUCTOR__SCHEDULE_BATCH_SIZE"] = "1"
-            conductor_env["OS_CONDUCTOR__BATCH_WINDOW_MS"] = "0"
         run.start(
             f"super-{seed}", "conductor-worker", *cf, ready=" serving topic ", env=conductor_env
         )
@@ -438,8 +612,13 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         by = ("method", "route")
         calls_before = _scrape(metrics, "placement_api_requests_total", by)
         races_before = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races)
+        cpu = CpuMeter(os.getpid(), inv.get("db_name"))
+        cpu.start()
         # Before batching a submitter cast one message per request.
-        summary, latencies = _submit(cf, path, env, 1 if batch_size == 1 else None)
+        try:
+            summary, latencies = _submit(cf, path, env, 1 if batch_size == 1 else None)
+        finally:
+            cpu_by, cpu_others = cpu.stop()
         per_route = {
             k: v - calls_before.get(k, 0.0)
             for k, v in _scrape(metrics, "placement_api_requests_total", by).items()
@@ -451,6 +630,8 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         done = max(1, placed + summary["failed"])
         routes = sorted(per_route.items(), key=lambda kv: -kv[1])
         return {
+            "cpu_ms": {k: 1000.0 * v / done for k, v in cpu_by.items()},
+            "others_share": cpu_others,
             "routes": ", ".join(f"{k} {v / done:.2f}" for k, v in routes if v > 0),
             **summary,
             "p50": _percentile(latencies, 0.5),
@@ -479,8 +660,9 @@ def main(argv=None):
     p.add_argument("--workers", default="1,2,4")
     p.add_argument(
         "--batch-sizes",
-        default="1,64",
-        help="[scheduler] batch_size values measured one after the other (1: no batching)",
+        default=None,
+        help="comma-separated [scheduler] batch_size values measured one after the "
+        "other (1: no batching, as before it); default: the shipped batch_size only",
     )
     p.add_argument(
         "--host-cache-seconds",
@@ -492,21 +674,34 @@ def main(argv=None):
     p.add_argument(
         "--threads",
         type=int,
-        default=64,
-        help="[DEFAULT] executor_thread_pool_size of every service in the rows "
-        "with batching (the calls a scheduler-worker holds at once, a super "
-        "conductor's requests in flight); rows without batching (batch_size 1) "
-        "keep the default 8, as before batching",
+        default=None,
+        help="[DEFAULT] executor_thread_pool_size of the scheduler workers and the "
+        "conductors in the rows with batching; default: not set, so each service "
+        "derives its own (a scheduler worker batch_size x concurrent_batches, a "
+        "super conductor enough messages for its request threads, 8 otherwise). "
+        "Rows without batching (batch_size 1) keep 8, as before batching",
+    )
+    p.add_argument(
+        "--calls-in-flight",
+        default=None,
+        help="[conductor] schedule_calls_in_flight of the conductors in the rows with "
+        "batching: a number, or 'workers' (one per scheduler worker, at least 2, "
+        "as the runs before the defaults were derived); default: the shipped one",
     )
     p.add_argument(
         "--call-timeout",
         type=int,
-        default=120,
-        help="[rpc] call_timeout of the super conductor's select_destinations: with "
-        "every instance cast at once, a call may queue behind the batches in hand "
-        "for longer than the default 30 s, and a timed-out call is released and "
-        "sent again (wasted work, and a consumer_in_use when the first answer "
-        "lands late)",
+        default=None,
+        help="[rpc] call_timeout of every service (the super conductor's "
+        "select_destinations calls); default: the shipped one",
+    )
+    p.add_argument(
+        "--expect-min",
+        type=float,
+        default=None,
+        metavar="RATE",
+        help="exit 1, with one line on stderr, when the best row places fewer "
+        "instances/s than RATE",
     )
     p.add_argument("--instances", type=int, default=1000)
     p.add_argument("--per-request", type=int, default=1)
@@ -523,6 +718,38 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not 0.0 <= args.anti_affinity <= 1.0:
         p.error("--anti-affinity is a share, 0 to 1")
+    if args.calls_in_flight not in (None, "workers") and not args.calls_in_flight.isdigit():
+        p.error("--calls-in-flight is a number or 'workers'")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else [None]
+    caches = (
+        [float(c) for c in args.host_cache_seconds.split(",")]
+        if args.host_cache_seconds
+        else [None]
+    )
+    plan = [
+        (int(w), b, c)
+        for w in args.workers.split(",")
+        for b in batch_sizes
+        for c in (caches if b != 1 else [None])
+    ]
+    # Every option this run overrides, before anything is measured.
+    seen = []
+    for workers, batch, cache in plan:
+        for line in _override_lines(args, workers, batch, cache):
+            if line not in seen:
+                seen.append(line)
+    ignored = sorted(
+        k for k in os.environ if k.startswith(("OS_SCHEDULER__", "OS_CONDUCTOR__", "OS_DEFAULT__"))
+    )
+    for key in ignored:
+        print(f"Ignored from the environment (the services get their defaults): {key}")
+    if seen:
+        print("Overridden (everything else is the services' shipped defaults):")
+        for line in seen:
+            print(f"  {line}")
+    else:
+        print("Overridden: nothing (every service at its shipped defaults)")
+    print(flush=True)
     inventories = (args.hosts or args.inventory).split(",")
     ctl = shutil.which("rabbitmqctl")
     vhost = f"joule-bench-{uuid.uuid4().hex[:10]}"
@@ -541,11 +768,13 @@ def main(argv=None):
         for number, name in enumerate(inventories):
             label, inv_path, size, gpu = _inventory(name, workdir)
             url, handle = _database(args, workdir, label)
-            env = dict(
-                os.environ,
-                OS_PLACEMENT_DATABASE__CONNECTION=url,
-                OS_DEFAULT__EXECUTOR_THREAD_POOL_SIZE=str(args.threads),
-            )
+            env = {
+                k: v
+                for k, v in os.environ.items()
+                # The caller's own overrides would hide the services' defaults.
+                if not k.startswith(("OS_SCHEDULER__", "OS_CONDUCTOR__", "OS_DEFAULT__"))
+            }
+            env["OS_PLACEMENT_DATABASE__CONNECTION"] = url
             for cmd in (["db", "sync"], ["inventory", "load", inv_path, "--cells", "2"]):
                 subprocess.run(
                     [os.path.join(BIN, "placement-manage"), *cmd],
@@ -572,22 +801,17 @@ def main(argv=None):
                     f"{vhost}\n[placement]\nauth_type = noauth\n"
                     f"endpoint_override = http://127.0.0.1:{port}\n"
                     f"[conductor]\nsimulated_state_dir = {workdir}/hv-{label}\n"
-                    f"[rpc]\ncall_timeout = {args.call_timeout}\n"
+                    + (f"[rpc]\ncall_timeout = {args.call_timeout}\n" if args.call_timeout else "")
                 )
-            inv = {"url": f"http://127.0.0.1:{port}", "db": url, "gpu": gpu}
+            inv = {
+                "url": f"http://127.0.0.1:{port}",
+                "db": url,
+                "gpu": gpu,
+                "db_name": handle[1] if handle else None,
+            }
             try:
                 n = 0
-                caches = (
-                    [float(c) for c in args.host_cache_seconds.split(",")]
-                    if args.host_cache_seconds
-                    else [None]
-                )
-                for workers, batch, cache in (
-                    (int(w), int(b), c)
-                    for w in args.workers.split(",")
-                    for b in args.batch_sizes.split(",")
-                    for c in (caches if int(b) > 1 else [None])
-                ):
+                for workers, batch, cache in plan:
                     seed = args.seed * 100000 + number * 1000 + n
                     n += 1
                     load = os.getloadavg()[0]
@@ -596,7 +820,8 @@ def main(argv=None):
                     rows.append((label, size, workers, batch, cache, r, load))
                     cache_text = "" if cache is None else f" host cache {cache:g} s"
                     print(
-                        f"{label} ({size} hosts) workers {workers} batch {batch}{cache_text}: "
+                        f"{label} ({size} hosts) workers {workers} batch "
+                        f"{'default' if batch is None else batch}{cache_text}: "
                         f"{r['instances_per_second']} instances/s, {r['placed']} placed, "
                         f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
                         f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
@@ -605,7 +830,7 @@ def main(argv=None):
                         f"load {load:.1f}; {r['distinct_hosts']} distinct hosts, share per fifth "
                         f"of the hosts by id {r['fifths']} %; placement requests per instance by "
                         f"route: "
-                        f"{r['routes']}",
+                        f"{r['routes']}; {_cpu_text(r)}",
                         flush=True,
                     )
             finally:
@@ -618,23 +843,27 @@ def main(argv=None):
         f"\n{platform.node()} {os.cpu_count()} CPUs, commit {commit}, placement on "
         f"{'SQLite' if args.sqlite else 'PostgreSQL'}, workload {args.workload}, "
         f"{args.instances} instances, {args.per_request} per request, anti-affinity "
-        f"{args.anti_affinity:.0%}, {args.threads} executor threads, "
+        f"{args.anti_affinity:.0%}, executor threads "
+        f"{'derived (shipped defaults)' if args.threads is None else args.threads}, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n"
     )
     print(
         "| inventory | scheduler workers | batch_size | host cache s | instances/s | p50 s | "
         "p99 s | placement req/instance | races lost /1000 | placed | failed | over-commit "
-        "| load |"
+        "| CPU ms/instance | others' CPU % | load |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for label, size, workers, batch, cache, r, load in rows:
         cache_text = "-" if batch == 1 else ("default" if cache is None else f"{cache:g}")
+        cpu = sum((r.get("cpu_ms") or {}).values())
+        others = r.get("others_share")
         print(
-            f"| {label} ({size}) | {workers} | {batch} | {cache_text} | "
-            f"{r['instances_per_second']} | "
+            f"| {label} ({size}) | {workers} | {'default' if batch is None else batch} | "
+            f"{cache_text} | {r['instances_per_second']} | "
             f"{r['p50']:.1f} | {r['p99']:.1f} | {r['placement_per_instance']:.2f} | "
             f"{r['races_per_1000']:.1f} | {r['placed']} | {r['failed']} | "
-            f"{r['over_committed']} | {load:.1f} |"
+            f"{r['over_committed']} | {f'{cpu:.1f}' if cpu else '-'} | "
+            f"{'-' if others is None else f'{100 * others:.0f}'} | {load:.1f} |"
         )
     for label, _size, workers, batch, cache, r, _load in rows:
         families = r["families"]
@@ -650,6 +879,23 @@ def main(argv=None):
                 f"  {family}: {count} hosts, {used} used, {placed} instances, "
                 f"{placed / max(1, count):.2f}/host"
             )
+    return _expectation(args, rows)
+
+
+def _expectation(args, rows):
+    """0, or 1 with one line on stderr when the best row is below --expect-min."""
+    if args.expect_min is None:
+        return 0
+    best = max((r["instances_per_second"] or 0.0 for *_x, r, _load in rows), default=0.0)
+    if best < args.expect_min:
+        others = max((r.get("others_share") or 0.0 for *_x, r, _load in rows), default=0.0)
+        print(
+            f"bus_throughput: FAILED: best row {best} instances/s is below --expect-min "
+            f"{args.expect_min:g} (other processes used up to {100 * others:.0f} % of the "
+            "machine's CPU during the rows)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -53,6 +53,9 @@ def make_driver(conf):
 
 def build_service(conf, transport, cell, name, client=None, driver=None):
     """The Service of one conductor process (its RPC server and its sweep)."""
+    if cell is None:
+        # Its messages in hand follow its request threads (unless set).
+        rpc.derive_executor_threads(conf, conf_mod.super_executor_threads(conf))
     svc = service_mod.Service(conf, transport, name)
     conductor = cond_service.Conductor(
         conf,

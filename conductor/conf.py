@@ -4,6 +4,7 @@ embeds the scheduler), the bus ([DEFAULT] transport_url, [rpc]) and [metrics].""
 
 from oslo_config import cfg
 
+from joule import rpc
 from scheduler import conf as sconf
 
 conductor_group = cfg.OptGroup("conductor", title="Conductor")
@@ -105,9 +106,41 @@ conductor_opts = [
         help="select_destinations_many calls one super conductor keeps in flight "
         "at once: the next group of requests gathers while the earlier ones are "
         "being scheduled (with several scheduler workers, raise it so that each "
-        "has a call to work on).",
+        "has a call to work on). The super conductor's request threads follow "
+        "it: schedule_batch_size x (schedule_calls_in_flight + 1), the calls in "
+        "flight and the next one gathering.",
     ),
 ]
+
+# Requests of one build_instances_many message as build-submit casts them
+# (its --requests-per-message default): what one RPC thread of a super
+# conductor brings in.
+REQUESTS_PER_MESSAGE = 64
+
+
+def request_threads(conf):
+    """Threads a super conductor handles the requests of build_instances_many
+    messages on (each request from its record to its hand-off, the scheduling
+    call included): with ``schedule_batch_size`` > 1, enough to fill every
+    call in flight and the next one gathering, ``schedule_batch_size`` x
+    (``schedule_calls_in_flight`` + 1); else the RPC executor's threads (one
+    select_destinations call each, as single messages)."""
+    c = conf.conductor
+    if c.schedule_batch_size > 1:
+        return c.schedule_batch_size * (c.schedule_calls_in_flight + 1)
+    return conf.executor_thread_pool_size
+
+
+def super_executor_threads(conf):
+    """``[DEFAULT] executor_thread_pool_size`` of a super conductor when it is
+    not set: enough build_instances_many messages of REQUESTS_PER_MESSAGE
+    requests in hand to keep its request threads busy, plus one, and at least
+    ``rpc.EXECUTOR_THREADS``. Not more: a message in hand waits for request
+    threads before its requests are recorded, and build-submit sends a
+    request again when a later one was recorded 20 s before it (a deep queue
+    of unrecorded requests inside the conductor looks lost)."""
+    need = -(-request_threads(conf) // REQUESTS_PER_MESSAGE) + 1
+    return max(rpc.EXECUTOR_THREADS, need)
 
 
 def register_opts(conf):

@@ -100,6 +100,37 @@ class Records:
         return results
 
     def _create_groups(self, groups):
+        """Create ``groups`` (each a request's records) in as few bodies as
+        placement takes: a body names each instance once, so a request whose
+        instances another group of the flush already names (a redelivery in
+        hand at the same moment as its first delivery) goes in a later body,
+        where placement refuses it as a duplicate, alone; the body it would
+        have broken (400, then one create per request) is not sent."""
+        rounds, names = [], []
+        for index, group in enumerate(groups):
+            uuids = {r["instance_uuid"] for r in group}
+            for number, used in enumerate(names):
+                if not used & uuids:
+                    used |= uuids
+                    rounds[number].append(index)
+                    break
+            else:
+                names.append(set(uuids))
+                rounds.append([index])
+        if len(rounds) == 1:
+            return self._create_round(groups)
+        results = [None] * len(groups)
+        for round_ in rounds:
+            try:
+                made = self._create_round([groups[i] for i in round_])
+            except client_mod.PlacementError as exc:
+                # This body's requests get the error; the other bodies stand.
+                made = [exc] * len(round_)
+            for index, result in zip(round_, made, strict=True):
+                results[index] = result
+        return results
+
+    def _create_round(self, groups):
         results = [None] * len(groups)
         todo = list(range(len(groups)))
         while todo:
@@ -119,7 +150,7 @@ class Records:
                     # One request's records are refused: find out whose, alone.
                     for i in todo:
                         try:
-                            results[i] = self._create_groups([groups[i]])[0]
+                            results[i] = self._create_round([groups[i]])[0]
                         except client_mod.PlacementError as alone:
                             results[i] = alone
                     return results

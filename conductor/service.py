@@ -42,6 +42,7 @@ import time
 import uuid as uuid_lib
 
 from conductor import batch as batch_mod
+from conductor import conf as conf_mod
 from conductor import driver as driver_mod
 from conductor import metrics
 from conductor import records as records_mod
@@ -195,12 +196,15 @@ class Conductor:
         )
         self.scheduler = rpc.SchedulerAPI(conf, transport)
         # The threads that handle the requests of build_instances_many
-        # messages (as many as the RPC executor's: the same concurrency as
-        # single requests); an executor starts its threads on first use.
+        # messages (conductor.conf.request_threads: enough to fill the
+        # scheduling calls in flight); an executor starts its threads on
+        # first use. A message's requests are queued together, in the order
+        # the messages came in (_fanout_lock), so they are recorded in the
+        # order the submitter sent them.
         self._fanout = concurrent.futures.ThreadPoolExecutor(
-            getattr(conf, "executor_thread_pool_size", rpc.EXECUTOR_THREADS),
-            thread_name_prefix="request",
+            conf_mod.request_threads(conf), thread_name_prefix="request"
         )
+        self._fanout_lock = threading.Lock()
         # Concurrent requests share select_destinations_many calls.
         self._scheduling = None
         if conf.conductor.schedule_batch_size > 1:
@@ -288,7 +292,15 @@ class Conductor:
                     # keeps its thread until every request is handled.
                     LOG.exception("build_instances in a build_instances_many message")
 
-        list(self._fanout.map(one, request_specs))
+        # Queued at once (another message's requests are not interleaved
+        # with these): build-submit sends a request again when one it sent
+        # later was recorded long before it, and a message's requests
+        # scattered behind those of every other message in hand would look
+        # lost (and be sent again, each a duplicate to refuse).
+        with self._fanout_lock:
+            futures = [self._fanout.submit(one, spec) for spec in request_specs]
+        for future in futures:
+            future.result()
 
     def _schedule_and_dispatch(self, spec, generations, reply_topic):
         held = _Held(self.records, generations)

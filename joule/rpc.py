@@ -57,6 +57,10 @@ RPC_VERSION = "1.0"
 # IN_MEMORY_TRANSPORT_URL.
 DEFAULT_TRANSPORT_URL = "rabbit://guest:guest@127.0.0.1:5672/"
 IN_MEMORY_TRANSPORT_URL = "fake://"
+# [DEFAULT] executor_thread_pool_size of a service that does not derive its
+# own (see derive_executor_threads): the messages one process handles at
+# once. oslo's 64 makes 64 schedulers race (scheduler workers that do not
+# batch), and lets a super conductor hold 64 messages it has not recorded yet.
 EXECUTOR_THREADS = 8
 # The exchange of our topics (oslo's default is "openstack", nova's "nova").
 CONTROL_EXCHANGE = "joule"
@@ -111,7 +115,7 @@ def register_opts(conf):
         conf.register_opts(getattr(importlib.import_module(module), attr), group=group)
     conf.set_default("transport_url", DEFAULT_TRANSPORT_URL)
     conf.set_default("control_exchange", CONTROL_EXCHANGE)
-    # Messages one process handles at once; oslo's 64 makes 64 schedulers race.
+    # Messages one process handles at once (EXECUTOR_THREADS: why not oslo's 64).
     conf.set_default("executor_thread_pool_size", EXECUTOR_THREADS)
     conf.register_group(cfg.OptGroup(rpc_group.name, title=rpc_group.title))
     conf.register_opts(rpc_opts, group=rpc_group.name)
@@ -135,13 +139,50 @@ def list_opts():
         opts.append(opt)
     for opt in server._pool_opts:
         opt = copy.deepcopy(opt)
-        opt.default = EXECUTOR_THREADS
+        if opt.dest == "executor_thread_pool_size":
+            opt.default = EXECUTOR_THREADS
+            opt.help = (
+                "Messages this process handles at once (its RPC server's threads). "
+                "Unset, a scheduler-worker that batches derives it as [scheduler] "
+                "batch_size x concurrent_batches (each call waits for its batch on "
+                "a thread), and a super conductor as enough build_instances_many "
+                "messages of 64 requests for its request threads ([conductor] "
+                "schedule_batch_size x (schedule_calls_in_flight + 1)), plus one; "
+                f"{EXECUTOR_THREADS} otherwise (oslo's 64 would make 64 scheduler "
+                "threads that do not batch race for the same hosts). Setting it "
+                "overrides the derivation."
+            )
         opts.append(opt)
     return [
         (None, opts),
         ("oslo_messaging_rabbit", rabbit.rabbit_opts + amqp.amqp_opts),
         (rpc_group, rpc_opts),
     ]
+
+
+def executor_threads_configured(conf):
+    """Whether ``[DEFAULT] executor_thread_pool_size`` was set by the operator
+    (a configuration file, the environment, the command line or an
+    override), not left at a default."""
+    try:
+        where = conf.get_location("executor_thread_pool_size")
+    except (AttributeError, cfg.NoSuchOptError):
+        return False
+    return where is not None and where.location not in (
+        cfg.Locations.opt_default,
+        cfg.Locations.set_default,
+    )
+
+
+def derive_executor_threads(conf, threads):
+    """Make ``threads`` the default of ``[DEFAULT] executor_thread_pool_size``
+    (what this service's RPC server runs on) unless the operator set it;
+    return the value in force. A service whose work is batched derives it from
+    its batch options, so raising one of them is not silently capped by the
+    threads (scheduler.conf.executor_threads)."""
+    if not executor_threads_configured(conf):
+        conf.set_default("executor_thread_pool_size", max(1, int(threads)))
+    return conf.executor_thread_pool_size
 
 
 class BusUnreachable(Exception):

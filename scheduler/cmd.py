@@ -29,6 +29,8 @@ cli_opts = []
 
 
 def build_service(conf, transport, name):
+    # Its RPC server's threads follow its batches (unless set).
+    rpc.derive_executor_threads(conf, conf_mod.executor_threads(conf))
     svc = service_mod.Service(conf, transport, name)
     endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])

@@ -211,9 +211,14 @@ scheduler_opts = [
         "walk of the candidate pages, are placed one after the other on what the "
         "walk read (each sees what the earlier ones took), and are claimed in one "
         "POST /allocations; each call still gets its own answer. 1 schedules every "
-        "call on its own, as before batching. Calls of select_destinations (one "
-        "request each) fill a batch only up to the executor threads; "
-        "select_destinations_many calls bring several requests each.",
+        "call on its own, as before batching. A call holds an executor thread "
+        "while it waits for its batch, so unless [DEFAULT] executor_thread_pool_size "
+        "is set, a batching worker runs batch_size x concurrent_batches threads "
+        "(enough one-request select_destinations calls to fill every batch it works "
+        "on; select_destinations_many calls bring several requests each), and a "
+        "worker with batch_size 1 keeps 8 (each thread is an independent walk that "
+        "races the others for the same hosts). Setting executor_thread_pool_size "
+        "below that caps the batches of one-request calls.",
     ),
     cfg.IntOpt(
         "batch_window_ms",
@@ -232,7 +237,8 @@ scheduler_opts = [
         max=64,
         help="Batches one scheduler-worker works on at once. More overlaps one "
         "batch's placement round trips with another's work; each batch reads its "
-        "own candidate pages.",
+        "own candidate pages. The worker's executor threads follow it (batch_size "
+        "x concurrent_batches, unless [DEFAULT] executor_thread_pool_size is set).",
     ),
     cfg.FloatOpt(
         "host_cache_seconds",
@@ -251,6 +257,19 @@ scheduler_opts = [
         "walks.",
     ),
 ]
+
+
+def executor_threads(conf):
+    """The ``[DEFAULT] executor_thread_pool_size`` a scheduler-worker derives
+    when it is not set: ``batch_size`` x ``concurrent_batches`` when it
+    batches (each call holds a thread while it waits for its batch, so that
+    many one-request calls fill every batch in hand, and the threads beyond
+    the batches in hand only wait: they do not race), else
+    ``rpc.EXECUTOR_THREADS`` (every thread walks and claims on its own)."""
+    group = conf.scheduler
+    if group.batch_size > 1:
+        return group.batch_size * group.concurrent_batches
+    return rpc.EXECUTOR_THREADS
 
 
 def register_opts(conf):
