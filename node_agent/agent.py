@@ -78,6 +78,7 @@ class Agent:
         self.twin = None
         self.status = None
         self._registered_at = None
+        self._refresh_failing = None
         self.last_result = None
 
     @property
@@ -106,6 +107,32 @@ class Agent:
         self.last_result = result
         return result
 
+    def _refresh_or_carry_on(self):
+        """Refresh; once registered, a failed refresh (the provider config
+        edited into an invalid file, placement refusing one write, /proc
+        unreadable for a moment) is logged and the pass goes on to its
+        heartbeat with what the agent knows: liveness must not hang on
+        registration, or a typo makes a healthy node look down. The refresh
+        is tried again next pass. Placement unreachable still ends the pass
+        (the heartbeat could not go either)."""
+        try:
+            self.refresh()
+        except (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed):
+            raise
+        except (
+            placement_client.PlacementError,
+            discovery.DiscoveryError,
+            provider_config.ProviderConfigError,
+        ) as exc:
+            if self.uuid is None or self.power is None:
+                raise  # never registered: nothing to heartbeat for
+            text = f"re-registration of {self.opts.host} failed (heartbeats go on): {exc}"
+            if text != self._refresh_failing:
+                LOG.error("%s", text)
+                self._refresh_failing = text
+            return
+        self._refresh_failing = None
+
     def _due(self):
         if self._registered_at is None:
             return True
@@ -120,6 +147,14 @@ class Agent:
                 # The node record went (an operator deleted it): register again.
                 LOG.warning("placement has no node record for %s: registering again", self.uuid)
                 self._registered_at = None
+            elif exc.code == "placement.resource_provider.not_found":
+                # The provider itself went: find or create it again by name
+                # (nova's report client drops its cached provider the same way).
+                LOG.warning("placement has no provider %s: registering again", self.uuid)
+                self.registrar.uuid = None
+                self._registered_at = None
+            if self.metrics is not None:
+                self.metrics.heartbeats.labels("error").inc()
             raise
         except placement_client.PlacementError:
             if self.metrics is not None:
@@ -143,7 +178,7 @@ class Agent:
         :raise discovery.DiscoveryError, provider_config.ProviderConfigError.
         """
         if self._due():
-            self.refresh()
+            self._refresh_or_carry_on()
         watts = self.power.measure()
         status = self._apply(self.twin, watts)
         answer = self._heartbeat(status)

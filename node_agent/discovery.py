@@ -154,6 +154,13 @@ def _read_int(path):
         return None
 
 
+def _positive(value):
+    """A stated maximum; 0 (what some firmware reports) states none: taken as
+    a maximum, uncapping would write a 0 W limit and every cap would be out of
+    range."""
+    return value if value is not None and value > 0 else None
+
+
 # -- /proc ---------------------------------------------------------------------
 
 
@@ -237,7 +244,7 @@ def read_rapl(sysfs_root):
                 name=name,
                 path=path,
                 limit_uw=_read_int(os.path.join(path, "constraint_0_power_limit_uw")),
-                max_uw=_read_int(os.path.join(path, "constraint_0_max_power_uw")),
+                max_uw=_positive(_read_int(os.path.join(path, "constraint_0_max_power_uw"))),
                 min_uw=_read_int(os.path.join(path, "constraint_0_min_power_uw")),
                 has_energy=_read_int(os.path.join(path, "energy_uj")) is not None,
                 max_energy_range_uj=_read_int(os.path.join(path, "max_energy_range_uj")),

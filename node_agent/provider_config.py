@@ -24,6 +24,8 @@ ones itself), and traits must be custom or os-traits names. Anything else in
 the file is an error naming where it is: the agent refuses to start.
 """
 
+import math
+
 import os_traits
 import yaml
 
@@ -40,6 +42,15 @@ class ProviderConfigError(ValueError):
 
 def _fail(path, where, why):
     raise ProviderConfigError(f"provider config {path}: {where}: {why}")
+
+
+def _section(path, where, value, kind):
+    """``value`` (None: empty) when it is a ``kind``; else a ProviderConfigError."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        _fail(path, where, f"expected a {'mapping' if kind is dict else 'list'}")
+    return value
 
 
 def _name_ok(name):
@@ -64,6 +75,8 @@ def _inventory(path, where, name, fields):
         kind = float if key == "allocation_ratio" else int
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             _fail(path, where, f"{name}.{key} must be a number")
+        if not math.isfinite(value):
+            _fail(path, where, f"{name}.{key} must be a finite number")
         if kind is int and value != int(value):
             _fail(path, where, f"{name}.{key} must be an integer")
         if value < 0 or (key in ("total", "min_unit", "max_unit", "step_size") and value < 1):
@@ -90,15 +103,14 @@ def load(path, host):
         raise ProviderConfigError(f"provider config {path}: not YAML: {exc}") from None
     if not isinstance(data, dict):
         _fail(path, "top level", "expected a mapping with meta and providers")
-    version = str((data.get("meta") or {}).get("schema_version", ""))
+    meta = _section(path, "meta", data.get("meta"), dict)
+    version = str(meta.get("schema_version", ""))
     if version not in SUPPORTED_VERSIONS:
         _fail(path, "meta.schema_version", f"{version!r} is not one of {SUPPORTED_VERSIONS}")
     unknown = set(data) - {"meta", "providers"}
     if unknown:
         _fail(path, "top level", f"unknown key(s) {', '.join(sorted(unknown))}")
-    providers = data.get("providers") or []
-    if not isinstance(providers, list):
-        _fail(path, "providers", "expected a list")
+    providers = _section(path, "providers", data.get("providers"), list)
     inventories, traits = {}, set()
     for i, entry in enumerate(providers):
         where = f"providers[{i}]"
@@ -112,7 +124,11 @@ def load(path, host):
         extra = set(entry) - {"identification", "inventories", "traits"}
         if extra:
             _fail(path, where, f"unknown key(s) {', '.join(sorted(extra))}")
-        for j, item in enumerate(((entry.get("inventories") or {}).get("additional")) or []):
+        inv_section = _section(path, f"{where}.inventories", entry.get("inventories"), dict)
+        additional = _section(
+            path, f"{where}.inventories.additional", inv_section.get("additional"), list
+        )
+        for j, item in enumerate(additional):
             iwhere = f"{where}.inventories.additional[{j}]"
             if not isinstance(item, dict):
                 _fail(path, iwhere, "expected {CUSTOM_CLASS: {total: ...}}")
@@ -120,8 +136,12 @@ def load(path, host):
                 if name in inventories:
                     _fail(path, iwhere, f"{name} is given twice")
                 inventories[name] = _inventory(path, iwhere, name, fields)
-        for j, name in enumerate(((entry.get("traits") or {}).get("additional")) or []):
-            if not (_name_ok(name) or name in _STANDARD_TRAITS):
+        trait_section = _section(path, f"{where}.traits", entry.get("traits"), dict)
+        trait_names = _section(
+            path, f"{where}.traits.additional", trait_section.get("additional"), list
+        )
+        for j, name in enumerate(trait_names):
+            if not (isinstance(name, str) and (_name_ok(name) or name in _STANDARD_TRAITS)):
                 _fail(
                     path,
                     f"{where}.traits.additional[{j}]",

@@ -488,11 +488,16 @@ def test_energy_counter_wrap(tmp_path):
     node = discovery.discover(proc, sys_, nvml=node_trees.FakeNvml([]))
     clock = Clock()
     power = power_mod.Power(node, clock=clock)
+    # The counter sits 500,000 uJ below its range when sampled, then 600,000
+    # uJ come: it reads 100,000, below the sample (a raw delta of -400,000).
+    path = os.path.join(sys_, "class", "powercap", "intel-rapl:0", "energy_uj")
+    with open(path, "w") as fh:
+        fh.write(str(node_trees.ENERGY_RANGE_UJ - 500_000))
     power.measure_cpu()
     clock.now += 1
-    node_trees.add_energy(sys_, "intel-rapl:0", node_trees.ENERGY_RANGE_UJ - 500_000)
     node_trees.add_energy(sys_, "intel-rapl:0", 600_000)  # wraps past the range
-    assert power.measure_cpu()["package-0"] == pytest.approx(0.1, abs=1e-3)
+    assert int(node_trees.read(path)) < node_trees.ENERGY_RANGE_UJ - 500_000
+    assert power.measure_cpu()["package-0"] == pytest.approx(0.6, abs=1e-3)
 
 
 def test_plan_is_the_shape_inventory_load_writes(tmp_path):
