@@ -141,7 +141,16 @@ class Agent:
 
     def _heartbeat(self, status):
         try:
-            answer = self.client.heartbeat(self.uuid, status)
+            try:
+                answer = self.client.heartbeat(self.uuid, status)
+            except placement_client.BadRequest as exc:
+                if status is None:
+                    raise
+                # A status placement will not store (a reading past its bounds,
+                # say) must not make a healthy node look dead: the liveness
+                # goes through without it, and the refusal is logged.
+                LOG.warning("placement refused the twin status (%s): heartbeat without it", exc)
+                answer = self.client.heartbeat(self.uuid, None)
         except placement_client.NotFound as exc:
             if exc.code == "placement.node.not_found":
                 # The node record went (an operator deleted it): register again.

@@ -56,12 +56,22 @@ def _read_int(path):
         return None
 
 
+# path -> (value last written, what the file read back after it). The kernel
+# rounds a RAPL limit to its power unit (often 125,000 uW) and intel_pstate a
+# frequency to its step, so the file rarely reads back what was written; a
+# steady node must not rewrite it every pass.
+_WRITTEN = {}
+
+
 def _write(path, value):
-    """Write ``value`` unless the file holds it; True when written."""
-    if _read_int(path) == value:
+    """Write ``value`` unless the file holds it (or what the kernel made of it
+    the last time we wrote it); True when written."""
+    current = _read_int(path)
+    if current == value or _WRITTEN.get(path) == (value, current):
         return False
     with open(path, "w") as fh:
         fh.write(str(value))
+    _WRITTEN[path] = (value, _read_int(path))
     return True
 
 

@@ -147,6 +147,8 @@ class HttpServer:
                 headers.append(("Connection", "close"))
             await self._respond(conn, writer, request, status, headers, payload)
             if too_large:
+                # Nothing is left to finish: a graceful stop may cut it short.
+                self._idle[task] = True
                 await self._linger(reader, writer, loop)
                 return
             if conn.our_state is not h11.DONE or conn.their_state is not h11.DONE:

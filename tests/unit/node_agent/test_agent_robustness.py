@@ -138,3 +138,26 @@ def test_a_zero_maximum_states_no_maximum(tmp_path):
     status = power.status({"generation": 1, "profile": "performance", "cpu_cap_watts": None})
     assert status["cpu"]["result"] == "failed"
     assert node_trees.rapl_limit(sys_, 0) == 100_000_000
+
+
+def test_a_status_placement_refuses_does_not_stop_the_heartbeat(tmp_path, caplog):
+    # A reading past the schema's bounds (or any status placement will not
+    # store) is logged; the node still reports in, so it does not go down.
+    agent, fake, _sys, _clock = base._agent("bare", tmp_path)
+    agent.run_pass()
+    real = fake.heartbeat
+
+    def picky(u, twin_status=None):
+        if twin_status is not None:
+            raise placement_client.BadRequest(
+                "POST", "/h", 400, "placement.undefined_code", "watts: 2000000 is too large"
+            )
+        return real(u, twin_status)
+
+    fake.heartbeat = picky
+    fake.nodes[agent.uuid]["heartbeat_at"] = None
+    caplog.set_level("WARNING", logger="node_agent.agent")
+    agent.status = {"profile": "performance"}
+    agent._heartbeat(agent.status)
+    assert fake.nodes[agent.uuid]["heartbeat_at"] == "now"
+    assert any("refused the twin status" in r.getMessage() for r in caplog.records)

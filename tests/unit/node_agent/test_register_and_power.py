@@ -508,3 +508,20 @@ def test_plan_is_the_shape_inventory_load_writes(tmp_path):
     from placement.objects import node as node_obj
 
     assert set(plan.hardware) == set(node_obj.HARDWARE_FIELDS)
+
+
+def test_a_limit_the_kernel_rounded_is_not_rewritten(tmp_path, monkeypatch):
+    # The kernel keeps a RAPL limit in its power unit (often 125,000 uW): the
+    # file reads back 41,625,000 after 41,666,667 was written. A steady node
+    # must not write it again every pass.
+    from node_agent import power
+
+    path = tmp_path / "constraint_0_power_limit_uw"
+    path.write_text("0")
+    real = power._read_int
+    monkeypatch.setattr(
+        power, "_read_int", lambda p: None if real(p) is None else real(p) // 125000 * 125000
+    )
+    assert power._write(str(path), 41_666_667) is True
+    assert power._write(str(path), 41_666_667) is False
+    assert power._write(str(path), 50_000_000) is True
