@@ -775,25 +775,31 @@ def main(argv=None):
                 if not k.startswith(("OS_SCHEDULER__", "OS_CONDUCTOR__", "OS_DEFAULT__"))
             }
             env["OS_PLACEMENT_DATABASE__CONNECTION"] = url
-            for cmd in (["db", "sync"], ["inventory", "load", inv_path, "--cells", "2"]):
-                subprocess.run(
-                    [os.path.join(BIN, "placement-manage"), *cmd],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                )
             api_run = Run(workdir, env)
-            port = _free_port()
-            api = api_run.start(f"placement-api-{label}", "placement-api", "--port", str(port))
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    requests.get(f"http://127.0.0.1:{port}/", timeout=5)
-                    break
-                except requests.RequestException:
-                    if time.monotonic() > deadline or api.poll() is not None:
-                        raise RuntimeError("placement-api did not start")
-                    time.sleep(0.3)
+            try:
+                for cmd in (["db", "sync"], ["inventory", "load", inv_path, "--cells", "2"]):
+                    subprocess.run(
+                        [os.path.join(BIN, "placement-manage"), *cmd],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                    )
+                port = _free_port()
+                api = api_run.start(f"placement-api-{label}", "placement-api", "--port", str(port))
+                deadline = time.monotonic() + 120
+                while True:
+                    try:
+                        requests.get(f"http://127.0.0.1:{port}/", timeout=5)
+                        break
+                    except requests.RequestException:
+                        if time.monotonic() > deadline or api.poll() is not None:
+                            raise RuntimeError("placement-api did not start")
+                        time.sleep(0.3)
+            except BaseException:
+                # Set up half way: leave no database or process behind.
+                api_run.stop()
+                _drop(handle)
+                raise
             conf = os.path.join(workdir, f"bench-{label}.conf")
             with open(conf, "w") as f:
                 f.write(
