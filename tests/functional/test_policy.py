@@ -102,6 +102,7 @@ EXPECTED_RULES = {
     ("POST", "/nodes/build_outcomes"): "placement:nodes:update",
     ("GET", "/build_requests"): "placement:build_requests:list",
     ("POST", "/build_requests"): "placement:build_requests:update",
+    ("GET", "/build_requests/counts"): "placement:build_requests:list",
     ("GET", "/build_requests/<instance_uuid>"): "placement:build_requests:list",
     ("PUT", "/build_requests/<instance_uuid>"): "placement:build_requests:update",
     ("PUT", "/build_requests"): "placement:build_requests:update",
