@@ -660,11 +660,12 @@ class PlacementClient:
 
     def all_pages(self, route, key, params=None):
         """The ``key`` items of every page of a listing that pages with
-        ``limit``/``marker`` and ``links`` (placement.paging), in order."""
+        ``limit``/``marker`` and ``links`` (placement.paging), in order: a
+        list, or one mapping when the pages hold mappings (GET /workload_usages)."""
         path = url_path(route)
         if params:
             path += "?" + urllib.parse.urlencode(sorted(params.items()))
-        items, seen = [], set()
+        items, seen = None, set()
         while path:
             if path in seen or len(seen) >= MAX_PAGES:
                 raise PlacementError(
@@ -672,7 +673,12 @@ class PlacementClient:
                 )
             seen.add(path)
             body = self._json("GET", path)
-            items.extend(body[key])
+            if items is None:
+                items = body[key]
+            elif isinstance(items, dict):
+                items.update(body[key])
+            else:
+                items.extend(body[key])
             path = None
             for link in body.get("links") or ():
                 if link.get("rel") == "next":
@@ -681,13 +687,16 @@ class PlacementClient:
 
     # -- nodes (the power controller's reads and writes) ---------------------------
 
-    def list_nodes(self):
-        """Every node (root provider with node data), hardware and twin inline."""
-        return self._json("GET", url_path("nodes"))["nodes"]
+    def list_nodes(self, cell=None):
+        """Every node (root provider with node data, of ``cell``), hardware and
+        twin inline, in placement's order (all the pages)."""
+        params = {"cell": cell} if cell is not None else None
+        return self.all_pages("nodes", "nodes", params)
 
-    def workload_usages(self):
-        """{root provider uuid: {workload class: running consumers}}."""
-        return self._json("GET", url_path("workload_usages"))["resource_providers"]
+    def workload_usages(self, in_tree=None):
+        """{root provider uuid: {workload class: running consumers}} (all the pages)."""
+        params = {"in_tree": in_tree} if in_tree is not None else None
+        return self.all_pages("workload_usages", "resource_providers", params)
 
     def count_build_requests(self, **filters):
         """How many build requests the filters select (GET /build_requests/counts)."""

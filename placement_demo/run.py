@@ -294,7 +294,7 @@ def run(args, log=print):
 
 def _summary(args, client, hosts, results, counts, races_lost, elapsed):
     # The ledger's view, not the scheduler's: the twins as stored now.
-    nodes = {n["uuid"]: n for n in client.request("GET", "/nodes").json()["nodes"]}
+    nodes = {n["uuid"]: n for n in client.list_nodes()}  # every page
     family_of = {uuid: node.family for uuid, node in hosts}
     families = {}
     for uuid, fam in family_of.items():

@@ -7,6 +7,7 @@ retries) is one call to ``objects.allocation.replace_all``.
 import flask
 
 from placement import errors
+from placement import paging
 from placement import util
 from placement.objects import allocation as alloc_obj
 from placement.objects import server_group as server_group_obj
@@ -167,12 +168,20 @@ def delete_allocations(consumer_uuid):
 def workload_usages():
     """GET /workload_usages[?in_tree=<uuid>] (extension).
 
-    ``{"resource_providers": {root_uuid: {"performance": n, "standard": m}}}``.
+    ``{"resource_providers": {root_uuid: {"performance": n, "standard": m}},
+    "links": [...]}``: a page of roots in provider id order (placement.paging:
+    ``limit``, ``marker``, ``links``).
     """
     util.context().can(policies.WORKLOAD_USAGES)
     params = util.validate_query(schema.WORKLOAD_USAGES_QUERY, flask.request.args.to_dict())
+    limit, after = paging.params(params)
     in_tree = params.get("in_tree")
     if in_tree is not None:
         in_tree = util.normalize_uuid(in_tree)
-    usages = alloc_obj.workload_usages(util.deps().db, in_tree=in_tree)
-    return util.json_response({"resource_providers": usages}, last_modified="now")
+    usages, next_id = alloc_obj.workload_usages(
+        util.deps().db, in_tree=in_tree, limit=limit, after=after
+    )
+    return util.json_response(
+        {"resource_providers": usages, "links": paging.links(params, next_id)},
+        last_modified="now",
+    )

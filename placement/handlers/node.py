@@ -9,6 +9,7 @@ transaction (the power controller's reconcile tick), all or nothing.
 
 from joule import vocabulary
 from placement import errors
+from placement import paging
 from placement import util
 from placement.objects import node as node_obj
 from placement.policies import node as policies
@@ -48,10 +49,17 @@ def _not_found(what, uuid):
 
 
 def list_nodes():
+    """A page of nodes (placement.paging: ``limit``, ``marker``, ``links``)."""
     util.context().can(policies.LIST)
     params = util.validate_query(schema.LIST_QUERY)
-    nodes, last_modified = node_obj.list_nodes(util.deps().db, cell=params.get("cell"))
-    return util.json_response({"nodes": nodes}, last_modified=last_modified or "now")
+    limit, after = paging.params(params)
+    nodes, last_modified, next_id = node_obj.list_nodes(
+        util.deps().db, cell=params.get("cell"), limit=limit, after=after
+    )
+    return util.json_response(
+        {"nodes": nodes, "links": paging.links(params, next_id)},
+        last_modified=last_modified or "now",
+    )
 
 
 def get_node(uuid):

@@ -959,30 +959,36 @@ def _latest(rows):
     return max(stamps) if stamps else None
 
 
-def workload_usages(db, in_tree=None):
-    """Per root provider, how many consumers of each workload class hold allocations.
+def workload_usages(db, in_tree=None, limit=None, after=None):
+    """(usages, next id): per root provider, how many consumers of each
+    workload class hold allocations.
 
+    At most ``limit`` roots, in root provider id order, after the one with
+    id ``after``; ``next id`` is the last one's id when more remain, else None.
     ``in_tree`` (a provider uuid) limits the answer to that provider's tree;
     the tree's root is then always listed, with zero counts if idle. An
     unknown ``in_tree`` gives an empty answer.
     """
     a, rp, c = m.allocations, m.resource_providers, m.consumers
     root = rp.alias("root")
-    # SELECT root.uuid, c.workload_class, COUNT(DISTINCT c.uuid)
+    joined = (
+        a.join(rp, a.c.resource_provider_id == rp.c.id)
+        .join(root, rp.c.root_provider_id == root.c.id)
+        .join(c, a.c.consumer_id == c.c.uuid)
+    )
+    # SELECT root.id, root.uuid, c.workload_class, COUNT(DISTINCT c.uuid)
     # FROM allocations a JOIN resource_providers rp ON a.resource_provider_id = rp.id
     # JOIN resource_providers root ON rp.root_provider_id = root.id
     # JOIN consumers c ON a.consumer_id = c.uuid
-    # [WHERE rp.root_provider_id = :root_id] GROUP BY root.uuid, c.workload_class
+    # WHERE rp.root_provider_id = :root_id | (> :after AND <= :last of the page)
+    # GROUP BY root.id, root.uuid, c.workload_class
     stmt = (
-        sa.select(root.c.uuid, c.c.workload_class, sa.func.count(sa.distinct(c.c.uuid)))
-        .select_from(
-            a.join(rp, a.c.resource_provider_id == rp.c.id)
-            .join(root, rp.c.root_provider_id == root.c.id)
-            .join(c, a.c.consumer_id == c.c.uuid)
-        )
-        .group_by(root.c.uuid, c.c.workload_class)
+        sa.select(root.c.id, root.c.uuid, c.c.workload_class, sa.func.count(sa.distinct(c.c.uuid)))
+        .select_from(joined)
+        .group_by(root.c.id, root.c.uuid, c.c.workload_class)
     )
     result = {}
+    next_id = None
     with db.read() as conn:
         if in_tree is not None:
             tree = conn.execute(
@@ -990,11 +996,34 @@ def workload_usages(db, in_tree=None):
                 .select_from(rp.join(root, rp.c.root_provider_id == root.c.id))
                 .where(rp.c.uuid == in_tree)
             ).first()
-            if tree is None:
-                return {}
+            if tree is None or (after is not None and tree.id <= after):
+                return {}, None
             result[tree.uuid] = dict.fromkeys(vocabulary.WORKLOAD_CLASSES, 0)
+            page = {tree.id}
             stmt = stmt.where(rp.c.root_provider_id == tree.id)
-        for root_uuid, workload_class, count in conn.execute(stmt):
+        else:
+            # The page's roots: SELECT DISTINCT rp.root_provider_id FROM <joined>
+            # [WHERE rp.root_provider_id > :after] ORDER BY 1 [LIMIT :limit + 1]
+            roots = sa.select(rp.c.root_provider_id).select_from(joined).distinct()
+            if after is not None:
+                roots = roots.where(rp.c.root_provider_id > after)
+            roots = roots.order_by(rp.c.root_provider_id)
+            if limit is not None:
+                roots = roots.limit(limit + 1)
+            ids = list(conn.execute(roots).scalars())
+            if limit is not None and len(ids) > limit:
+                ids = ids[:limit]
+                next_id = ids[-1]
+            if not ids:
+                return {}, None
+            page = set(ids)
+            # A range, not a list of ids: a page may hold 10,000 roots.
+            stmt = stmt.where(rp.c.root_provider_id <= ids[-1])
+            if after is not None:
+                stmt = stmt.where(rp.c.root_provider_id > after)
+        for root_id, root_uuid, workload_class, count in conn.execute(stmt.order_by(root.c.id)):
+            if root_id not in page:
+                continue  # allocated between the two reads: the next walk lists it
             counts = result.setdefault(root_uuid, dict.fromkeys(vocabulary.WORKLOAD_CLASSES, 0))
             counts[workload_class] = counts.get(workload_class, 0) + count
-    return result
+    return result, next_id

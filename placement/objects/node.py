@@ -158,8 +158,9 @@ def _node_dict(row, profile_traits, now=None):
     }
 
 
-def _profile_traits(conn, rp_id=None):
-    """{provider uuid: sorted profile trait names it carries} (of one provider, or all).
+def _profile_traits(conn, rp_id=None, rp_ids=None):
+    """{provider uuid: sorted profile trait names it carries} (of one provider,
+    of the ids ``rp_ids``, or all).
 
     Twin writes keep this equal to the trait of the twin's profile; anyone
     holding the provider generation may change it behind their back, and the
@@ -179,10 +180,21 @@ def _profile_traits(conn, rp_id=None):
     )
     if rp_id is not None:
         query = query.where(_rp.c.id == rp_id)
+    if rp_ids is not None:
+        query = query.where(_rp.c.id.in_(rp_ids))
     out = {}
     for uuid, name in conn.execute(query):
         out.setdefault(uuid, []).append(name)
     return {uuid: sorted(names) for uuid, names in out.items()}
+
+
+def _page_traits(conn, rows):
+    """_profile_traits of the providers of a page of list_nodes (ids last)."""
+    ids = [row[-1] for row in rows]
+    out = {}
+    for start in range(0, len(ids), 900):
+        out.update(_profile_traits(conn, rp_ids=ids[start : start + 900]))
+    return out
 
 
 def _stamps(row):
@@ -267,14 +279,20 @@ _LIST_COLUMNS = (
     + [_hw.c[f] for f in HARDWARE_FIELDS]
     + [_twin.c[f] for f in TWIN_FIELDS]
     + [_node.c.heartbeat_at, _twin.c.status, _twin.c.status_updated_at]
+    # Last: the provider id, the paging key.
+    + [_rp.c.id]
 )
 _HW_AT = 11
 _TWIN_AT = _HW_AT + len(HARDWARE_FIELDS)
 _TWIN_END = _TWIN_AT + len(TWIN_FIELDS)
 
 
-def list_nodes(db, cell=None):
-    """(nodes, last_modified): every root provider with node data, by name.
+def list_nodes(db, cell=None, limit=None, after=None):
+    """(nodes, last_modified, next id): at most ``limit`` root providers with
+    node data (in ``cell``), in provider id order (creation order: a rename
+    or a node created during a walk never moves one across the pages),
+    after the one with id ``after``; ``next id`` is the last one's id when
+    more remain, else None.
 
     The reconcile tick of the power controller reads 5,000 nodes through
     this, so it works on plain tuples (no timestamp columns, no per-field
@@ -296,14 +314,21 @@ def list_nodes(db, cell=None):
                 _twin.c.resource_provider_id.is_not(None),
             ),
         )
-        .order_by(_rp.c.name)
+        .order_by(_rp.c.id)
     )
     if cell is not None:
         query = query.where(_node.c.cell == cell)
+    if after is not None:
+        query = query.where(_rp.c.id > after)
+    if limit is not None:
+        query = query.limit(limit + 1)
     with db.read() as conn:
         rows = conn.execute(query).all()
+        more = limit is not None and len(rows) > limit
+        if more:
+            rows = rows[:limit]
         now = _now_of(conn)
-        traits = _profile_traits(conn)
+        traits = _profile_traits(conn) if limit is None else _page_traits(conn, rows)
         stamps = [
             conn.execute(
                 sa.select(
@@ -345,7 +370,7 @@ def list_nodes(db, cell=None):
             }
         )
     stamps = [s for s in stamps if s is not None]
-    return out, (max(stamps) if stamps and out else None)
+    return out, (max(stamps) if stamps and out else None), (rows[-1][-1] if more else None)
 
 
 def _read(db, uuid):

@@ -176,6 +176,11 @@ def post_schema(version):
 
 WORKLOAD_USAGES_QUERY = {
     "type": "object",
-    "properties": {"in_tree": {"type": "string", "format": "uuid"}},
+    "properties": {
+        "in_tree": {"type": "string", "format": "uuid"},
+        # placement.paging checks them (a limit above its maximum is a 400).
+        "limit": {"type": "string"},
+        "marker": {"type": "string"},
+    },
     "additionalProperties": False,
 }

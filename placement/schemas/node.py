@@ -79,7 +79,8 @@ POST_TWINS = {
 
 LIST_QUERY = {
     "type": "object",
-    "properties": {"cell": _STR255},
+    # placement.paging checks limit and marker (a limit above its maximum is a 400).
+    "properties": {"cell": _STR255, "limit": {"type": "string"}, "marker": {"type": "string"}},
     "additionalProperties": False,
 }
 

@@ -489,8 +489,8 @@ QUERY_KEYS = {
         "lease_expired",
         "limit",
     ],
-    "/nodes": ["cell"],
-    "/workload_usages": ["in_tree"],
+    "/nodes": ["cell", "limit"],
+    "/workload_usages": ["in_tree", "limit"],
     "/server_groups": ["project_id"],
 }
 QUERY_VALUES = {

@@ -37,6 +37,19 @@ def test_demo_json_summary_is_the_last_line(capsys):
     assert "temporary, removed at exit" in err and "24/24" in err
 
 
+def test_demo_reads_every_page_of_nodes(capsys, monkeypatch):
+    """GET /nodes pages: at 5 a page the summary still covers the 41 nodes."""
+    from placement import paging
+
+    monkeypatch.setattr(paging, "DEFAULT_LIMIT", 5)
+    rc = demo.main(["--requests", "4", "--seed", "3", "--json"])
+    out, _err = capsys.readouterr()
+    assert rc == 0
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert sum(f["nodes"] for f in summary["families"].values()) == 41
+    assert summary["placed"] == 4 and summary["performance_on_eco"] == 0
+
+
 def test_demo_bad_inventory_is_one_clear_line(tmp_path, capsys):
     bad = tmp_path / "inv.yaml"
     bad.write_text("nodes: 3\n")

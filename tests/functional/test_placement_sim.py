@@ -210,3 +210,19 @@ def test_same_seed_same_output_and_a_trace_replays_the_same(tmp_path, capsys):
     assert sim_run.main(argv + ["--cold-start"]) == 0
     cold = _json(capsys.readouterr().out)
     assert cold["warm_start"] is False and 0 < cold["jobs"] < _json(first)["jobs"]
+
+
+def test_paged_node_and_usage_listings_give_the_same_day(capsys, monkeypatch):
+    """The controller reads GET /nodes and GET /workload_usages every tick
+    through the client, which follows their pages: at 5 a page (9 pages of
+    41 nodes) the day is the one read in a single page."""
+    from placement import paging
+
+    argv = ["--inventory", "41", "--hours", "2", "--seed", "7", "--json", "--no-progress"]
+    argv += ["--workers", "1"]
+    assert sim_run.main(argv) == 0
+    whole = capsys.readouterr().out
+    monkeypatch.setattr(paging, "DEFAULT_LIMIT", 5)
+    assert sim_run.main(argv) == 0
+    assert capsys.readouterr().out == whole
+    assert _json(whole)["nodes"] == 41

@@ -196,6 +196,46 @@ def test_pending_performance_builds_raise_demand(live_server, db):
     assert sum(n["twin"]["profile"] == "performance" for n in api.list_nodes()) == 3
 
 
+def test_a_tick_reads_every_page_of_nodes_and_usages(live_server, db, monkeypatch):
+    """GET /nodes and GET /workload_usages page: at two a page, five nodes
+    and three busy ones are still all the controller plans with."""
+    from placement import paging
+
+    monkeypatch.setattr(paging, "DEFAULT_LIMIT", 2)
+    api = placement_client.PlacementClient.for_endpoint(live_server.url)
+    rps = [_register(api, db, f"cn-page-{i}") for i in range(5)]
+    for rp in rps[1::2] + rps[4:]:
+        api.put_allocations(
+            new_uuid(),
+            {"allocations": {rp: {"resources": {"VCPU": 1}}}},
+            "p",
+            "u",
+            workload_class="performance",
+        )
+    gets = []
+    real_json = api._json
+
+    def counting(method, path, **kw):
+        if method == "GET":
+            gets.append(path.partition("?")[0])
+        return real_json(method, path, **kw)
+
+    api._json = counting
+    conf = conf_mod.make_conf(overrides={"static_hp_frac": 0.2})
+    result = controller_mod.Controller(conf, api).tick()
+    assert (gets.count("/nodes"), gets.count("/workload_usages")) == (3, 2)
+    assert result.running == 3 and result.written == 5
+    assert sum(f["nodes"] for f in result.families.values()) == 5
+    # The usages of the second page count too: no busy node turns eco.
+    busy = {f"cn-page-{i}" for i in (1, 3, 4)}
+    assert {n.name for n in result.nodes if n.running_performance} == busy
+    assert all(
+        n.desired["schedulable_class"] in ("performance", "draining")
+        for n in result.nodes
+        if n.name in busy
+    )
+
+
 def test_once_prints_the_tick(live_server, db, capsys, monkeypatch):
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
     _register(api, db, "cn-x")

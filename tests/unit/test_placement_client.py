@@ -121,6 +121,40 @@ def test_a_repeating_next_link_stops_with_an_error():
         list(c.candidate_pages([], 10))
 
 
+def test_nodes_and_workload_usages_follow_their_next_links():
+    """Both listings page (placement.paging); the client answers every page,
+    in order: the nodes a list, the usages one mapping."""
+    c, t, _ = client(
+        [
+            resp(200, {"nodes": [{"uuid": "a"}], "links": [{"rel": "next", "href": "/nodes?m=1"}]}),
+            resp(200, {"nodes": [{"uuid": "b"}], "links": [{"rel": "next", "href": "/nodes?m=2"}]}),
+            resp(200, {"nodes": [{"uuid": "c"}], "links": []}),
+            resp(
+                200,
+                {
+                    "resource_providers": {"a": {"performance": 1}},
+                    "links": [{"rel": "next", "href": "/workload_usages?m=1"}],
+                },
+            ),
+            resp(200, {"resource_providers": {"b": {"performance": 2}}, "links": []}),
+        ]
+    )
+    assert [n["uuid"] for n in c.list_nodes()] == ["a", "b", "c"]
+    usages = c.workload_usages()
+    assert list(usages.items()) == [("a", {"performance": 1}), ("b", {"performance": 2})]
+    assert [url for _m, url, _kw in t.sent] == [
+        "http://p/nodes",
+        "http://p/nodes?m=1",
+        "http://p/nodes?m=2",
+        "http://p/workload_usages",
+        "http://p/workload_usages?m=1",
+    ]
+    # A link off the route is refused, as for the other listings.
+    c, t, _ = client([resp(200, {"nodes": [], "links": [{"rel": "next", "href": "/traits?m=1"}]})])
+    with pytest.raises(pc.PlacementError, match="leaves /nodes"):
+        c.list_nodes()
+
+
 def test_every_status_has_its_exception_under_one_base():
     c, _, _ = client(
         [

@@ -451,12 +451,13 @@ def test_workload_class_extension(client, db, rp):
     assert resp.status_code == 400
 
     body = client.get("/workload_usages").get_json()
-    assert body == {"resource_providers": {rp: {"performance": 1, "standard": 2}}}
+    assert body == {"resource_providers": {rp: {"performance": 1, "standard": 2}}, "links": []}
     body = client.get(f"/workload_usages?in_tree={child}").get_json()
-    assert body == {"resource_providers": {rp: {"performance": 1, "standard": 2}}}
+    assert body == {"resource_providers": {rp: {"performance": 1, "standard": 2}}, "links": []}
     idle = builders.create_provider(db, name="idle")
     assert client.get(f"/workload_usages?in_tree={idle}").get_json() == {
-        "resource_providers": {idle: {"performance": 0, "standard": 0}}
+        "resource_providers": {idle: {"performance": 0, "standard": 0}},
+        "links": [],
     }
     assert client.get("/workload_usages?in_tree=nope").status_code == 400
     # A later write without the field keeps the class; one with it changes it.

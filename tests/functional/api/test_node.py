@@ -56,7 +56,7 @@ def _code(resp):
 
 def test_node_record_lifecycle(client, db):
     rp = builders.create_provider(db, name="cn1")
-    assert client.get("/nodes").get_json() == {"nodes": []}
+    assert client.get("/nodes").get_json() == {"nodes": [], "links": []}
     resp = client.get(f"/nodes/{rp}")
     # The provider exists but has no node data: the extension's own code.
     assert resp.status_code == 404 and _code(resp) == NODE_NOT_FOUND
@@ -94,7 +94,7 @@ def test_node_record_lifecycle(client, db):
     assert resp.get_json()["generation"] == 1
     listed = client.get("/nodes").get_json()["nodes"]
     assert [(n["uuid"], n["cell"], n["unschedulable"]) for n in listed] == [(rp, "cell2", True)]
-    assert client.get("/nodes?cell=cell1").get_json() == {"nodes": []}
+    assert client.get("/nodes?cell=cell1").get_json() == {"nodes": [], "links": []}
 
     assert client.delete(f"/nodes/{rp}").status_code == 204
     resp = client.get(f"/nodes/{rp}")
@@ -311,7 +311,7 @@ def test_nested_and_unknown_providers(client, db):
         assert _code(resp) == "placement.resource_provider.not_found"
     resp = client.post("/nodes/twins", json={"twins": [{"uuid": new_uuid(), "profile": "eco"}]})
     assert resp.status_code == 404
-    assert client.get("/nodes").get_json() == {"nodes": []}
+    assert client.get("/nodes").get_json() == {"nodes": [], "links": []}
 
 
 def test_validation(client, db):
@@ -375,7 +375,7 @@ def test_validation(client, db):
     )
     assert client.get("/nodes?color=red").status_code == 400
     # Nothing was stored by any of these.
-    assert client.get("/nodes").get_json() == {"nodes": []}
+    assert client.get("/nodes").get_json() == {"nodes": [], "links": []}
     assert _traits(db, rp) == set()
 
 
