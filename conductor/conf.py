@@ -63,7 +63,10 @@ conductor_opts = [
         "sweep_batch",
         default=50,
         min=1,
-        help="Expired build requests taken over per look.",
+        # GET /build_requests answers at most 10,000 records a page.
+        max=10000,
+        help="Expired build requests taken over per look (at most 10,000, the "
+        "largest page of GET /build_requests).",
     ),
     cfg.FloatOpt(
         "batch_window_ms",

@@ -294,8 +294,7 @@ class Records:
         return self.of_requests([request_id])
 
     def of_requests(self, request_ids):
-        """The records of these requests (at most 100 ids), in one read."""
+        """The records of these requests (at most 100 ids): one read while they
+        fit one page of the listing, its next pages after that."""
         value = request_ids[0] if len(request_ids) == 1 else "in:" + ",".join(request_ids)
-        return self.client.request(
-            "GET", "/build_requests", params={"request_id": value}, ok=(200,)
-        ).json()["build_requests"]
+        return self.client.all_pages("build_requests", "build_requests", {"request_id": value})

@@ -490,3 +490,31 @@ def test_a_request_that_fits_nowhere_fails_in_one_finish_and_one_message(cloud):
     for i in instances:
         rec = _record(cloud, i)
         assert rec["status"] == "failed" and "no host has 9999 VCPU" in rec["reason"]
+
+
+def test_records_of_a_request_larger_than_one_page_are_all_read(cloud):
+    # GET /build_requests pages at 1,000 records by default: build-submit's
+    # look at a large request must read every instance's record.
+    from conductor import records as records_mod
+
+    client = cloud["client"]
+    request_id = "req-large"
+    instances = [str(uuid.uuid4()) for _ in range(1203)]
+
+    def record(instance):
+        spec = {
+            "version": "1.0",
+            "request_id": request_id,
+            "project_id": "p",
+            "user_id": "u",
+            "resources": {"VCPU": 1},
+            "instance_uuids": [instance],
+        }
+        return {"instance_uuid": instance, "request_id": request_id, "spec": spec}
+
+    for start in range(0, len(instances), 400):
+        body = {"build_requests": [record(i) for i in instances[start : start + 400]]}
+        client.request("POST", "/build_requests", json=body, ok=(201,))
+    records = records_mod.Records(client, "test-owner", 60)
+    got = records.of_requests([request_id])
+    assert sorted(r["instance_uuid"] for r in got) == sorted(instances)

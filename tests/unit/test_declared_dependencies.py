@@ -25,7 +25,6 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
-
 def _shipped():
     """The top-level packages setup.cfg ships ([options.packages.find] include),
     read from setup.cfg itself: a hand-kept list missed node_agent when it was
