@@ -60,6 +60,10 @@ RETRY_AFTER_CAP = 30.0
 # A next link that repeats, or more pages than this, means the server's paging
 # is broken; stop instead of looping forever.
 MAX_PAGES = 100000
+# The page the client asks of the listings it reads whole (GET /nodes,
+# /workload_usages): placement's largest, so a power-controller tick at
+# 10,000 nodes or fewer reads each listing in one call.
+LISTING_PAGE = 10000
 
 # Options of the clients this one replaced, read for one release. Renamed
 # options are keystoneauth options with deprecated names; the token has no
@@ -690,12 +694,16 @@ class PlacementClient:
     def list_nodes(self, cell=None):
         """Every node (root provider with node data, of ``cell``), hardware and
         twin inline, in placement's order (all the pages)."""
-        params = {"cell": cell} if cell is not None else None
+        params = {"limit": str(LISTING_PAGE)}
+        if cell is not None:
+            params["cell"] = cell
         return self.all_pages("nodes", "nodes", params)
 
     def workload_usages(self, in_tree=None):
         """{root provider uuid: {workload class: running consumers}} (all the pages)."""
-        params = {"in_tree": in_tree} if in_tree is not None else None
+        params = {"limit": str(LISTING_PAGE)}
+        if in_tree is not None:
+            params["in_tree"] = in_tree
         return self.all_pages("workload_usages", "resource_providers", params)
 
     def count_build_requests(self, **filters):

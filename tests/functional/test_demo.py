@@ -39,9 +39,11 @@ def test_demo_json_summary_is_the_last_line(capsys):
 
 def test_demo_reads_every_page_of_nodes(capsys, monkeypatch):
     """GET /nodes pages: at 5 a page the summary still covers the 41 nodes."""
+    from joule import placement_client
     from placement import paging
 
     monkeypatch.setattr(paging, "DEFAULT_LIMIT", 5)
+    monkeypatch.setattr(placement_client, "LISTING_PAGE", 5)
     rc = demo.main(["--requests", "4", "--seed", "3", "--json"])
     out, _err = capsys.readouterr()
     assert rc == 0

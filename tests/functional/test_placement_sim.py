@@ -222,7 +222,10 @@ def test_paged_node_and_usage_listings_give_the_same_day(capsys, monkeypatch):
     argv += ["--workers", "1"]
     assert sim_run.main(argv) == 0
     whole = capsys.readouterr().out
+    from joule import placement_client
+
     monkeypatch.setattr(paging, "DEFAULT_LIMIT", 5)
+    monkeypatch.setattr(placement_client, "LISTING_PAGE", 5)
     assert sim_run.main(argv) == 0
     assert capsys.readouterr().out == whole
     assert _json(whole)["nodes"] == 41

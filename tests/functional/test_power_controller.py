@@ -202,6 +202,7 @@ def test_a_tick_reads_every_page_of_nodes_and_usages(live_server, db, monkeypatc
     from placement import paging
 
     monkeypatch.setattr(paging, "DEFAULT_LIMIT", 2)
+    monkeypatch.setattr(placement_client, "LISTING_PAGE", 2)
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
     rps = [_register(api, db, f"cn-page-{i}") for i in range(5)]
     for rp in rps[1::2] + rps[4:]:

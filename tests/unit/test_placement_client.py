@@ -143,10 +143,10 @@ def test_nodes_and_workload_usages_follow_their_next_links():
     usages = c.workload_usages()
     assert list(usages.items()) == [("a", {"performance": 1}), ("b", {"performance": 2})]
     assert [url for _m, url, _kw in t.sent] == [
-        "http://p/nodes",
+        "http://p/nodes?limit=10000",  # the largest page: one call up to 10,000
         "http://p/nodes?m=1",
         "http://p/nodes?m=2",
-        "http://p/workload_usages",
+        "http://p/workload_usages?limit=10000",
         "http://p/workload_usages?m=1",
     ]
     # A link off the route is refused, as for the other listings.
