@@ -16,6 +16,7 @@ start-up check, ``EXIT_UNAVAILABLE`` (3) placement unreachable or refusing
 our credentials.
 """
 
+import argparse
 import contextlib
 import importlib.metadata
 import io
@@ -31,6 +32,14 @@ EXIT_UNAVAILABLE = 3
 
 class ConfigError(Exception):
     """A configuration the operator must fix, said in one line."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """A console script's own arguments: a mistake is one ConfigError line
+    (exit 2, as every other configuration error), not argparse's usage text."""
+
+    def error(self, message):
+        raise ConfigError(message)
 
 
 def version():

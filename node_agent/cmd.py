@@ -20,7 +20,6 @@ placement is unreachable or refuses our credentials. The service never
 exits for placement: it retries every pass.
 """
 
-import argparse
 import json
 import logging
 import signal
@@ -41,13 +40,8 @@ LOG = logging.getLogger("node_agent")
 PROG = "node-agent"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise config.ConfigError(message)
-
-
 def _parser():
-    parser = _Parser(
+    parser = config.ArgumentParser(
         prog=PROG,
         description="Register this node with placement (inventories, traits, node and "
         "hardware records), heartbeat, and apply the power caps of its twin. Other "

@@ -13,7 +13,6 @@ failures. Prints a summary table; with
     placement-demo --requests 200 --seed 1 --failure-rate 0.05 --json
 """
 
-import argparse
 import collections
 import json
 import logging
@@ -54,15 +53,8 @@ FAILED = "failed"
 PROG = "placement-demo"
 
 
-class _Parser(argparse.ArgumentParser):
-    """Command-line mistakes are one line, not usage text."""
-
-    def error(self, message):
-        raise config.ConfigError(message)
-
-
 def _parser():
-    p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = config.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=200, help="requests to schedule (200)")
     p.add_argument(
         "--seed", type=int, default=0, help="seed of the request mix and the injected failures (0)"

@@ -14,7 +14,6 @@ Options come from the ``[power]`` group of the config files and from
 ``OS_POWER__<OPTION>`` environment variables (e.g. ``OS_POWER__STATIC_HP_FRAC=0.2``).
 """
 
-import argparse
 import json
 import logging
 import signal
@@ -36,15 +35,8 @@ LOG = logging.getLogger("powerpolicy")
 PROG = "power-controller"
 
 
-class _Parser(argparse.ArgumentParser):
-    """Command-line mistakes are one ConfigError line, not usage text."""
-
-    def error(self, message):
-        raise config.ConfigError(message)
-
-
 def _parser():
-    parser = _Parser(
+    parser = config.ArgumentParser(
         prog=PROG,
         description="Keep only as many nodes in the performance power profile as demand "
         "needs, split fairly across hardware families. Other arguments (--config-file, "

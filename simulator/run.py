@@ -43,13 +43,6 @@ NONE = "none"
 POLICY_CHOICES = (NONE, policies.STATIC_PARTITION, policies.QUEUE_AWARE_V1)
 
 
-class _Parser(argparse.ArgumentParser):
-    """Command-line mistakes are one line, not usage text."""
-
-    def error(self, message):
-        raise config.ConfigError(message)
-
-
 def _fractions(text):
     try:
         values = [float(v) for v in text.split(",") if v.strip()]
@@ -71,7 +64,7 @@ def _policies(text):
 
 
 def _parser():
-    p = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p = config.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--inventory",
         default="41",
