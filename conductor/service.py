@@ -238,6 +238,13 @@ class Conductor:
     # -- super conductor -------------------------------------------------------
 
     def build_instances(self, request_spec, reply_topic=None):
+        problem = spec_mod.reply_topic_problem(reply_topic)
+        if problem is not None:
+            # Nobody to answer: refused whole, before anything is recorded
+            # (a bad topic in a shared flush would fail the other requests').
+            metrics.REFUSED.inc()
+            LOG.warning("build_instances: message refused: %s", problem)
+            return
         request_id = request_spec.get("request_id") if isinstance(request_spec, dict) else None
         try:
             spec = spec_mod.load_request_spec(request_spec)
@@ -274,8 +281,15 @@ class Conductor:
         and the scheduler; return when all are handled (the message holds
         its RPC thread meanwhile: what a conductor takes off the bus is
         bounded by its threads, as with single requests)."""
-        if not isinstance(request_specs, list):
-            LOG.warning("build_instances_many: request_specs is not a list; dropped")
+        problem = spec_mod.reply_topic_problem(reply_topic) or spec_mod.list_problem(
+            "request_specs", request_specs, spec_mod.MAX_REQUESTS_PER_MESSAGE
+        )
+        if problem is not None:
+            # The whole message, once: nothing of it is recorded or answered
+            # (a sender over the limit is not build-submit, which sends at
+            # most --requests-per-message, itself at most the limit).
+            metrics.REFUSED.inc()
+            LOG.warning("build_instances_many: message refused: %s", problem)
             return
 
         def one(request_spec):
@@ -723,6 +737,9 @@ def _one_message(items):
     message's reply topic). The most common topic is the message's; a build
     going elsewhere carries its own (RPC 1.2), so a message of builds for
     one submitter stays 1.1."""
+    # A topic that is not one (never let in: every handler checks its
+    # message's) must not fail the other builds of the flush: no answer.
+    items = [(b, topic if isinstance(topic, str) else None) for b, topic in items]
     topics = collections.Counter(topic for _b, topic in items)
     default = topics.most_common(1)[0][0]
     builds = [b if topic == default else {**b, "reply_topic": topic} for b, topic in items]
@@ -789,6 +806,11 @@ class CellConductorEndpoint:
         self, ctxt, instance_uuid, request_spec, selections, reply_topic=None, generation=None
     ):
         start = time.perf_counter()
+        problem = spec_mod.reply_topic_problem(reply_topic)
+        if problem is not None:
+            # Handed off, not taken: the sweep takes it over after the lease.
+            LOG.warning("build_instance %s: bad message dropped: %s", instance_uuid, problem)
+            return
         try:
             with self.conductor.working():
                 self.conductor.build_instance(
@@ -802,6 +824,9 @@ class CellConductorEndpoint:
     def build_many(self, ctxt, builds, reply_topic=None):
         start = time.perf_counter()
         try:
+            problem = spec_mod.reply_topic_problem(reply_topic)
+            if problem is not None:
+                raise ValueError(problem)
             builds = _checked_builds(builds)
         except ValueError as exc:
             LOG.warning("build_many: bad message dropped: %s", exc)
@@ -833,6 +858,9 @@ def _checked_builds(builds):
     (the request spec and selections inside are checked when built)."""
     if not isinstance(builds, list) or not builds:
         raise ValueError("builds is not a non-empty list")
+    problem = spec_mod.list_problem("builds", builds, spec_mod.MAX_BUILDS_PER_MESSAGE)
+    if problem is not None:
+        raise ValueError(problem)
     seen = set()
     for number, b in enumerate(builds):
         if (
@@ -843,9 +871,9 @@ def _checked_builds(builds):
                 f"builds[{number}] is not an object of {sorted(_BUILD_KEYS)}"
                 f" (and optionally {sorted(_OPTIONAL_BUILD_KEYS)})"
             )
-        topic = b.get("reply_topic")
-        if topic is not None and (not isinstance(topic, str) or not topic):
-            raise ValueError(f"builds[{number}].reply_topic is not a topic")
+        problem = spec_mod.reply_topic_problem(b.get("reply_topic"))
+        if problem is not None:
+            raise ValueError(f"builds[{number}].{problem}")
         gen = b["generation"]
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise ValueError(f"builds[{number}].generation is not a generation")

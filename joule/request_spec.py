@@ -51,6 +51,25 @@ BUILD_STATUSES = ("placed", "failed", "skipped")
 # and thousands of instances belong in several requests.
 MAX_INSTANCES = 1000
 
+# Bounds on what one message may carry (docs/architecture.md, "The request
+# spec"): a receiver refuses more, naming the field and the limit, before it
+# does any work for it. Every spec list (``required``, ``forbidden``,
+# ``member_of`` and each of its entries, ``groups``, ``node_selector``,
+# ``force_hosts``, ``force_nodes``; a numbered group's lists too) holds at
+# most MAX_SPEC_LIST entries; ``same_host`` / ``different_host`` name
+# instances, at most MAX_INSTANCES.
+MAX_SPEC_LIST = 100
+# Request specs in one build_instances_many / select_destinations_many
+# message (the largest [conductor] schedule_batch_size and build-submit
+# --requests-per-message).
+MAX_REQUESTS_PER_MESSAGE = 1000
+# Builds in one build_many message (the largest [conductor] batch_size).
+MAX_BUILDS_PER_MESSAGE = 10000
+# A reply topic: what build-submit makes (``[rpc] topic_prefix`` +
+# ``build-submit.<hex>``); a name safe for any broker, never a structure.
+REPLY_TOPIC_MAX = 255
+REPLY_TOPIC_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@-]*$"
+
 # Ids: start with a letter or digit (so never "." or ".."), then letters,
 # digits, "_", "." and "-" only: safe as a URL path segment as they are.
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -67,12 +86,44 @@ LABEL_VALUE_PATTERN = r"^[^\x00-\x1f\x7f]{0,255}$"
 VERSION_PATTERN = re.compile(r"^([0-9]{1,4})\.([0-9]{1,4})$")
 
 _ID_RE = re.compile(ID_PATTERN)
+_REPLY_TOPIC_RE = re.compile(REPLY_TOPIC_PATTERN)
 UNKNOWN_FIELD = "unknown field: this receiver does not know it"
 
 
 def is_safe_id(value, max_length=ID_MAX):
     """Whether ``value`` matches the id pattern (for receivers outside a schema)."""
     return isinstance(value, str) and len(value) <= max_length and bool(_ID_RE.match(value))
+
+
+def reply_topic_problem(value):
+    """What is wrong with a message's ``reply_topic``, or None when it is a
+    topic this process may cast to (None itself: no submitter to answer)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        return f"reply_topic must be a non-empty string, got {type(value).__name__}"
+    if len(value) > REPLY_TOPIC_MAX:
+        return f"reply_topic is longer than {REPLY_TOPIC_MAX} characters"
+    if not _REPLY_TOPIC_RE.match(value):
+        return (
+            f"reply_topic {value[:80]!r} is not a topic: letters, digits, "
+            "'_', '.', ':', '@' and '-' only, starting with a letter or digit"
+        )
+    return None
+
+
+def list_problem(field, value, limit):
+    """What is wrong with a message's list ``field`` (not a list, or longer
+    than ``limit``), or None."""
+    if not isinstance(value, list):
+        return f"{field} must be a list, got {type(value).__name__}"
+    if len(value) > limit:
+        return f"{field}: at most {limit} entries per message, got {len(value)}"
+    return None
+
+
+def _at_most(what="entries"):
+    return validate.Length(max=MAX_SPEC_LIST, error=f"at most {{max}} {what}")
 
 
 class InvalidMessage(ValueError):
@@ -134,7 +185,10 @@ class AnyOf(fields.List):
     def __init__(self, **kwargs):
         super().__init__(
             Uuid(),
-            validate=validate.Length(min=1, error="must name at least one aggregate"),
+            validate=validate.And(
+                validate.Length(min=1, error="must name at least one aggregate"),
+                validate.Length(max=MAX_SPEC_LIST, error="at most {max} aggregates"),
+            ),
             **kwargs,
         )
 
@@ -160,7 +214,15 @@ def _positive_amounts():
 
 
 def _traits():
-    return fields.List(fields.String(validate=_name("trait name")), load_default=list)
+    return fields.List(
+        fields.String(validate=_name("trait name")),
+        load_default=list,
+        validate=_at_most("traits"),
+    )
+
+
+def _member_of():
+    return fields.List(AnyOf(), load_default=list, validate=_at_most("member_of entries"))
 
 
 # -- schemas -------------------------------------------------------------------
@@ -268,7 +330,7 @@ class GroupSchema(_Strict):
     resources = _positive_amounts()
     required = _traits()
     forbidden = _traits()
-    member_of = fields.List(AnyOf(), load_default=list)
+    member_of = _member_of()
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -321,10 +383,14 @@ class SchedulerHintsSchema(_Strict):
         validate=validate.Length(max=MAX_INSTANCES, error="at most {max} instance uuids"),
     )
     force_hosts = fields.List(
-        fields.String(validate=validate.Length(min=1, max=ID_MAX)), load_default=list
+        fields.String(validate=validate.Length(min=1, max=ID_MAX)),
+        load_default=list,
+        validate=_at_most("host names"),
     )
     force_nodes = fields.List(
-        fields.String(validate=validate.Length(min=1, max=ID_MAX)), load_default=list
+        fields.String(validate=validate.Length(min=1, max=ID_MAX)),
+        load_default=list,
+        validate=_at_most("node names"),
     )
 
     @marshmallow.post_load
@@ -366,7 +432,7 @@ class RequestSpecSchema(Message):
     resources = _positive_amounts()
     required = _traits()
     forbidden = _traits()
-    member_of = fields.List(AnyOf(), load_default=list)
+    member_of = _member_of()
     groups = fields.Dict(
         keys=fields.String(
             validate=validate.Regexp(
@@ -375,6 +441,7 @@ class RequestSpecSchema(Message):
         ),
         values=fields.Nested(GroupSchema),
         load_default=dict,
+        validate=_at_most("numbered groups"),
     )
     group_policy = fields.String(
         load_default=None,
@@ -395,6 +462,7 @@ class RequestSpecSchema(Message):
             )
         ),
         load_default=dict,
+        validate=_at_most("labels"),
     )
     consumer_type = fields.String(load_default="INSTANCE", validate=_name("consumer type"))
     server_group = Uuid(load_default=None, allow_none=True, metadata={"since": "1.1"})

@@ -86,8 +86,12 @@ class SchedulerEndpoint:
         ``select_destinations`` would have answered for that request alone.
         The requests join this worker's batches together, so a bulk call
         costs one message each way instead of one call per request."""
-        if not isinstance(request_specs, list):
-            return {"status": "invalid", "error": "request_specs must be a list"}
+        problem = spec_mod.list_problem(
+            "request_specs", request_specs, spec_mod.MAX_REQUESTS_PER_MESSAGE
+        )
+        if problem is not None:
+            LOG.warning("select_destinations_many: message refused: %s", problem)
+            return {"status": "invalid", "error": problem}
         return self._answers(request_specs)
 
     def build_outcomes(self, ctxt, failed_builds):
