@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import uuid
 
 from joule import rpc
 
@@ -21,8 +22,13 @@ LOG = logging.getLogger(__name__)
 
 
 def process_name(role):
-    """A name unique to this process: ``<role>@<host>:<pid>``."""
-    return f"{role}@{socket.gethostname()}:{os.getpid()}"
+    """A name unique to this process start: ``<role>@<host>:<pid>:<8 hex>``.
+
+    Host and pid alone collide between containers that share a hostname and
+    run their service as PID 1 (two conductors would hold the same leases),
+    so a fresh uuid4 prefix is appended. A service calls it once, at start,
+    and keeps the name (its lease owner and RPC server name) for its life."""
+    return f"{role}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class Service:

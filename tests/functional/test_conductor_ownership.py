@@ -518,3 +518,25 @@ def test_records_of_a_request_larger_than_one_page_are_all_read(cloud):
     records = records_mod.Records(client, "test-owner", 60)
     got = records.of_requests([request_id])
     assert sorted(r["instance_uuid"] for r in got) == sorted(instances)
+
+
+def test_conductors_of_containers_sharing_a_hostname_and_pid_1_do_not_share_a_lease(
+    cloud, monkeypatch
+):
+    """Two containers with the same hostname, each conductor PID 1: their
+    owner names differ, so one cannot take (and build) what the other holds."""
+    from joule import service as service_mod
+
+    monkeypatch.setattr(service_mod.socket, "gethostname", lambda: "conductor")
+    monkeypatch.setattr(service_mod.os, "getpid", lambda: 1)
+    topic = rpc.cell_topic(cloud["conf"], "cell1")
+    a = cloud["conductor"](service_mod.process_name(topic))
+    b = cloud["conductor"](service_mod.process_name(topic))
+    assert a.name != b.name
+    assert a.name.startswith(f"{topic}@conductor:1:")
+    instance, wire, message = _scheduled(cloud, cloud["conductor"]("super"))
+    claimed = _allocated_on(cloud, instance)
+    assert a.records.take(instance, _record(cloud, instance)["generation"]) is not None
+    b.build_instance(instance, wire, message)
+    assert b.driver.built == [] and _allocated_on(cloud, instance) == claimed
+    assert _record(cloud, instance)["owner"] == a.name
