@@ -79,18 +79,6 @@ def _until(what, check, timeout=SLACK, every=0.2):
         time.sleep(every)
 
 
-def _metric_sum(text, name, **labels):
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
-        if not match:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
-
-
 def _writes_by_route(url):
     """{(route, method): count} of placement's non-GET requests (its /metrics)."""
     out = {}

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from placement import healthcheck
 from tests import conftest
 from tests import private_postgres
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 ADMIN = {"x-auth-token": "admin"}
@@ -74,18 +75,6 @@ def _stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
-
-
-def _metric(text, name, **labels):
-    total = 0.0
-    for line in text.splitlines():
-        match = re.match(rf"^{re.escape(name)}(?:\{{(.*)\}})? (\S+)$", line)
-        if not match:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', match.group(1) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(match.group(2))
-    return total
 
 
 @pytest.mark.slow
@@ -144,7 +133,7 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
         text = requests.get(url + "/metrics", timeout=30).text
         # One scrape, answered by one worker, counts what both served.
         assert (
-            _metric(
+            processes.metric_sum(
                 text,
                 "placement_api_requests_total",
                 route="/resource_providers",
@@ -153,11 +142,13 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
             )
             == sent - 1
         )
-        assert _metric(text, "placement_api_requests_total", route="/", status="200") == 1
-        # Both workers' pools: 2 x pool_size.
-        assert _metric(text, "placement_db_pool_size") == 120
         assert (
-            _metric(
+            processes.metric_sum(text, "placement_api_requests_total", route="/", status="200") == 1
+        )
+        # Both workers' pools: 2 x pool_size.
+        assert processes.metric_sum(text, "placement_db_pool_size") == 120
+        assert (
+            processes.metric_sum(
                 text, "placement_api_request_duration_seconds_count", route="/resource_providers"
             )
             == sent - 1
@@ -342,7 +333,7 @@ def test_wsgi_module_under_uwsgi(tmp_path):
         assert health.json()["reasons"][0]["reason"] == "database available"
         text = requests.get(url + "/metrics", timeout=30).text
         assert (
-            _metric(
+            processes.metric_sum(
                 text,
                 "placement_api_requests_total",
                 route="/resource_providers",

@@ -29,7 +29,7 @@ import pytest
 import requests
 import yaml
 
-from benchmarks import slow_clients
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 DOCUMENT = os.path.join(
@@ -51,44 +51,7 @@ CHECKS = ",".join(
 pytest.importorskip("schemathesis")
 
 
-class Api:
-    """placement-api (its console script) on a free port; stopped by its PID."""
-
-    def __init__(self, tmp_path, db_url):
-        self.port = slow_clients.free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        conf = tmp_path / "api.conf"
-        conf.write_text(
-            f"[placement_database]\nconnection = {db_url}\nsync_on_startup = true\n"
-            "[api]\nauth_strategy = noauth2\n"
-        )
-        self.log = tmp_path / "api.log"
-        env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"))
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [os.path.join(BIN, "placement-api"), "--config-file", str(conf)]
-                + ["--port", str(self.port)],
-                env=env,
-                stdout=log,
-                stderr=log,
-            )
-        try:
-            slow_clients.wait_ready(self.port, self.proc, seconds=90)
-        except Exception:
-            self.stop()
-            raise
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def output(self):
-        return self.log.read_text(errors="replace")
+Api = processes.PlacementApi
 
 
 @pytest.fixture
