@@ -8,6 +8,8 @@ on one machine with different ports (or let Prometheus discover them).
 import prometheus_client
 from oslo_config import cfg
 
+from joule import config
+
 # Which service a scraped process is (a dashboard joins the others on it).
 SERVICE = prometheus_client.Gauge(
     "joule_service_up", "1 while this process serves its topic.", ["service", "topic"]
@@ -34,6 +36,23 @@ def register_opts(conf):
 
 def list_opts():
     return [(metrics_group, metrics_opts)]
+
+
+def start(host, port, registry=prometheus_client.REGISTRY):
+    """Serve ``registry`` on ``host:port`` in a daemon thread (port 0: not
+    served); a port that cannot be bound is the one ConfigError line every
+    console script prints for it.
+
+    :raise joule.config.ConfigError: the port cannot be bound.
+    """
+    if not port:
+        return
+    try:
+        prometheus_client.start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise config.ConfigError(
+            f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+        ) from None
 
 
 def serve(conf):

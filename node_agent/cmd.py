@@ -27,6 +27,7 @@ import sys
 import threading
 
 from joule import config
+from joule import metrics_http
 from joule import placement_client
 from node_agent import agent as agent_mod
 from node_agent import conf as conf_mod
@@ -187,20 +188,14 @@ def main(argv=None):
         )
         if args.once:
             return _once(agent)
-        if conf.agent.metrics_port:
-            try:
-                metrics.serve(conf.agent.metrics_port, addr=conf.agent.metrics_host)
-            except OSError as exc:
-                return config.fail(
-                    PROG,
-                    f"cannot serve metrics on {conf.agent.metrics_host}:"
-                    f"{conf.agent.metrics_port}: {exc.strerror or exc}",
-                )
+        metrics_http.start(conf.agent.metrics_host, conf.agent.metrics_port, metrics.registry)
         # The node must be readable before the service starts; placement may
         # come later (the passes retry).
         agent_mod.discover(conf.agent)
     except discovery.DiscoveryError as exc:
         return config.fail(PROG, f"cannot discover the node: {exc}")
+    except config.ConfigError as exc:  # the metrics port
+        return config.fail(PROG, exc)
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

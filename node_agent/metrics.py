@@ -63,6 +63,3 @@ class Metrics:
                     self.power_watts.labels(part, domain["name"]).set(domain["measured_watts"])
             if info["method"] == "cpufreq" and info.get("applied_watts") is not None:
                 self.cap_watts.labels(part, "cpufreq", "node").set(info["applied_watts"])
-
-    def serve(self, port, addr="127.0.0.1"):
-        prom.start_http_server(port, addr=addr, registry=self.registry)

@@ -22,6 +22,7 @@ import threading
 
 from joule import config
 from joule import inventory as inventory_mod
+from joule import metrics_http
 from joule import placement_client
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
@@ -199,13 +200,9 @@ def main(argv=None):
         return config.fail(PROG, exc, config.EXIT_UNAVAILABLE)
     if conf.power.metrics_port:
         try:
-            metrics.serve(conf.power.metrics_port, addr=conf.power.metrics_host)
-        except OSError as exc:
-            return config.fail(
-                PROG,
-                f"cannot serve metrics on {conf.power.metrics_host}:"
-                f"{conf.power.metrics_port}: {exc.strerror or exc}",
-            )
+            metrics_http.start(conf.power.metrics_host, conf.power.metrics_port, metrics.registry)
+        except config.ConfigError as exc:
+            return config.fail(PROG, exc)
         LOG.info(
             "metrics on http://%s:%d/metrics", conf.power.metrics_host, conf.power.metrics_port
         )

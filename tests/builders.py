@@ -130,3 +130,26 @@ def allocate(
         workload_class=workload_class,
     )
     alloc_obj.replace_all(db, [write], _RETRIES)
+
+
+def build_request_spec(instance, request_id, workload_class="standard"):
+    """A request spec of the contract (joule.request_spec) for one instance."""
+    return {
+        "version": "1.0",
+        "request_id": request_id,
+        "instance_uuids": [instance],
+        "workload_class": workload_class,
+        "resources": {"VCPU": 1},
+        "project_id": "p",
+        "user_id": "u",
+    }
+
+
+def build_request(instance=None, request_id="req-page", workload_class="standard"):
+    """One record of POST /build_requests (a fresh instance unless named)."""
+    instance = instance or str(uuid_lib.uuid4())
+    return {
+        "instance_uuid": instance,
+        "request_id": request_id,
+        "spec": build_request_spec(instance, request_id, workload_class),
+    }

@@ -1,12 +1,16 @@
-"""Processes the functional tests start: placement-api with its console
-script on a free port (stopped by its PID), and what they read back from a
+"""Processes the functional tests start and talk to: placement-api with its
+console script on a free port (stopped by its PID), placement-manage, a
+plain HTTP call to placement as an admin, and what they read back from a
 service's /metrics."""
 
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 from benchmarks import slow_clients
 
@@ -82,3 +86,39 @@ def metric_sum(text, name, **labels):
         if all(have.get(k) == v for k, v in labels.items()):
             total += float(match.group(2))
     return total
+
+
+def api_request(method, url, body=None, version="latest"):
+    """One call to placement as the noauth2 admin; (status, decoded body).
+
+    urllib, not a client library: concurrent tests see exactly what the
+    server answered, errors included."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={
+            "x-auth-token": "admin",
+            "openstack-api-version": f"placement {version}",
+            "content-type": "application/json",
+            "accept": "application/json",
+        },
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def manage(db_url, *args, timeout=300):
+    """``placement-manage ARGS`` against ``db_url``; the CompletedProcess."""
+    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
+    return subprocess.run(
+        [os.path.join(BIN, "placement-manage"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )

@@ -501,19 +501,12 @@ def test_records_of_a_request_larger_than_one_page_are_all_read(cloud):
     request_id = "req-large"
     instances = [str(uuid.uuid4()) for _ in range(1203)]
 
-    def record(instance):
-        spec = {
-            "version": "1.0",
-            "request_id": request_id,
-            "project_id": "p",
-            "user_id": "u",
-            "resources": {"VCPU": 1},
-            "instance_uuids": [instance],
-        }
-        return {"instance_uuid": instance, "request_id": request_id, "spec": spec}
-
     for start in range(0, len(instances), 400):
-        body = {"build_requests": [record(i) for i in instances[start : start + 400]]}
+        body = {
+            "build_requests": [
+                builders.build_request(i, request_id) for i in instances[start : start + 400]
+            ]
+        }
         client.request("POST", "/build_requests", json=body, ok=(201,))
     records = records_mod.Records(client, "test-owner", 60)
     got = records.of_requests([request_id])

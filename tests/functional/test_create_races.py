@@ -10,40 +10,19 @@ replace) 200; never a 500, and the stored record is one of the bodies sent.
 
 import collections
 import concurrent.futures
-import json
 import threading
-import urllib.error
-import urllib.request
 import uuid
 
 import sqlalchemy as sa
 
 from placement import models
+from tests import builders
+from tests import processes
 
 THREADS = 12
 ROUNDS = 8
 BR_DUPLICATE = "placement.build_request.duplicate"
 SG_DUPLICATE = "placement.server_group.duplicate"
-
-
-def _request(method, url, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        url,
-        data=data,
-        method=method,
-        headers={
-            "x-auth-token": "admin",
-            "openstack-api-version": "placement latest",
-            "content-type": "application/json",
-            "accept": "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
 
 
 def _race(calls):
@@ -52,23 +31,10 @@ def _race(calls):
 
     def one(call):
         barrier.wait()
-        return _request(*call)
+        return processes.api_request(*call)
 
     with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
         return list(pool.map(one, calls))
-
-
-def _record(instance, request_id):
-    spec = {
-        "version": "1.0",
-        "request_id": request_id,
-        "instance_uuids": [instance],
-        "workload_class": "standard",
-        "resources": {"VCPU": 1},
-        "project_id": "p",
-        "user_id": "u",
-    }
-    return {"instance_uuid": instance, "request_id": request_id, "spec": spec}
 
 
 def _codes(results):
@@ -89,7 +55,7 @@ def test_build_request_creates_race(live_server, db):
         # record for the same instance; single and bulk forms mixed.
         calls = []
         for i in range(THREADS):
-            record = _record(instance, f"req-{round_}-{i % 2}")
+            record = builders.build_request(instance, f"req-{round_}-{i % 2}")
             body = record if i % 4 < 2 else {"build_requests": [record]}
             calls.append(("POST", url, body))
         results = _race(calls)
@@ -114,7 +80,12 @@ def test_bulk_build_request_creates_race_name_the_known(live_server, db):
     calls = []
     for i in range(THREADS):
         own = str(uuid.uuid4())
-        body = {"build_requests": [_record(own, f"req-own-{i}"), _record(shared, "req-shared")]}
+        body = {
+            "build_requests": [
+                builders.build_request(own, f"req-own-{i}"),
+                builders.build_request(shared, "req-shared"),
+            ]
+        }
         calls.append(("POST", url, body))
     results = _race(calls)
     _expect_one_winner(results, BR_DUPLICATE)
@@ -146,7 +117,7 @@ def test_server_group_creates_race(live_server, db):
         ]
         results = _race(calls)
         _expect_one_winner(results, SG_DUPLICATE)
-        status, body = _request("GET", f"{url}/{group}")
+        status, body = processes.api_request("GET", f"{url}/{group}")
         assert status == 200 and body["name"] in ("g-0", "g-1")
 
 
@@ -171,5 +142,5 @@ def test_scheduling_report_creates_race(live_server, db):
         created = singles.count(201) + sum(r["created"] for r in bulks)
         replaced = singles.count(200) + sum(r["replaced"] for r in bulks)
         assert (created, replaced) == (1, THREADS - 1), results
-        status, body = _request("GET", single)
+        status, body = processes.api_request("GET", single)
         assert status == 200 and body["report"]["writer"] in (0, 1, 2)

@@ -6,32 +6,15 @@ is threaded, so the requests really overlap).
 """
 
 import concurrent.futures
-import json
 import threading
-import urllib.error
-import urllib.request
+
+from tests import processes
 
 CLIENTS = 16
 
 
 def _request(method, url, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(
-        url,
-        data=data,
-        method=method,
-        headers={
-            "x-auth-token": "admin",
-            "openstack-api-version": "placement 1.39",
-            "content-type": "application/json",
-            "accept": "application/json",
-        },
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
+    return processes.api_request(method, url, body, version="1.39")
 
 
 def test_same_generation_only_one_wins(live_server):

@@ -1,7 +1,6 @@
 """placement-manage inventory load: a cluster file into placement, idempotently."""
 
 import os
-import subprocess
 import sys
 import time
 
@@ -9,22 +8,12 @@ import yaml
 
 from joule import inventory as inventory_mod
 from placement.objects import cluster_inventory
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 DATA = os.path.join(os.path.dirname(inventory_mod.__file__), "..", "powerpolicy", "data")
 SMALL = os.path.join(DATA, "cluster-nodes-41.yaml")
 LARGE = os.path.join(DATA, "cluster-nodes-5k.yaml")
-
-
-def _manage(db_url, *args):
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
-    return subprocess.run(
-        [os.path.join(BIN, "placement-manage"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
 
 
 def _providers(client):
@@ -34,7 +23,7 @@ def _providers(client):
 
 
 def test_load_is_complete_and_idempotent(db_url, client):
-    res = _manage(db_url, "inventory", "load", SMALL, "--cells", "2")
+    res = processes.manage(db_url, "inventory", "load", SMALL, "--cells", "2")
     assert res.returncode == 0, res.stderr
     assert "41 nodes" in res.stdout and "41 created" in res.stdout
     rps = _providers(client)
@@ -59,7 +48,7 @@ def test_load_is_complete_and_idempotent(db_url, client):
     cands = client.get("/allocation_candidates?resources=PGPU:8,VCPU:1").get_json()
     assert len(cands["provider_summaries"]) == 12 + 2  # the 8-GPU families
     # Again: nothing changes, not even a generation.
-    again = _manage(db_url, "inventory", "load", SMALL, "--cells", "2")
+    again = processes.manage(db_url, "inventory", "load", SMALL, "--cells", "2")
     assert again.returncode == 0, again.stderr
     assert "0 created, 0 updated, 41 unchanged" in again.stdout
     assert {n: p["generation"] for n, p in _providers(client).items()} == gens
@@ -92,12 +81,12 @@ def test_changed_file_updates_only_what_changed(db_url, client, tmp_path):
     }
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert _manage(db_url, "inventory", "load", str(path)).returncode == 0
+    assert processes.manage(db_url, "inventory", "load", str(path)).returncode == 0
     before = _providers(client)
     data["nodes"][0]["cpu_cores"] = 24  # both cpu-* nodes change
     data["nodes"][1]["gpu_count"] = 0  # gpu-0 loses its PGPU inventory
     path.write_text(yaml.safe_dump(data))
-    res = _manage(db_url, "inventory", "load", str(path))
+    res = processes.manage(db_url, "inventory", "load", str(path))
     assert res.returncode == 0, res.stderr
     assert "0 created, 3 updated, 0 unchanged" in res.stdout
     after = _providers(client)
@@ -123,7 +112,7 @@ def test_in_use_inventory_is_refused_and_nothing_changes(db_url, client, tmp_pat
     }
     path = tmp_path / "inv.yaml"
     path.write_text(yaml.safe_dump(data))
-    assert _manage(db_url, "inventory", "load", str(path)).returncode == 0
+    assert processes.manage(db_url, "inventory", "load", str(path)).returncode == 0
     rps = _providers(client)
     resp = client.put(
         "/allocations/" + "11111111-2222-3333-4444-555555555555",
@@ -149,16 +138,16 @@ def test_in_use_inventory_is_refused_and_nothing_changes(db_url, client, tmp_pat
         }
     )
     path.write_text(yaml.safe_dump(data))
-    res = _manage(db_url, "inventory", "load", str(path))
+    res = processes.manage(db_url, "inventory", "load", str(path))
     assert res.returncode == 1
     assert "n-0: 4 is less than the 6 already allocated" in res.stderr
     assert "Traceback" not in res.stderr
     assert _providers(client) == rps  # not even the new node was created
     # A bad file: one line, exit 1.
     path.write_text("nodes: [{replicas: 2}]")
-    res = _manage(db_url, "inventory", "load", str(path))
+    res = processes.manage(db_url, "inventory", "load", str(path))
     assert res.returncode == 1 and "node_name_prefix" in res.stderr
-    assert _manage(db_url, "inventory", "load", SMALL, "--cells", "0").returncode == 1
+    assert processes.manage(db_url, "inventory", "load", SMALL, "--cells", "0").returncode == 1
 
 
 def test_five_thousand_nodes_load_in_bulk(db):
@@ -181,8 +170,8 @@ def test_a_load_on_postgresql_leaves_fresh_planner_statistics(pg_database_url):
     providers until autovacuum gets round to it."""
     import sqlalchemy as sa
 
-    assert _manage(pg_database_url, "db", "sync").returncode == 0
-    res = _manage(pg_database_url, "inventory", "load", SMALL)
+    assert processes.manage(pg_database_url, "db", "sync").returncode == 0
+    res = processes.manage(pg_database_url, "inventory", "load", SMALL)
     assert res.returncode == 0, res.stderr
     engine = sa.create_engine(pg_database_url)
     try:

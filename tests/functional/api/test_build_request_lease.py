@@ -7,6 +7,7 @@ import uuid
 import sqlalchemy as sa
 
 from placement import models
+from tests import builders
 
 LEASED = "placement.build_request.leased"
 FINISHED = "placement.build_request.invalid_transition"
@@ -21,25 +22,12 @@ def _code(resp):
     return resp.get_json()["errors"][0]["code"]
 
 
-def _spec(instance, request_id, workload_class="standard"):
-    """A request spec of the contract (joule.request_spec) for one instance."""
-    return {
-        "version": "1.0",
-        "request_id": request_id,
-        "instance_uuids": [instance],
-        "workload_class": workload_class,
-        "resources": {"VCPU": 1},
-        "project_id": "p",
-        "user_id": "u",
-    }
-
-
 def _create(client, owner=None, lease=None, instance=None):
     instance = instance or _new()
     body = {
         "instance_uuid": instance,
         "request_id": "req-lease",
-        "spec": _spec(instance, "req-lease"),
+        "spec": builders.build_request_spec(instance, "req-lease"),
     }
     if owner is not None:
         body.update(owner=owner, lease_seconds=lease or 60)
@@ -177,7 +165,7 @@ def _records(n, request_id="req-bulk"):
                 "instance_uuid": instance,
                 "request_id": request_id,
                 "workload_class": "standard",
-                "spec": _spec(instance, request_id),
+                "spec": builders.build_request_spec(instance, request_id),
             }
         )
     return out

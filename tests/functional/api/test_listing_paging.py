@@ -3,7 +3,6 @@ finished build requests and old scheduling reports."""
 
 import datetime
 import os
-import subprocess
 import sys
 import urllib.parse
 import uuid
@@ -14,6 +13,7 @@ import sqlalchemy as sa
 from placement import models
 from placement import paging
 from tests import builders
+from tests import processes
 
 BAD_VALUE = "placement.query.bad_value"
 BAD_MARKER = "placement.query.bad_page_marker"
@@ -22,20 +22,6 @@ BIN = os.path.dirname(sys.executable)
 
 def _code(resp):
     return resp.get_json()["errors"][0]["code"]
-
-
-def _record(request_id="req-page", workload_class="standard"):
-    instance = str(uuid.uuid4())
-    spec = {
-        "version": "1.0",
-        "request_id": request_id,
-        "instance_uuids": [instance],
-        "workload_class": workload_class,
-        "resources": {"VCPU": 1},
-        "project_id": "p",
-        "user_id": "u",
-    }
-    return {"instance_uuid": instance, "request_id": request_id, "spec": spec}
 
 
 def _create(client, records):
@@ -60,8 +46,8 @@ def _walk(client, path, key):
 
 
 def test_build_requests_page_with_links(client):
-    perf = _create(client, [_record(workload_class="performance") for _ in range(5)])
-    _create(client, [_record() for _ in range(3)])
+    perf = _create(client, [builders.build_request(workload_class="performance") for _ in range(5)])
+    _create(client, [builders.build_request() for _ in range(3)])
     items, pages = _walk(
         client, "/build_requests?workload_class=performance&limit=2", "build_requests"
     )
@@ -77,7 +63,7 @@ def test_build_requests_page_with_links(client):
 
 
 def test_build_requests_default_limit(client):
-    _create(client, [_record() for _ in range(paging.DEFAULT_LIMIT + 1)])
+    _create(client, [builders.build_request() for _ in range(paging.DEFAULT_LIMIT + 1)])
     body = client.get("/build_requests").get_json()
     assert len(body["build_requests"]) == paging.DEFAULT_LIMIT
     assert len(body["links"]) == 1
@@ -96,7 +82,7 @@ def test_build_requests_default_limit(client):
     ],
 )
 def test_bad_limits_and_markers(client, path, other):
-    _create(client, [_record() for _ in range(3)])
+    _create(client, [builders.build_request() for _ in range(3)])
     for limit in (str(paging.MAX_LIMIT + 1), "0", "-1", "x", "1.5", "99999999999"):
         resp = client.get(f"{path}?limit={limit}")
         assert resp.status_code == 400, limit
@@ -113,8 +99,8 @@ def test_bad_limits_and_markers(client, path, other):
 
 
 def test_build_request_counts(client):
-    _create(client, [_record(workload_class="performance") for _ in range(4)])
-    other = _create(client, [_record(request_id="req-2") for _ in range(2)])
+    _create(client, [builders.build_request(workload_class="performance") for _ in range(4)])
+    other = _create(client, [builders.build_request(request_id="req-2") for _ in range(2)])
     assert (
         client.put(
             f"/build_requests/{other[0]}", json={"status": "failed", "reason": "x"}
@@ -158,20 +144,9 @@ def _age(db, table, key, value, days):
         )
 
 
-def _manage(db_url, *args):
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
-    return subprocess.run(
-        [os.path.join(BIN, "placement-manage"), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
 def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
     br = models.build_requests
-    records = _create(client, [_record() for _ in range(5)])
+    records = _create(client, [builders.build_request() for _ in range(5)])
     old_placed, old_failed, old_pending, new_placed, old_running = records
     host = builders.create_provider(db, name="purge-host")
     builders.set_inventory(db, host, "VCPU", 8)
@@ -195,9 +170,9 @@ def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
         assert client.put(f"/scheduling_reports/{rid}", json={"report": {}}).status_code == 201
     _age(db, models.scheduling_reports, "request_id", "req-old", 10)
 
-    bad = _manage(db_url, "build-requests", "purge", "--before", "yesterday")
+    bad = processes.manage(db_url, "build-requests", "purge", "--before", "yesterday")
     assert bad.returncode == 1 and "--before 'yesterday'" in bad.stderr
-    done = _manage(db_url, "build-requests", "purge", "--before", "7d")
+    done = processes.manage(db_url, "build-requests", "purge", "--before", "7d")
     assert done.returncode == 0, done.stderr
     assert "2 finished build request(s)" in done.stdout
     with db.read() as conn:
@@ -205,7 +180,7 @@ def test_purge_finished_build_requests_and_old_reports(client, db, db_url):
     assert left == {old_pending, new_placed, old_running}
 
     when = (datetime.datetime.utcnow() - datetime.timedelta(days=7)).isoformat() + "Z"
-    done = _manage(db_url, "scheduling-reports", "purge", "--before", when)
+    done = processes.manage(db_url, "scheduling-reports", "purge", "--before", when)
     assert done.returncode == 0 and "1 scheduling report(s)" in done.stdout, done.stderr
     assert client.get("/scheduling_reports/req-old").status_code == 404
     assert client.get("/scheduling_reports/req-new").status_code == 200
