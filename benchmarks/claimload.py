@@ -1,6 +1,6 @@
 """Claim/release load against any Placement-compatible API, plus a usage sampler.
 
-Shared by ``tests/functional/test_allocation_stress.py`` (modest size, in the
+Shared by ``tests/functional/db/test_allocation_stress.py`` (modest size, in the
 suite) and ``benchmarks/claims.py`` (ours vs upstream). Speaks only the public
 REST API (microversion 1.28, ``consumer_generation: null`` for new consumers)
 so it runs unchanged against upstream OpenStack Placement; the sampler reads

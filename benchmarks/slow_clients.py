@@ -22,7 +22,7 @@ pressure lasts the whole run):
 - slow body: send a POST's headers (Content-Length 100000), then 10 bytes/s.
 
 Every connection goes to 127.0.0.1 only, and the run stops by itself.
-tests/functional/test_slow_clients.py runs the same load against the
+tests/functional/ops/test_api_server.py runs the same load against the
 shipped server in the suite.
 """
 

@@ -12,7 +12,7 @@ Prints the distinct hosts used and the share of each fifth of the hosts by id;
 the issue asks for at least 95 % distinct hosts and 15-25 % per fifth.
 ``--no-random-start`` runs the walk from the lowest id, as before page_start.
 The suite's version (500 hosts, 200 instances) is
-tests/functional/test_scheduler_spread.py.
+tests/functional/scheduler/test_scheduler_spread.py.
 """
 
 import argparse

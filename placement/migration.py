@@ -2,7 +2,7 @@
 
 ``0001`` is the schema of the first release and is frozen: every later
 schema change is a new revision on top of the single head
-(``tests/functional/test_migrations.py`` checks both, and migrates a
+(``tests/functional/db/test_migrations.py`` checks both, and migrates a
 database populated at ``0001`` through every revision).
 """
 

@@ -1,7 +1,7 @@
 """The placement schema, as SQLAlchemy Core tables.
 
 One schema for SQLite and PostgreSQL; ``migrations/`` creates exactly this
-(``tests/functional/test_migrations.py`` checks there is no drift).
+(``tests/functional/db/test_migrations.py`` checks there is no drift).
 
 Upstream-compatible part: resource classes, traits, providers (with nested
 trees), inventories, aggregates, consumers, allocations. Extensions (never

@@ -2,7 +2,7 @@
 
 The fake keeps generations and refuses an inventory below what is
 allocated the way placement does (409 placement.inventory.inuse); the
-functional test (tests/functional/test_node_agent.py) does the same against
+functional test (tests/functional/power/test_node_agent.py) does the same against
 a real placement-api.
 """
 

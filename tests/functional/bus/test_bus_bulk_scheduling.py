@@ -5,7 +5,7 @@ several to a message (build_instances_many, conductor RPC 1.1), and a super
 conductor that does not know that message still gets every request.
 
 In-process services over oslo.messaging's in-memory transport, placement
-over REST (the same code path as on RabbitMQ: tests/functional/
+over REST (the same code path as on RabbitMQ: tests/functional/bus/
 test_bus_rabbit.py).
 """
 

@@ -18,10 +18,10 @@ import shutil
 import subprocess
 import sys
 
-from tests.functional.test_scheduler_e2e import add_hosts
+from tests.functional.scheduler.test_scheduler_e2e import add_hosts
 
 BIN = os.path.dirname(sys.executable)
-PLUGIN = pathlib.Path(__file__).parent.parent / "plugins" / "joule_test_filter"
+PLUGIN = pathlib.Path(__file__).parents[2] / "plugins" / "joule_test_filter"
 FILTER = "RackXExcludedFilter"
 
 

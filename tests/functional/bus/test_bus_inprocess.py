@@ -1,6 +1,6 @@
 """The services over oslo.messaging's in-memory transport, in one process.
 
-The same code path as the processes on RabbitMQ (tests/functional/
+The same code path as the processes on RabbitMQ (tests/functional/bus/
 test_bus_rabbit.py): scheduler service, super conductor, cell conductors and
 the submitter, talking over the bus, placement over REST.
 """

@@ -2,7 +2,7 @@
 /healthcheck and /metrics (in-process, on SQLite and PostgreSQL).
 
 The same endpoints through real server processes are in
-tests/functional/test_operability_processes.py.
+tests/functional/ops/test_operability_processes.py.
 """
 
 import json

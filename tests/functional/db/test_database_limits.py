@@ -5,7 +5,7 @@ SQLite's busy timeout) and a statement past ``statement_timeout`` are 503s in
 the API's error format with Retry-After and placement.database.unavailable,
 logged in one line with the request id; a write whose client hung up before
 it committed is rolled back. The whole-service fault campaign (restarts and a
-paused server) is tests/functional/test_database_faults.py.
+paused server) is tests/functional/db/test_database_faults.py.
 """
 
 import json

@@ -25,8 +25,8 @@ import pytest
 import requests
 
 from tests import builders
-from tests.functional.test_auth_keystone import FakeKeystone
-from tests.functional.test_bus_rabbit import vhost  # noqa: F401 - a fixture
+from tests.functional.api.test_auth_keystone import FakeKeystone
+from tests.functional.bus.test_bus_rabbit import vhost  # noqa: F401 - a fixture
 
 BIN = os.path.dirname(sys.executable)
 TOKEN_LIFE = 1.0
