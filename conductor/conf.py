@@ -4,6 +4,7 @@ embeds the scheduler), the bus ([DEFAULT] transport_url, [rpc]) and [metrics].""
 
 from oslo_config import cfg
 
+from joule import config
 from joule import rpc
 from scheduler import conf as sconf
 
@@ -158,11 +159,4 @@ def list_opts():
 
 def make_conf(args=None, overrides=None):
     """A fresh ConfigOpts with the conductor options; overrides {(group, name): value}."""
-    conf = cfg.ConfigOpts()
-    register_opts(conf)
-    conf(
-        args=args or [], project="conductor", default_config_files=[], validate_default_values=True
-    )
-    for (group, name), value in (overrides or {}).items():
-        conf.set_override(name, value, group=group)
-    return conf
+    return config.make_conf(register_opts, args, overrides=overrides, project="conductor")

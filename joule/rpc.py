@@ -18,7 +18,6 @@ path. Payloads are plain JSON values; the request spec inside them is checked
 against the wire contract by its receiver.
 """
 
-import copy
 import importlib
 import importlib.metadata
 import logging
@@ -37,6 +36,7 @@ with warnings.catch_warnings():
     # monkey-patched), so the warning would only be noise on every start.
     warnings.simplefilter("ignore")
     import oslo_messaging
+    import oslo_messaging.opts
 
     try:
         # It warns once, on its first import: let that be this one.
@@ -92,27 +92,50 @@ rpc_opts = [
     ),
 ]
 
-# The option lists oslo.messaging registers on the global cfg.CONF at import.
 # The services use their own ConfigOpts (tests run several in one process),
-# so they are registered there; these are the lists oslo.messaging's own
-# ConfFixture registers for the same reason.
-_MESSAGING_OPTS = (
-    ("oslo_messaging._drivers.impl_rabbit", "rabbit_opts", "oslo_messaging_rabbit"),
-    ("oslo_messaging._drivers.amqp", "amqp_opts", "oslo_messaging_rabbit"),
-    ("oslo_messaging.rpc.client", "_client_opts", None),
-    ("oslo_messaging.transport", "_transport_opts", None),
-    ("oslo_messaging.rpc.dispatcher", "_dispatcher_opts", None),
-    ("oslo_messaging.server", "_pool_opts", None),
-    ("oslo_messaging.notify.notifier", "_notifier_opts", "oslo_messaging_notifications"),
-    ("oslo_messaging._metrics.client", "oslo_messaging_metrics", "oslo_messaging_metrics"),
-    ("oslo_messaging._tracing.client", "oslo_messaging_tracing", "oslo_messaging_tracing"),
+# not the global cfg.CONF oslo.messaging registers its options on at import,
+# so they register oslo.messaging's options there themselves: the groups
+# its public list_opts() names that a service uses (the rabbit driver; the
+# kafka driver registers its own when it is loaded) ...
+MESSAGING_GROUPS = (None, "oslo_messaging_notifications", "oslo_messaging_rabbit")
+# ... and the two its RPC client and server read on every message but
+# list_opts() leaves out (oslo.messaging's own ConfFixture registers them
+# from these modules for the same reason).
+_UNLISTED_MESSAGING_OPTS = (
+    ("oslo_messaging._metrics.client", "oslo_messaging_metrics"),
+    ("oslo_messaging._tracing.client", "oslo_messaging_tracing"),
 )
+# [DEFAULT] options of oslo.messaging the samples document, in this order:
+# the bus, its exchange, the threads; the RPC client's own timeout and ping
+# are left out ([rpc] call_timeout is ours).
+SAMPLE_DEFAULT_OPTS = ("transport_url", "control_exchange", "executor_thread_pool_size")
+# What the samples say of executor_thread_pool_size (the services change its default).
+EXECUTOR_THREADS_HELP = (
+    "Messages this process handles at once (its RPC server's threads). "
+    "Unset, a scheduler-worker that batches derives it as [scheduler] "
+    "batch_size x concurrent_batches (each call waits for its batch on "
+    "a thread), and a super conductor as enough build_instances_many "
+    "messages of 64 requests for its request threads ([conductor] "
+    "schedule_batch_size x (schedule_calls_in_flight + 1)), plus one; "
+    f"{EXECUTOR_THREADS} otherwise (oslo's 64 would make 64 scheduler "
+    "threads that do not batch race for the same hosts). Setting it "
+    "overrides the derivation."
+)
+
+
+def _messaging_opts():
+    """{group: [opts]} of oslo.messaging's public list_opts(), the groups the
+    services use (copies: the services change some defaults)."""
+    listed = dict(oslo_messaging.opts.list_opts())
+    return {group: listed[group] for group in MESSAGING_GROUPS}
 
 
 def register_opts(conf):
     """Register ``[DEFAULT] transport_url``, the driver options and ``[rpc]``."""
-    for module, attr, group in _MESSAGING_OPTS:
-        conf.register_opts(getattr(importlib.import_module(module), attr), group=group)
+    for group, opts in _messaging_opts().items():
+        conf.register_opts(opts, group=group)
+    for module, name in _UNLISTED_MESSAGING_OPTS:
+        conf.register_opts(getattr(importlib.import_module(module), name), group=name)
     conf.set_default("transport_url", DEFAULT_TRANSPORT_URL)
     conf.set_default("control_exchange", CONTROL_EXCHANGE)
     # Messages one process handles at once (EXECUTOR_THREADS: why not oslo's 64).
@@ -122,40 +145,20 @@ def register_opts(conf):
 
 
 def list_opts():
-    """For the sample generators: transport_url plus the rabbit driver and [rpc]."""
-    transport = importlib.import_module("oslo_messaging.transport")
-    server = importlib.import_module("oslo_messaging.server")
-    rabbit = importlib.import_module("oslo_messaging._drivers.impl_rabbit")
-    amqp = importlib.import_module("oslo_messaging._drivers.amqp")
-    opts = []
-    for opt in transport._transport_opts:
-        # The sample shows the defaults the services really use.
-        if opt.dest == "transport_url":
-            opt = copy.deepcopy(opt)
-            opt.default = DEFAULT_TRANSPORT_URL
-        elif opt.dest == "control_exchange":
-            opt = copy.deepcopy(opt)
-            opt.default = CONTROL_EXCHANGE
-        opts.append(opt)
-    for opt in server._pool_opts:
-        opt = copy.deepcopy(opt)
-        if opt.dest == "executor_thread_pool_size":
-            opt.default = EXECUTOR_THREADS
-            opt.help = (
-                "Messages this process handles at once (its RPC server's threads). "
-                "Unset, a scheduler-worker that batches derives it as [scheduler] "
-                "batch_size x concurrent_batches (each call waits for its batch on "
-                "a thread), and a super conductor as enough build_instances_many "
-                "messages of 64 requests for its request threads ([conductor] "
-                "schedule_batch_size x (schedule_calls_in_flight + 1)), plus one; "
-                f"{EXECUTOR_THREADS} otherwise (oslo's 64 would make 64 scheduler "
-                "threads that do not batch race for the same hosts). Setting it "
-                "overrides the derivation."
-            )
-        opts.append(opt)
+    """For the sample generators: transport_url plus the rabbit driver and [rpc],
+    with the defaults the services really use."""
+    opts = _messaging_opts()
+    by_name = {opt.dest: opt for opt in opts[None]}
+    by_name["transport_url"].default = DEFAULT_TRANSPORT_URL
+    by_name["control_exchange"].default = CONTROL_EXCHANGE
+    by_name["executor_thread_pool_size"].default = EXECUTOR_THREADS
+    by_name["executor_thread_pool_size"].help = EXECUTOR_THREADS_HELP
+    # The driver's own options first, then the AMQP ones it shares, as the
+    # samples have always listed them.
+    rabbit = sorted(opts["oslo_messaging_rabbit"], key=lambda opt: opt.dest.startswith("amqp_"))
     return [
-        (None, opts),
-        ("oslo_messaging_rabbit", rabbit.rabbit_opts + amqp.amqp_opts),
+        (None, [by_name[name] for name in SAMPLE_DEFAULT_OPTS]),
+        ("oslo_messaging_rabbit", rabbit),
         (rpc_group, rpc_opts),
     ]
 
