@@ -1,16 +1,124 @@
-"""Reserve and unreserve in placement: claim, unclaim, move a claim.
+"""Reserve and unreserve in placement: claim with retry, unclaim, move a claim.
 
-Claim = PUT /allocations/{consumer} with consumer_generation null: it succeeds
-only for a consumer that holds nothing, so two schedulers can never both
-claim one instance. Unclaim is idempotent (404 and "nothing held" count as
-success) and may be called for a consumer that was never claimed. Moving a
-claim replaces the allocations in ONE write guarded by the consumer's current
-generation, so the instance never holds nothing in between.
+Claim = a write with consumer_generation null: it succeeds only for a
+consumer that holds nothing, so two schedulers can never both claim one
+instance. One claim is ``PUT /allocations/{consumer}``; several (a batch's)
+are one ``POST /allocations``, all or none. ``reserve`` is the one
+claim-with-retry of the scheduler: a provider generation conflict placement
+gave up on (its own retries against concurrent writers ran out) is retried
+after a jittered pause, as nova's report client does; every other refusal
+is said as what it is, for the caller to decide (drop the host, re-read the
+server group, answer ConsumerInUse, go alone on a fresh walk).
+
+Unclaim is idempotent (404 and "nothing held" count as success) and may be
+called for a consumer that was never claimed. Moving a claim replaces the
+allocations in ONE write guarded by the consumer's current generation, so
+the instance never holds nothing in between.
 
 A spec that names a server group sends it with every claim and move:
 placement checks the group's policy in the same write, so a claim that would
-break it is a 409 like a lost race (the scheduler takes its next host).
+break it is a 409 like a lost race.
 """
+
+import dataclasses
+import logging
+import time
+
+from joule import placement_client
+from scheduler import server_groups
+from scheduler.errors import UNREACHABLE
+
+LOG = logging.getLogger(__name__)
+
+# upstream's code of a provider (or consumer) generation conflict; a capacity
+# shortage is a 409 without it ("Unable to allocate inventory").
+CONCURRENT_UPDATE = "placement.concurrent_update"
+# Placement refused performance work on a node whose root is eco (it became
+# eco after the walk read it): a lost race for that host, never retried.
+PROFILE_CONFLICT = "placement.allocation.profile_conflict"
+GENERATION_RETRIES = 3
+
+# What became of a reservation.
+CLAIMED = "claimed"
+LOST = "lost"  # someone else took the capacity (or the host turned eco)
+CONSUMER_IN_USE = "consumer_in_use"  # a consumer already holds allocations
+GROUP_REFUSED = "group_refused"  # the server group's policy refused it
+UNREACHABLE_NOW = "unreachable"  # unknown whether it was written
+REFUSED = "refused"  # placement refused it otherwise (nothing written)
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One consumer's claim: its allocation request, for ``spec``'s owner."""
+
+    consumer: str
+    allocation_request: dict
+    spec: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Reservation:
+    status: str
+    code: str | None = None  # placement's error code of a refusal
+    error: Exception | None = None
+
+
+def reserve(client, claims, rng, bulk=False):
+    """Write ``claims`` (one write, all or none), retrying a provider
+    generation conflict; a Reservation says what became of them. ``bulk``:
+    ``POST /allocations`` even for one claim (a batch member's)."""
+    for attempt in range(GENERATION_RETRIES + 1):
+        try:
+            _write(client, claims, bulk)
+            return Reservation(CLAIMED)
+        except placement_client.Conflict as exc:
+            if exc.consumer_conflict:
+                return Reservation(CONSUMER_IN_USE, exc.code, exc)
+            if exc.code == CONCURRENT_UPDATE and attempt < GENERATION_RETRIES:
+                time.sleep(rng.uniform(0, 0.05 * (attempt + 1)))
+                continue
+            if exc.code == server_groups.POLICY_VIOLATION:
+                return Reservation(GROUP_REFUSED, exc.code, exc)
+            return Reservation(LOST, exc.code, exc)
+        except UNREACHABLE as exc:
+            return Reservation(UNREACHABLE_NOW, None, exc)
+        except placement_client.PlacementError as exc:
+            return Reservation(REFUSED, getattr(exc, "code", None), exc)
+    raise AssertionError("unreachable: the last attempt returns")
+
+
+def _write(client, claims, bulk):
+    if len(claims) == 1 and not bulk:
+        c = claims[0]
+        claim(client, c.consumer, c.allocation_request, c.spec)
+        return
+    client.post_allocations(
+        [
+            (
+                c.consumer,
+                c.allocation_request,
+                c.spec.project_id,
+                c.spec.user_id,
+                c.spec.workload_class,
+                c.spec.consumer_type,
+                c.spec.server_group,
+            )
+            for c in claims
+        ]
+    )
+
+
+def release(client, consumers, request_id=None):
+    """Unclaim ``consumers``, newest first (Unreserve order); a failure is
+    logged and the others are still released."""
+    errors = []
+    for consumer in reversed(list(consumers)):
+        try:
+            unclaim(client, consumer)
+        except placement_client.PlacementError as exc:
+            errors.append(f"{consumer}: {exc}")
+    if errors:
+        LOG.error("could not release claims of %s: %s", request_id or "a batch", "; ".join(errors))
 
 
 def claim(client, consumer, allocation_request, spec):

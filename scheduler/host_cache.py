@@ -63,8 +63,8 @@ WAIT_SECONDS = 5.0
 class Entry:
     """One kind's walk and what was derived from it."""
 
-    walk: object  # scheduler.worker._Walk, its hosts with assumed usage
-    ranker: object  # IncrementalRanker over walk.passed (its state: the walk's request)
+    walk: object  # scheduler.walk.CandidateWalk, its hosts with assumed usage
+    ranker: object  # scheduler.ranking.Ranker over walk.passed
     walk_data: dict  # the walk's report fields, copied into each member's report
     resources: dict  # the amounts the walk asked for, per resource class
     born: float  # clock() when walked

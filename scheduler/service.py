@@ -16,7 +16,7 @@ Any number of workers share the topic. Requests are handled by a pool of
 threads (``[DEFAULT] executor_thread_pool_size``), each with its own Scheduler (their
 random number generators and statistics are per request stream). With
 ``[scheduler] batch_size`` > 1 the threads hand the requests they hold to one
-``batching.Batcher``: requests that arrive together share a candidate walk
+``batcher.Batcher``: requests that arrive together share a candidate walk
 and a claim (scheduler.batching); each still gets its own answer.
 """
 
@@ -26,10 +26,15 @@ import time
 
 from joule import request_spec as spec_mod
 from joule.rpc import oslo_messaging  # imported there, quietly
+from scheduler import batcher as batcher_mod
 from scheduler import batching
 from scheduler import host_cache
+from scheduler import lookups
 from scheduler import metrics
 from scheduler import worker as worker_mod
+from scheduler.errors import ConsumerInUse
+from scheduler.errors import NoValidHost
+from scheduler.errors import SchedulerError
 
 LOG = logging.getLogger(__name__)
 
@@ -45,7 +50,7 @@ class SchedulerEndpoint:
         self._local = threading.local()
         self._all = []
         self._lock = threading.Lock()
-        self._traits_ready = set()
+        self.traits = lookups.KnownTraits()
         group = conf.scheduler
         self._batcher = None
         # One view per process, shared by its threads' batches (one batch
@@ -54,7 +59,7 @@ class SchedulerEndpoint:
             group.host_cache_seconds if group.batch_size > 1 else 0
         )
         if group.batch_size > 1:
-            self._batcher = batching.Batcher(
+            self._batcher = batcher_mod.Batcher(
                 lambda specs, groups: self._scheduler().select_batch(specs, groups),
                 group.batch_size,
                 group.batch_window_ms / 1000.0,
@@ -64,10 +69,10 @@ class SchedulerEndpoint:
     def _scheduler(self):
         sched = getattr(self._local, "scheduler", None)
         if sched is None:
-            sched = self._local.scheduler = worker_mod.Scheduler(self.conf, self._client_factory())
-            # Traits known to exist are the process's, not the thread's.
-            sched._traits_ready = self._traits_ready
-            sched.host_cache = self.host_cache
+            # Traits known to exist and the kept walks are the process's.
+            sched = self._local.scheduler = worker_mod.Scheduler(
+                self.conf, self._client_factory(), traits=self.traits, host_cache=self.host_cache
+            )
             with self._lock:
                 self._all.append(sched)
         return sched
@@ -137,13 +142,13 @@ class SchedulerEndpoint:
         """Run ``select(*args)`` and turn its outcome into the answer dict."""
         try:
             selections = select(*args)
-        except worker_mod.NoValidHost as exc:
+        except NoValidHost as exc:
             for name, removed in ((exc.report or {}).get("removed_per_filter") or {}).items():
                 metrics.NO_VALID_HOST.labels(name).inc(removed)
             return {"status": "no_valid_host", "error": str(exc)}
-        except worker_mod.ConsumerInUse as exc:
+        except ConsumerInUse as exc:
             return {"status": "consumer_in_use", "error": str(exc)}
-        except worker_mod.SchedulerError as exc:
+        except SchedulerError as exc:
             return {"status": "error", "error": str(exc)}
         metrics.DECISIONS.inc(len(selections))
         return {
@@ -159,8 +164,8 @@ class SchedulerEndpoint:
         group = None
         if spec.server_group is not None:
             try:
-                group = sched._load_group(spec)
-            except worker_mod.SchedulerError:
+                group = sched.load_group(spec)
+            except SchedulerError:
                 return False, None  # alone, it answers the same error with its report
             if not batching.batchable(spec, group):
                 return False, None

@@ -1,7 +1,9 @@
 """Host filters: each drops hosts that must not take the request, with a reason.
 
 A filter is a class with a ``name``, a ``reason`` (one sentence shown to the
-operator when it removes hosts), ``host_passes(host, spec) -> bool`` and
+operator when it removes hosts), ``host_passes(host, spec)`` answering a
+bool or a ``Verdict`` (fits, or does not fit with a reason; an exception is
+reported as the plugin's failure, never as "does not fit") and
 ``node_fields(spec)``: the node-data fields of ``HostState`` it reads for
 that spec (the scheduler asks placement for node data only when some enabled
 filter, weigher or the alternates need a field); ``spec`` is the request's
@@ -103,38 +105,91 @@ def from_conf(group):
     return load(group.enabled_filters, group.available_filters)
 
 
+class Verdict:
+    """What a filter may answer instead of a bool: fits, or does not fit
+    because ``reason`` (shown to the operator with the filter's record)."""
+
+    __slots__ = ("fits", "reason")
+
+    def __init__(self, fits, reason=None):
+        self.fits = bool(fits)
+        self.reason = reason
+
+    def __bool__(self):
+        return self.fits
+
+
+FITS = Verdict(True)
+
+
 def run_filters(hosts, spec, filters):
-    """Apply ``filters`` in order; return (remaining hosts, per-filter records)."""
+    """Apply ``filters`` in order; return (remaining hosts, per-filter records).
+
+    A filter's ``host_passes`` answers a bool or a Verdict. One that raises
+    removes the host it raised for (it cannot be said to fit), and its
+    record says it failed, with the error: "the plugin broke" is never
+    reported as "no host fits"."""
     records = []
     for flt in filters:
         before = len(hosts)
-        explain = getattr(flt, "explain", None)
-        gone = []
-        # hot: runs per candidate host per request; no logging inside.
-        if explain is None:
-            hosts = [h for h in hosts if flt.host_passes(h, spec)]
-        else:
-            kept = []
-            for h in hosts:
-                (kept if flt.host_passes(h, spec) else gone).append(h)
-            hosts = kept
-        removed = before - len(hosts)
-        records.append(
-            {
-                "name": flt.name,
-                "before": before,
-                "after": len(hosts),
-                "removed": removed,
-                # A filter with several causes may word its reason from the
-                # hosts it removed (``explain(removed_hosts)``).
-                "reason": explain(gone) if gone else flt.reason,
-            }
-        )
+        hosts, record = _apply(flt, hosts, spec)
+        records.append(record)
         LOG.debug("filter %s: %d -> %d hosts", flt.name, before, len(hosts))
         if not hosts:
             LOG.info("filter %s removed all remaining candidates of %s", flt.name, spec.request_id)
             break
     return hosts, records
+
+
+def _apply(flt, hosts, spec):
+    before = len(hosts)
+    explain = getattr(flt, "explain", None)
+    try:
+        # hot: runs per candidate host per request; no logging inside.
+        kept, gone, reasons, errors = _judged(flt, hosts, spec, catch=False)
+    except Exception:  # noqa: BLE001 - a plugin broke: judged again, each error kept
+        kept, gone, reasons, errors = _judged(flt, hosts, spec, catch=True)
+    if errors:
+        LOG.error("filter %s failed on %d host(s): %s", flt.name, len(errors), errors[0])
+    if gone and explain is not None:
+        reason = explain(gone)
+    elif reasons:
+        reason = "; ".join(sorted(set(reasons)))
+    else:
+        reason = flt.reason
+    record = {
+        "name": flt.name,
+        "before": before,
+        "after": len(kept),
+        "removed": before - len(kept),
+        # A filter with several causes may word its reason from the hosts it
+        # removed (``explain(removed_hosts)``) or answer Verdicts with one.
+        "reason": reason,
+    }
+    if errors:
+        record["errors"] = len(errors)
+        record["error"] = errors[0]
+    return kept, record
+
+
+def _judged(flt, hosts, spec, catch):
+    """(kept, removed, their Verdict reasons, errors) judging one host at a time."""
+    kept, gone, reasons, errors = [], [], [], []
+    for h in hosts:
+        try:
+            answer = flt.host_passes(h, spec)
+        except Exception as exc:  # noqa: BLE001 - said in the record, not as "does not fit"
+            if not catch:
+                raise
+            errors.append(f"{type(exc).__name__}: {exc}")
+            continue
+        if answer:
+            kept.append(h)
+            continue
+        gone.append(h)
+        if isinstance(answer, Verdict) and answer.reason:
+            reasons.append(answer.reason)
+    return kept, gone, reasons, errors
 
 
 def add_records(total, records):
@@ -155,4 +210,7 @@ def add_records(total, records):
             total.append(have)
         for key in ("before", "after", "removed"):
             have[key] += rec[key]
+        if rec.get("errors"):
+            have["errors"] = have.get("errors", 0) + rec["errors"]
+            have.setdefault("error", rec["error"])
     return total

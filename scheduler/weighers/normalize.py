@@ -3,21 +3,33 @@
 Nova's min-max normalization: the best raw value maps to 1, the worst to 0,
 and when all hosts are equal every host gets 0 (the weigher cannot tell them
 apart, so it must not move the ranking). ``reverse`` is for lower-is-better
-values. Nowhere else normalizes.
+values. Nowhere else normalizes: the ranking keeps each weigher's bounds
+(``bounds``) and scales one host at a time (``scale``) with these.
 """
 
 
-def normalize(values, reverse=False, minval=None):
-    """``minval``: a fixed lower bound instead of the smallest value (nova's
-    resource weighers use 0, so between nearly-full hosts 10 and 12 MB free
-    weigh 0.83 and 1.0, not 0 and 1: small differences are not magnified)."""
-    if not values:
-        return []
+def bounds(values, minval=None):
+    """(low, high) of ``values``; ``minval``: a fixed lower bound instead of
+    the smallest value (nova's resource weighers use 0, so between
+    nearly-full hosts 10 and 12 MB free weigh 0.83 and 1.0, not 0 and 1:
+    small differences are not magnified)."""
     low = min(values) if minval is None else minval
-    high = max(values)
+    return low, max(values)
+
+
+def scale(value, low, high, reverse=False):
+    """``value`` normalized between ``low`` and ``high`` (0 when they meet)."""
     span = high - low
     if span == 0:
-        return [0.0] * len(values)
+        return 0.0
     if reverse:
-        return [(high - v) / span for v in values]
-    return [(v - low) / span for v in values]
+        return (high - value) / span
+    return (value - low) / span
+
+
+def normalize(values, reverse=False, minval=None):
+    """Every value of ``values`` normalized together."""
+    if not values:
+        return []
+    low, high = bounds(values, minval)
+    return [scale(v, low, high, reverse) for v in values]

@@ -132,7 +132,8 @@ def cycles(graph):
 
 def _params(packages=PACKAGES):
     return [
-        pytest.param(path, tree, id=str(path.relative_to(ROOT))) for path, tree in _sources(packages)
+        pytest.param(path, tree, id=str(path.relative_to(ROOT)))
+        for path, tree in _sources(packages)
     ]
 
 

@@ -64,9 +64,7 @@ def _answer(sched, fake, data):
     report = dict(fake.reports.get(data["request_id"]) or {})
     report.pop("duration_ms", None)
     out["report"] = report
-    out["held"] = {
-        c: fake.holder_of(c) for c in data["instance_uuids"] if fake.holder_of(c)
-    }
+    out["held"] = {c: fake.holder_of(c) for c in data["instance_uuids"] if fake.holder_of(c)}
     return out
 
 
@@ -185,7 +183,9 @@ def case_host_turned_eco_for_performance():
     return _run(hosts, [spec("flipped", workload_class="performance")], before=flip)
 
 
-CASES = {name[len("case_") :]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}
+CASES = {
+    name[len("case_") :]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")
+}
 
 
 def answers():

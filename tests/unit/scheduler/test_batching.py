@@ -10,6 +10,7 @@ import pytest
 
 from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
+from scheduler import batcher as batcher_mod
 from scheduler import batching
 from scheduler import conf as conf_mod
 from scheduler import server_groups
@@ -318,7 +319,7 @@ def test_batcher_each_caller_gets_its_own_outcome_and_batches_form_under_load():
             gate.wait(5)  # the first batch is slow: the others queue behind it
         return [(batching.PLACED, f"answer-{s}") for s in specs]
 
-    batcher = batching.Batcher(run, size=10, window=0.0, slots=1)
+    batcher = batcher_mod.Batcher(run, size=10, window=0.0, slots=1)
     results = {}
 
     def call(name):
@@ -349,7 +350,7 @@ def test_batcher_a_failing_batch_sends_its_callers_alone():
     def run(specs, groups):
         raise RuntimeError("boom")
 
-    batcher = batching.Batcher(run, size=4, window=0.0, slots=1)
+    batcher = batcher_mod.Batcher(run, size=4, window=0.0, slots=1)
     assert batcher.submit("x") == (batching.ALONE, None)
 
 

@@ -1,17 +1,20 @@
-"""The kept walk's ranking (scheduler.incremental_rank) gives the weights and
-the order the full recomputation gives, decision after decision, and draws
-among tied hosts uniformly."""
+"""The ranking (scheduler.ranking), kept up to date per decision, gives the
+weights and the order nova's formula (``weighers.weigh_hosts``, recomputed
+from scratch) gives, decision after decision, and draws among tied hosts
+uniformly."""
 
 import collections
 import random
 
 import pytest
 
-from scheduler import batching
+from scheduler import picking
 from scheduler import request_state
+from scheduler import weighers as weighers_mod
 from scheduler import worker
-from scheduler.incremental_rank import IncrementalRanker
+from scheduler.ranking import Ranker
 from scheduler.report import Report
+from scheduler.walk import CandidateWalk
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
@@ -22,7 +25,7 @@ def _walk(hosts, request):
     fake = FakePlacement(hosts)
     sched = worker.Scheduler(make_conf(), fake, rng=random.Random(1))
     state = request_state.RequestState(request)
-    walk = worker._Walk(sched, state, Report(request))
+    walk = CandidateWalk(sched, state, Report(request))
     walk.fill()
     return sched, state, walk.passed
 
@@ -53,36 +56,41 @@ def test_the_ranking_matches_a_full_recomputation_after_every_decision(count):
     ]
     request = spec("r", vcpu=2, ram=2048)
     sched, state, passed = _walk(hosts, request)
-    full = batching.Ranker(state, sched.weighers)
-    fast = IncrementalRanker(state, sched.weighers)
-    full.add(passed)
+    fast = Ranker(state, sched.weighers)
     fast.add(passed)
     lost = set()
     for step in range(400):
-        _same(full.rank(lost), fast.rank(lost))
+        _same(_full(passed, state, sched, lost), fast.rank(lost))
         target = rng.choice(passed)
-        areq = batching.usable_for(target, request, True)
+        areq = picking.usable_for(target, request, True)
         if areq is None:
             continue
         target.consume(areq)
-        full.update(target)
         fast.update(target)
         if step % 97 == 0:
             lost.add(rng.choice(passed).uuid)  # a lost race: rebuilt without it
-    _same(full.rank(lost), fast.rank(lost))
+    _same(_full(passed, state, sched, lost), fast.rank(lost))
+
+
+def _full(hosts, state, sched, lost):
+    """Nova's formula from scratch over the hosts not lost, best first."""
+    weighed = weighers_mod.weigh_hosts(
+        [h for h in hosts if h.uuid not in lost], state, sched.weighers
+    )
+    return sorted(weighed, key=lambda item: item[0], reverse=True)
 
 
 def test_a_decision_draws_uniformly_among_many_tied_hosts():
     hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(400)]
     request = spec("r")
     sched, state, passed = _walk(hosts, request)
-    ranker = IncrementalRanker(state, sched.weighers)
+    ranker = Ranker(state, sched.weighers)
     ranker.add(passed)
     rng = random.Random(3)
     picks = collections.Counter()
     for _ in range(4000):
         available = ranker.rank(set()).available(
-            lambda h: batching.fitting(h, request, True), 1, rng
+            lambda h: picking.fitting(h, request, True), 1, rng
         )
         assert len(available) == 1
         picks[available[0][2].uuid] += 1
@@ -90,7 +98,7 @@ def test_a_decision_draws_uniformly_among_many_tied_hosts():
     assert len(picks) == 400
     assert max(picks.values()) < 30
     # The first host in the index order is drawn like the others.
-    first = ranker.hosts[ranker._keys[0][1]].uuid
+    first = ranker.rank(set()).hosts_prefix(1)[0].uuid
     assert picks[first] < 30
 
 
@@ -99,13 +107,18 @@ def test_few_ties_are_listed_in_order_like_the_full_ranking():
     hosts = [host(f"h{i}", vcpu=8 * (i + 1), ram=8192 * (i + 1)) for i in range(30)]
     request = spec("r")
     sched, state, passed = _walk(hosts, request)
-    full = batching.Ranker(state, sched.weighers)
-    fast = IncrementalRanker(state, sched.weighers)
-    full.add(passed)
+    fast = Ranker(state, sched.weighers)
     fast.add(passed)
+    full = _full(passed, state, sched, set())
     for subset in (1, 3):
-        want = batching._available(full.rank(set()), request, True, subset)
-        got = fast.rank(set()).available(lambda h: batching.fitting(h, request, True), subset, rng)
+        # The first ``subset`` usable hosts and every one tied with the best.
+        want = []
+        for w, _parts, h in full:
+            if len(want) >= subset and w < want[0][0]:
+                break
+            if picking.fitting(h, request, True) is not None:
+                want.append((w, None, h))
+        got = fast.rank(set()).available(lambda h: picking.fitting(h, request, True), subset, rng)
         assert [(round(w, 9), h.uuid) for w, _a, h in got] == [
             (round(w, 9), h.uuid) for w, _a, h in want
         ]
