@@ -29,6 +29,10 @@ CONCURRENT = "placement.concurrent_update"
 # Conflicts that mean "not yours (any more)": somebody else holds, took or
 # finished it.
 LOST = (LEASED, FINISHED, CONCURRENT)
+# What a call to placement raises when it failed or went unanswered: the
+# conductor logs it and leaves the records it concerned held, for the sweep
+# to finish once their lease runs out.
+PLACEMENT_ERRORS = (client_mod.PlacementError, client_mod.PlacementUnreachable)
 
 
 class AlreadyRecorded(Exception):

@@ -4,7 +4,6 @@
 reply topic that is not a topic) is refused whole, logged once, and never
 raises into the executor thread or breaks the other messages' shared flush."""
 
-import contextlib
 import logging
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from conductor import conf as cconf
 from conductor import driver as driver_mod
 from conductor import service as cservice
+from conductor import super_conductor
 from joule import request_spec as rs
 from joule import rpc
 from scheduler import service as sched_service
@@ -105,7 +105,7 @@ def conductor(monkeypatch):
     c.recorded = []
     c.refusals = []
     monkeypatch.setattr(c.records, "create_held", lambda items: c.recorded.extend(items) or {})
-    monkeypatch.setattr(c, "_schedule_and_dispatch", lambda *a: None)
+    monkeypatch.setattr(c.super_conductor, "schedule_and_dispatch", lambda *a: None)
     monkeypatch.setattr(c.outcomes, "request_refused", lambda *a: c.refusals.append(a))
     return c
 
@@ -158,7 +158,9 @@ def _build(n):
 
 def test_a_bad_reply_topic_in_a_shared_flush_does_not_fail_the_other_builds(conductor):
     conductor.conductors = _Cells()
-    conductor._send_builds("cell1", [(_build(1), "build-submit.a"), (_build(2), ["x"])])
+    super_conductor.send_builds(
+        conductor.bus, "cell1", [(_build(1), "build-submit.a"), (_build(2), ["x"])]
+    )
     [(cell, builds, topic)] = conductor.conductors.sent
     assert topic == "build-submit.a"
     assert [b["instance_uuid"] for b in builds] == [
@@ -167,19 +169,17 @@ def test_a_bad_reply_topic_in_a_shared_flush_does_not_fail_the_other_builds(cond
     ]
 
 
-class _CellConductor:
+class _CellBuild:
+    """Stands for the cell conductor's build: what reaches it was let in."""
+
     def __init__(self):
         self.handled = []
 
-    @contextlib.contextmanager
-    def working(self):
-        yield
+    def build_many(self, builds):
+        self.handled.append(builds)
 
-    def build_many(self, builds, reply_topic):
-        self.handled.append((builds, reply_topic))
-
-    def build_instance(self, *args):
-        self.handled.append(args)
+    def build_one(self, build):
+        self.handled.append(build)
 
 
 @pytest.mark.parametrize(
@@ -195,18 +195,18 @@ class _CellConductor:
     ],
 )
 def test_a_cell_conductor_drops_a_build_many_over_a_limit_or_with_a_bad_topic(
-    builds, topic, reason, caplog
+    conductor, builds, topic, reason, caplog
 ):
-    cell = _CellConductor()
+    cell = conductor.builds.cell_build = _CellBuild()
     with caplog.at_level(logging.WARNING):
-        cservice.CellConductorEndpoint(cell).build_many({}, builds, topic)
+        cservice.CellConductorEndpoint(conductor).build_many({}, builds, topic)
     assert cell.handled == []
     assert len([r for r in caplog.records if reason in r.getMessage()]) == 1
 
 
-def test_a_cell_conductor_drops_a_build_instance_with_a_bad_topic(caplog):
-    cell = _CellConductor()
+def test_a_cell_conductor_drops_a_build_instance_with_a_bad_topic(conductor, caplog):
+    cell = conductor.builds.cell_build = _CellBuild()
     with caplog.at_level(logging.WARNING):
-        cservice.CellConductorEndpoint(cell).build_instance({}, INST, {}, {}, 7, 1)
+        cservice.CellConductorEndpoint(conductor).build_instance({}, INST, {}, {}, 7, 1)
     assert cell.handled == []
     assert any("reply_topic" in r.getMessage() for r in caplog.records)

@@ -402,14 +402,14 @@ def test_concurrent_hand_offs_share_one_cast_and_outcomes_one_message_per_submit
             for i, w, m in (_scheduled(cloud, super_c) for _ in topics)
         ]
         threads = [
-            threading.Thread(target=super_c._cast_builds, args=("cell1", [b], t))
+            threading.Thread(target=super_c.super_conductor.cast_builds, args=("cell1", [b], t))
             for b, t in zip(builds, topics, strict=True)
         ]
         threads[0].start()
         assert held.first_in.wait(10)
         for t in threads[1:]:
             t.start()
-        batcher = super_c._build_casts._batchers["cell1"]
+        batcher = super_c.batchers.build_casts._batchers["cell1"]
         _wait_for(lambda: len(batcher._pending) == 3)
         held.release.set()
         for t in threads:

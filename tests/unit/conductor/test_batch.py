@@ -6,7 +6,10 @@ import pytest
 
 from conductor import batch
 from conductor import conf as cconf
+from conductor import intake
+from conductor import leases
 from conductor import service as cond_service
+from conductor import super_conductor
 from joule import rpc
 from joule.rpc import oslo_messaging
 
@@ -125,26 +128,26 @@ def _build(**over):
 )
 def test_bad_build_many_messages_are_refused(builds):
     with pytest.raises(ValueError):
-        cond_service._checked_builds(builds)
+        intake.checked_builds(builds)
 
 
 def test_good_build_many_message_passes():
     # 1.1 (the message's reply topic for every build) and 1.2 (a build's own,
     # or none: a build resumed by a sweep has nobody to tell).
     builds = [_build(), _build(instance_uuid="6a6f756c-6500-4000-8000-000000000002")]
-    assert cond_service._checked_builds(builds) == builds
+    assert intake.checked_builds(builds) == builds
     builds.append(_build(instance_uuid="6a6f756c-6500-4000-8000-000000000003", reply_topic="t"))
     builds.append(_build(instance_uuid="6a6f756c-6500-4000-8000-000000000004", reply_topic=None))
-    assert cond_service._checked_builds(builds) == builds
+    assert intake.checked_builds(builds) == builds
 
 
 def test_one_message_names_only_the_reply_topics_that_differ():
     a, b, c = ({"instance_uuid": n} for n in "abc")
-    builds, default = cond_service._one_message([(a, "x"), (b, "y"), (c, "x")])
+    builds, default = super_conductor.one_message([(a, "x"), (b, "y"), (c, "x")])
     assert default == "x"
     assert builds == [a, {"instance_uuid": "b", "reply_topic": "y"}, c]
     # One submitter: no build carries a topic (the message stays 1.1).
-    assert cond_service._one_message([(a, "x"), (c, "x")]) == ([a, c], "x")
+    assert super_conductor.one_message([(a, "x"), (c, "x")]) == ([a, c], "x")
 
 
 def test_batchers_share_a_flush_only_within_a_key():
@@ -206,13 +209,13 @@ def test_a_lease_asked_for_long_ago_is_renewed_before_it_is_trusted():
     # Taken (asked) 6 s ago on a 10 s lease: more than half gone, so keep()
     # asks placement again instead of trusting the local clock.
     records = _Records(answer=8)
-    lease = cond_service._Lease(records, "i", 7, taken_at=time.monotonic() - 6)
+    lease = leases.Lease(records, "i", 7, taken_at=time.monotonic() - 6)
     assert lease.keep() and records.takes == [("i", 7)] and lease.generation == 8
     # Just renewed: trusted without asking.
     assert lease.keep() and len(records.takes) == 1
     # Renewal refused (taken over meanwhile): no longer ours.
     lost = _Records(answer=None)
-    assert not cond_service._Lease(lost, "i", 7, taken_at=time.monotonic() - 6).keep()
+    assert not leases.Lease(lost, "i", 7, taken_at=time.monotonic() - 6).keep()
 
 
 def test_concurrent_flushes_never_exceed_the_limit():
@@ -275,7 +278,7 @@ def test_a_failed_build_many_raises_in_every_request_it_carried():
 
     def hand(instance):
         try:
-            conductor._cast_builds("cell1", [_build(instance_uuid=instance)], "t")
+            conductor.super_conductor.cast_builds("cell1", [_build(instance_uuid=instance)], "t")
         except oslo_messaging.MessagingException as exc:
             raised[instance] = exc
 
@@ -286,7 +289,7 @@ def test_a_failed_build_many_raises_in_every_request_it_carried():
     for t in threads[1:]:
         t.start()
     for _ in range(1000):
-        if len(conductor._build_casts._batchers["cell1"]._pending) == 3:
+        if len(conductor.batchers.build_casts._batchers["cell1"]._pending) == 3:
             break
         threading.Event().wait(0.01)
     cells.release.set()

@@ -1,0 +1,200 @@
+"""The super conductor's scheduling and dispatch.
+
+For one request (a RequestSpec, checked where it entered the process:
+conductor.intake, or the sweep's stored record): record one pending build
+request per instance, held by this process under a lease (all or none, so
+a redelivered message finds them and is dropped); call the scheduler
+(``select_destinations``, with a timeout and bounded retries; before a
+retry it releases whatever a scheduler that died half way claimed, and the
+leases are renewed meanwhile: conductor.leases.Held); then hand every
+record off in one bulk call and cast each instance's selection list to the
+conductors of the selected host's cell (``build_many``, shared by the
+builds that concurrent requests hand off to that cell together). A host
+without a cell has no cell conductors: its instances are built here
+(conductor.cell_build). A request that could not be scheduled is failed in
+one bulk finish and one message (conductor.outcomes).
+
+The spec leaves the process only here: dumped into its records (a
+placement write), into the scheduling call and into the builds cast to a
+cell (messages).
+"""
+
+import collections
+import logging
+import time
+
+from conductor import cell_build as cell_mod
+from conductor import leases
+from conductor import metrics
+from conductor import records as records_mod
+from joule import request_spec as spec_mod
+from joule import rpc
+from scheduler import claim as claim_mod
+
+# The logger of the conductor before its split into modules: its lines keep
+# the name operators filter on.
+LOG = logging.getLogger("conductor.service")
+
+
+class SuperConductor:
+    """Schedules requests and dispatches their builds.
+
+    :param bus: the bus clients (``scheduler``, ``conductors``), looked up
+        at each call.
+    :param batchers: the conductor's batchers (conductor.batchers): its
+        ``scheduling`` (None: one call per request) and ``build_casts``.
+    """
+
+    def __init__(self, records, client, bus, reporter, cell_build, batchers):
+        self.records = records
+        self.client = client
+        self.bus = bus
+        self.reporter = reporter
+        self.cell_build = cell_build
+        self._scheduling = batchers.scheduling
+        self._build_casts = batchers.build_casts
+
+    def build_instances(self, spec, reply_topic=None):
+        """Record the request's instances held by this conductor, then
+        schedule and dispatch them."""
+        items = [
+            {
+                "instance_uuid": i,
+                "request_id": spec.request_id,
+                "workload_class": spec.workload_class,
+                "spec": spec_mod.dump_request_spec(spec.for_instances([i])),
+            }
+            for i in spec.instance_uuids
+        ]
+        try:
+            generations = self.records.create_held(items)
+        except records_mod.AlreadyRecorded:
+            # A second delivery of a request already being handled (the
+            # submitter re-sends what it does not see recorded).
+            LOG.info("%s: already recorded, dropping the duplicate", spec.request_id)
+            return
+        except records_mod.PLACEMENT_ERRORS as exc:
+            self.reporter.request_refused(
+                reply_topic, spec.request_id, f"build requests not recorded: {exc}"
+            )
+            return
+        self.schedule_and_dispatch(spec, generations, reply_topic)
+
+    def schedule_and_dispatch(self, spec, generations, reply_topic):
+        """Schedule the instances of ``generations`` (records this conductor
+        holds) and hand them off to be built."""
+        held = leases.Held(self.records, generations)
+
+        def release():
+            # Only what is still ours: a record whose lease ran out (this
+            # process stalled) may be another conductor's build by now.
+            for instance in held.renew():
+                claim_mod.unclaim(self.client, instance)
+
+        answer = self._select(spec, held, release)
+        if answer["status"] != "placed":
+            try:
+                release()  # whatever a scheduler that died half way left
+            except records_mod.PLACEMENT_ERRORS as exc:
+                # Leave the records held: once the lease runs out a sweeper
+                # finds the claims and finishes or releases them.
+                LOG.warning("%s: claims not released (%s); left to the sweep", spec.request_id, exc)
+                return
+            self.reporter.failed_many(
+                spec, held.instances(), f"scheduling failed: {answer['error']}", reply_topic
+            )
+            return
+        selections = spec_mod.load_selections(answer["selections"]).selections
+        self._dispatch(spec, held, selections, reply_topic)
+
+    def _select(self, spec, held, release):
+        """The scheduler's answer for ``spec`` (an error answer when none came)."""
+        start = time.perf_counter()
+        try:
+            with held.kept_alive():
+                dumped = spec_mod.dump_request_spec(spec)
+                if self._scheduling is None:
+                    return self.bus.scheduler.select_destinations(dumped, on_retry=release)
+                return self._scheduling.submit((dumped, release))
+        except (rpc.Unanswered, rpc.SchedulerAnswerError) as exc:
+            return {"status": "error", "error": str(exc)}
+        finally:
+            metrics.SCHEDULER_CALL.observe(time.perf_counter() - start)
+
+    def _dispatch(self, spec, held, selections, reply_topic):
+        # One bulk hand-off; the ones taken over meanwhile are left out
+        # (their taker finishes them).
+        handed = held.hand_off([hosts[0].instance_uuid for hosts in selections])
+        by_cell = {}
+        for hosts in selections:
+            instance = hosts[0].instance_uuid
+            if instance in handed:
+                by_cell.setdefault(hosts[0].cell, []).append((instance, hosts))
+        for cell, chosen in by_cell.items():
+            if cell is None:
+                # A host without a cell has no cell conductors: build here,
+                # in this thread, one after the other.
+                builds = [
+                    cell_mod.Build(i, handed[i], reply_topic, spec.for_instances([i]), hosts)
+                    for i, hosts in chosen
+                ]
+                self.cell_build.build_many(builds, side_by_side=False)
+                continue
+            builds = [
+                {
+                    "instance_uuid": i,
+                    "request_spec": spec_mod.dump_request_spec(spec.for_instances([i])),
+                    "selections": spec_mod.dump_selections(spec.request_id, [hosts]),
+                    "generation": handed[i],
+                }
+                for i, hosts in chosen
+            ]
+            self.cast_builds(cell, builds, reply_topic)
+
+    def cast_builds(self, cell, builds, reply_topic):
+        """Cast handed-off builds to the conductors of ``cell``, in one
+        ``build_many`` with the builds other requests hand off to the cell
+        at about the same time. Returns once the message is sent; a cast
+        that fails raises in every request of it, as a lone cast would (the
+        records are handed off, not lost: the sweep takes them over)."""
+        self._build_casts.submit_many(cell, [(b, reply_topic) for b in builds])
+
+
+def select_many(bus, items):
+    """Flush of the scheduling batcher: [(request spec, release)] -> one
+    answer each (each request's release runs before a retry that may
+    concern it: every one before a bulk retry, its own alone when the
+    requests are called one by one)."""
+    return bus.scheduler.select_destinations_many(
+        [spec for spec, _release in items], releases=[release for _spec, release in items]
+    )
+
+
+def send_builds(bus, cell, items):
+    """Flush of a cell's build casts: one message for (build, reply_topic)
+    pairs (``build_many``); a cells API without it (an older simulator's
+    direct calls) gets one ``build_instance`` per instance."""
+    many = getattr(bus.conductors, "build_many", None)
+    if many is not None:
+        builds, reply_topic = one_message(items)
+        many(cell, builds, reply_topic)
+    else:
+        for b, reply_topic in items:
+            bus.conductors.build_instance(
+                cell, b["instance_uuid"], b["request_spec"], b["selections"], reply_topic
+            )
+    return [None] * len(items)
+
+
+def one_message(items):
+    """(build, reply_topic) pairs as one build_many message: (builds, the
+    message's reply topic). The most common topic is the message's; a build
+    going elsewhere carries its own (RPC 1.2), so a message of builds for
+    one submitter stays 1.1."""
+    # A topic that is not one (never let in: every handler checks its
+    # message's) must not fail the other builds of the flush: no answer.
+    items = [(b, topic if isinstance(topic, str) else None) for b, topic in items]
+    topics = collections.Counter(topic for _b, topic in items)
+    default = topics.most_common(1)[0][0]
+    builds = [b if topic == default else {**b, "reply_topic": topic} for b, topic in items]
+    return builds, default

@@ -1,0 +1,151 @@
+"""The sweep: taking over the work of conductors that died.
+
+Every conductor sweeps (``[conductor] sweep_interval``): a pending record
+whose lease ran out belongs to a conductor that died (a live one renews
+what it holds: conductor.leases). It is taken over (compare-and-set on its
+generation, in one bulk call for the batch of ``sweep_batch``) and the
+taker asks the hypervisors (``driver.host_of``) and placement what the dead
+one left:
+
+- running -> finished as placed there;
+- claimed -> built on the claimed host, no alternates (conductor.cell_build);
+- nothing -> scheduled again (conductor.super_conductor).
+
+The stored spec enters the process here: it is checked once as it is read
+(a record whose spec does not load is released and failed) and goes on as
+a RequestSpec.
+"""
+
+import logging
+import threading
+import time
+
+from conductor import metrics
+from conductor import outcomes as outcomes_mod
+from conductor import records as records_mod
+from joule import request_spec as spec_mod
+from joule.request_spec import Selection
+from joule.rpc import oslo_messaging  # imported there, quietly
+from scheduler import claim as claim_mod
+
+# The logger of the conductor before its split into modules: its lines keep
+# the name operators filter on.
+LOG = logging.getLogger("conductor.service")
+
+
+class Sweeper:
+    """Finds the records of dead conductors and finishes their work."""
+
+    def __init__(self, conf, records, client, driver, reporter, cell_build, super_conductor):
+        self.conf = conf
+        self.records = records
+        self.client = client
+        self.driver = driver
+        self.reporter = reporter
+        self.cell_build = cell_build
+        self.super_conductor = super_conductor
+        self._thread = None
+        self._stop = threading.Event()
+
+    def sweep_once(self):
+        """Take over and finish expired records; return how many were taken."""
+        taken = 0
+        expired = self.records.expired(self.conf.conductor.sweep_batch)
+        if not expired:
+            return 0
+        asked = time.monotonic()
+        won = self.records.take_many({r["instance_uuid"]: r["generation"] for r in expired})
+        for record in expired:
+            generation = won.get(record["instance_uuid"])
+            if generation is None:
+                continue
+            taken_at = asked
+            if time.monotonic() - taken_at >= self.records.lease_seconds / 3:
+                # The takeovers before this one took a while: renew before
+                # resuming, so none is resumed on a lease that ran out.
+                taken_at = time.monotonic()
+                generation = self.records.take(record["instance_uuid"], generation)
+                if generation is None:
+                    continue
+            taken += 1
+            metrics.TAKEOVERS.inc()
+            try:
+                self.resume(record, generation, taken_at)
+            except records_mod.PLACEMENT_ERRORS as exc:
+                LOG.warning(
+                    "%s: takeover interrupted (%s); retried after the lease",
+                    record["instance_uuid"],
+                    exc,
+                )
+        return taken
+
+    def resume(self, record, generation, taken_at=None):
+        """Finish the work of a record taken over at ``generation``."""
+        instance = record["instance_uuid"]
+        try:
+            spec = spec_mod.load_request_spec(record["spec"]).for_instances([instance])
+        except spec_mod.InvalidRequestSpec as exc:
+            claim_mod.unclaim(self.client, instance)
+            self.reporter.failed(
+                outcomes_mod.RecordedRequest(record), instance, f"stored spec invalid: {exc}", None
+            )
+            return
+        running_on = self.driver.host_of(instance)
+        allocations, _gen = self.client.get_allocations(instance)
+        if running_on is not None:
+            if running_on not in allocations:
+                LOG.error(
+                    "%s runs on %s but its allocation is on %s",
+                    instance,
+                    running_on,
+                    sorted(allocations),
+                )
+            LOG.info("%s: taken over; it runs on %s", instance, running_on)
+            self.reporter.placed(instance, running_on)
+            return
+        if allocations:
+            claimed = _claimed_selection(instance, allocations)
+            LOG.info("%s: taken over; building on its claimed host %s", instance, claimed.host_uuid)
+            self.cell_build.build(spec, instance, [claimed], None, generation, taken_at)
+            return
+        LOG.info("%s: taken over; nothing claimed, scheduling it again", instance)
+        self.super_conductor.schedule_and_dispatch(spec, {instance: generation}, None)
+
+    def start(self):
+        def loop():
+            while not self._stop.wait(self.conf.conductor.sweep_interval):
+                try:
+                    while self.sweep_once() and not self._stop.is_set():
+                        pass
+                except records_mod.PLACEMENT_ERRORS as exc:
+                    LOG.warning("sweep: %s", exc)
+                except oslo_messaging.MessagingException as exc:
+                    LOG.warning("sweep: bus: %s", exc)
+
+        self._thread = threading.Thread(target=loop, name="sweeper", daemon=True)
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+
+
+def _claimed_selection(instance, allocations):
+    """The instance's claim as the one host to build on (already claimed)."""
+    return Selection(
+        instance,
+        _claimed_host(allocations),
+        None,
+        None,
+        {"allocations": {rp: {"resources": a["resources"]} for rp, a in allocations.items()}},
+        claimed=True,
+    )
+
+
+def _claimed_host(allocations):
+    """The host of a claim: the provider holding VCPU, else the first."""
+    for rp, alloc in sorted(allocations.items()):
+        if "VCPU" in alloc.get("resources", {}):
+            return rp
+    return sorted(allocations)[0]
