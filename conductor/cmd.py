@@ -22,14 +22,15 @@ from conductor import driver as driver_mod
 from conductor import service as cond_service
 from joule import config
 from joule import metrics_http
-from joule import placement_client
 from joule import request_spec as spec_mod
 from joule import rpc
 from joule import service as service_mod
+from joule import startup
 from scheduler import cli
 from scheduler import conf as sconf
 
 LOG = logging.getLogger("conductor-worker")
+PROG = "conductor-worker"
 
 cli_opts = [
     cfg.StrOpt(
@@ -77,33 +78,20 @@ def build_service(conf, transport, cell, name, client=None, driver=None):
 
 
 def main(argv=None):
-    prog = "conductor-worker"
-    try:
-        conf = cli.load_conf(argv, prog, "conductor", conf_mod.register_opts, cli_opts)
-    except config.ConfigError as exc:
-        return config.fail(prog, exc)
+    return startup.run(PROG, lambda: serve(argv), unavailable=(rpc.BusUnreachable,))
+
+
+def serve(argv):
+    """Start up (exit 2 or 3 on the way, see joule.startup), then serve until SIGTERM."""
+    conf = cli.load_conf(argv, PROG, "conductor", conf_mod.register_opts, cli_opts)
     cell = conf.cell
     if cell is not None and not spec_mod.is_safe_id(cell):
-        return config.fail(prog, f"--cell {cell!r} is not a cell name")
-    try:
-        cli.check_placement(sconf.placement_client_of(conf))
-        rpc.check_reachable(conf)
-        transport = rpc.transport_of(conf)
-        metrics_http.serve(conf)
-    except (
-        rpc.BusUnreachable,
-        placement_client.PlacementUnreachable,
-        placement_client.AuthenticationFailed,
-    ) as exc:
-        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
-    except OSError as exc:
-        return config.fail(
-            prog, f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
-        )
+        raise config.ConfigError(f"--cell {cell!r} is not a cell name")
+    transport = rpc.service_transport(conf, sconf.placement_client_of(conf))
     topic = rpc.cell_topic(conf, cell) if cell else rpc.topic(conf, rpc.CONDUCTOR_TOPIC)
     svc = build_service(conf, transport, cell, service_mod.process_name(topic))
-    metrics_http.SERVICE.labels(prog, topic).set(1)
-    svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic}")
+    metrics_http.SERVICE.labels(PROG, topic).set(1)
+    svc.run_until_signalled(ready=f"{PROG}: {svc.name} serving topic {topic}")
     transport.cleanup()
     return 0
 

@@ -28,6 +28,9 @@ import warnings
 
 from oslo_config import cfg
 
+from joule import config
+from joule import metrics_http
+
 with warnings.catch_warnings():
     # oslo.messaging pulls in oslo.service and futurist, which import
     # eventlet whenever it is installed (oslo.messaging installs it); eventlet
@@ -246,6 +249,27 @@ def check_reachable(conf, timeout=5.0):
         finally:
             conn.release()
     raise BusUnreachable(last)
+
+
+def service_transport(conf, placement):
+    """The transport of a service about to serve, after the start-up every
+    service on the bus makes: one authenticated read of ``placement`` (its
+    client), a connection the broker accepts, and ``[metrics]`` served.
+
+    :raise BusUnreachable:
+    :raise joule.placement_client.PlacementUnreachable, AuthenticationFailed:
+    :raise joule.config.ConfigError: the metrics port cannot be bound.
+    """
+    placement.check()
+    check_reachable(conf)
+    transport = transport_of(conf)
+    try:
+        metrics_http.serve(conf)
+    except OSError as exc:
+        raise config.ConfigError(
+            f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
+        ) from None
+    return transport
 
 
 def topic(conf, name):

@@ -29,6 +29,7 @@ import threading
 from joule import config
 from joule import metrics_http
 from joule import placement_client
+from joule import startup
 from node_agent import agent as agent_mod
 from node_agent import conf as conf_mod
 from node_agent import discovery
@@ -146,10 +147,10 @@ def _check_provider_config(conf):
 def _once(agent):
     try:
         agent.run_pass()
-    except (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed) as exc:
-        return config.fail(PROG, exc, config.EXIT_UNAVAILABLE)
+    except startup.UNAVAILABLE:
+        raise
     except placement_client.PlacementError as exc:
-        return config.fail(PROG, f"pass failed: {exc}", 1)
+        raise startup.StartupError(f"pass failed: {exc}") from None
     refused = agent.last_result.refused if agent.last_result else []
     failed = [
         part
@@ -165,20 +166,17 @@ def _once(agent):
 
 
 def main(argv=None):
-    try:
-        args, rest = _parser().parse_known_args(argv)
-        if args.verbose:
-            rest.append("--debug")
-        conf = config.load(
-            PROG,
-            "node-agent",
-            conf_mod.register_opts,
-            argv=rest,
-            checks=[placement_client.check_conf, _check_provider_config],
-            default_config_files=[],
-        )
-    except config.ConfigError as exc:
-        return config.fail(PROG, exc)
+    return startup.run(PROG, lambda: _run(argv))
+
+
+def _run(argv):
+    args, conf = startup.load_with_arguments(
+        _parser(),
+        argv,
+        "node-agent",
+        conf_mod.register_opts,
+        checks=[placement_client.check_conf, _check_provider_config],
+    )
     try:
         if args.dry_run:
             return _dry_run(conf)
@@ -193,9 +191,13 @@ def main(argv=None):
         # come later (the passes retry).
         agent_mod.discover(conf.agent)
     except discovery.DiscoveryError as exc:
-        return config.fail(PROG, f"cannot discover the node: {exc}")
-    except config.ConfigError as exc:  # the metrics port
-        return config.fail(PROG, exc)
+        raise config.ConfigError(f"cannot discover the node: {exc}") from None
+    _serve(conf, agent)
+    return 0
+
+
+def _serve(conf, agent):
+    """Pass every report_interval until SIGTERM or SIGINT."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -206,7 +208,6 @@ def main(argv=None):
         agent.client.endpoint,
     )
     agent.run_forever(stop)
-    return 0
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from joule import config
 from joule import inventory as inventory_mod
 from joule import metrics_http
 from joule import placement_client
+from joule import startup
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
@@ -127,82 +128,77 @@ def _check_selector(conf):
 
 
 def main(argv=None):
-    try:
-        args, rest = _parser().parse_known_args(argv)
-        if args.verbose:
-            rest.append("--debug")
-        conf = config.load(
-            PROG,
-            "power-controller",
-            conf_mod.register_opts,
-            argv=rest,
-            checks=[_check_selector, placement_client.check_conf],
-            default_config_files=[],
-        )
-    except config.ConfigError as exc:
-        return config.fail(PROG, exc)
-    policy = conf.power.policy
+    return startup.run(PROG, lambda: _run(argv))
 
-    if args.inventory and not args.dry_run:
-        return config.fail(PROG, "--inventory needs --dry-run")
-    if args.demand is not None and not args.inventory:
-        return config.fail(
-            PROG,
-            "--demand needs --dry-run --inventory FILE (against "
-            "placement the demand is the running and pending work it holds)",
-        )
+
+def _run(argv):
+    args, conf = startup.load_with_arguments(
+        _parser(),
+        argv,
+        "power-controller",
+        conf_mod.register_opts,
+        checks=[_check_selector, placement_client.check_conf],
+    )
+    _check_modes(args)
     if args.dry_run and args.inventory:
-        try:
-            nodes = inventory_mod.load(args.inventory)
-        except inventory_mod.InventoryError as exc:
-            return config.fail(PROG, exc)
-        _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)), args.json)
-        return 0
+        return _dry_run_inventory(conf, args)
     client = placement_client.PlacementClient.from_conf(conf, conf_mod.power_group.name)
     if args.dry_run:
-        controller = controller_mod.Controller(conf, client)
-        try:
-            result, _ = controller.plan()  # the tick without its write
-        except (
-            placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed,
-        ) as exc:
-            return config.fail(PROG, f"dry run failed: {exc}", config.EXIT_UNAVAILABLE)
-        except placement_client.PlacementError as exc:
-            return config.fail(PROG, f"dry run failed: {exc}", 1)
-        out = preview_mod.build(result)
-        print(json.dumps(out) if args.json else "\n".join(preview_mod.format_text(out)))
-        return 0
-
+        return _dry_run(conf, client, args)
     metrics = metrics_mod.Metrics()
     controller = controller_mod.Controller(conf, client, metrics)
-
     if args.once:
-        try:
-            result = controller.tick()
-        except (
-            placement_client.PlacementUnreachable,
-            placement_client.AuthenticationFailed,
-        ) as exc:
-            # As the service and --dry-run: placement unreachable is 3.
-            return config.fail(PROG, f"reconcile failed: {exc}", config.EXIT_UNAVAILABLE)
-        except placement_client.PlacementError as exc:
-            return config.fail(PROG, f"reconcile failed: {exc}", 1)
-        if args.json:
-            print(json.dumps(_tick_json(result)))
-        return 0
+        return _once(controller, args)
+    return _serve(conf, controller, metrics)
 
+
+def _check_modes(args):
+    if args.inventory and not args.dry_run:
+        raise config.ConfigError("--inventory needs --dry-run")
+    if args.demand is not None and not args.inventory:
+        raise config.ConfigError(
+            "--demand needs --dry-run --inventory FILE (against "
+            "placement the demand is the running and pending work it holds)"
+        )
+
+
+def _dry_run_inventory(conf, args):
     try:
-        # The service starts only against a placement that answers and takes
-        # its credentials; later outages are retried every tick.
-        client.check()
-    except (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed) as exc:
-        return config.fail(PROG, exc, config.EXIT_UNAVAILABLE)
+        nodes = inventory_mod.load(args.inventory)
+    except inventory_mod.InventoryError as exc:
+        raise config.ConfigError(str(exc)) from None
+    _print_plan(dry_run_plan(conf.power, nodes, demand=max(0, args.demand or 0)), args.json)
+    return 0
+
+
+def _dry_run(conf, client, args):
+    try:
+        result, _ = controller_mod.Controller(conf, client).plan()  # the tick without its write
+    except placement_client.PlacementError as exc:
+        raise startup.failed("dry run failed", exc) from None
+    out = preview_mod.build(result)
+    print(json.dumps(out) if args.json else "\n".join(preview_mod.format_text(out)))
+    return 0
+
+
+def _once(controller, args):
+    try:
+        result = controller.tick()
+    except placement_client.PlacementError as exc:
+        # As the service and --dry-run: placement unreachable is 3.
+        raise startup.failed("reconcile failed", exc) from None
+    if args.json:
+        print(json.dumps(_tick_json(result)))
+    return 0
+
+
+def _serve(conf, controller, metrics):
+    """Tick every reconcile_interval (serving metrics) until SIGTERM or SIGINT."""
+    # The service starts only against a placement that answers and takes
+    # its credentials; later outages are retried every tick.
+    controller.client.check()
     if conf.power.metrics_port:
-        try:
-            metrics_http.start(conf.power.metrics_host, conf.power.metrics_port, metrics.registry)
-        except config.ConfigError as exc:
-            return config.fail(PROG, exc)
+        metrics_http.start(conf.power.metrics_host, conf.power.metrics_port, metrics.registry)
         LOG.info(
             "metrics on http://%s:%d/metrics", conf.power.metrics_host, conf.power.metrics_port
         )
@@ -211,7 +207,7 @@ def main(argv=None):
         signal.signal(signum, lambda *_: stop.set())
     LOG.info(
         "power controller running policy %s every %ss against %s",
-        policy,
+        conf.power.policy,
         conf.power.reconcile_interval,
         controller.client.endpoint,
     )

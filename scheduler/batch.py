@@ -26,11 +26,13 @@ from oslo_config import cfg
 from joule import config
 from joule import placement_client
 from joule import request_spec as spec_mod
+from joule import startup
 from scheduler import cli
 from scheduler import conf as conf_mod
 from scheduler import worker as worker_mod
 
 LOG = logging.getLogger("scheduler-worker")
+PROG = "scheduler-batch"
 
 cli_opts = [
     cfg.StrOpt(
@@ -86,24 +88,20 @@ def run(conf, lines, out, client=None):
 
 
 def main(argv=None):
-    prog = "scheduler-batch"
-    try:
-        conf = cli.load_conf(argv, prog, "scheduler", conf_mod.register_opts, cli_opts)
-    except config.ConfigError as exc:
-        return config.fail(prog, exc)
+    return startup.run(
+        PROG, lambda: _schedule(argv), unavailable=(worker_mod.PlacementUnavailable,)
+    )
+
+
+def _schedule(argv):
+    conf = cli.load_conf(argv, PROG, "scheduler", conf_mod.register_opts, cli_opts)
     try:
         client = placement_client.PlacementClient.from_conf(conf, conf_mod.LEGACY_CLIENT_GROUP)
         cli.check_placement(client)
         with cli.open_stream(conf.requests, "r") as src, cli.open_stream(conf.output, "w") as out:
             counts = run(conf, src, out, client=client)
     except OSError as exc:
-        return config.fail(prog, exc)
-    except (
-        worker_mod.PlacementUnavailable,
-        placement_client.PlacementUnreachable,
-        placement_client.AuthenticationFailed,
-    ) as exc:
-        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
+        raise config.ConfigError(str(exc)) from None
     print(json.dumps(counts), file=sys.stderr)
     return 0 if counts["failed"] == 0 and counts["invalid"] == 0 else 1
 

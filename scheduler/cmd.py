@@ -13,17 +13,17 @@ start-up is one line and exit status 3.
 import logging
 import sys
 
-from joule import config
 from joule import metrics_http
-from joule import placement_client
 from joule import rpc
 from joule import service as service_mod
+from joule import startup
 from scheduler import cli
 from scheduler import conf as conf_mod
 from scheduler import conf as sconf
 from scheduler import service as sched_service
 
 LOG = logging.getLogger("scheduler-worker")
+PROG = "scheduler-worker"
 
 cli_opts = []
 
@@ -39,30 +39,17 @@ def build_service(conf, transport, name):
 
 
 def main(argv=None):
-    prog = "scheduler-worker"
-    try:
-        conf = cli.load_conf(argv, prog, "scheduler", conf_mod.register_opts, cli_opts)
-    except config.ConfigError as exc:
-        return config.fail(prog, exc)
-    try:
-        cli.check_placement(sconf.placement_client_of(conf))
-        rpc.check_reachable(conf)
-        transport = rpc.transport_of(conf)
-        metrics_http.serve(conf)
-    except (
-        rpc.BusUnreachable,
-        placement_client.PlacementUnreachable,
-        placement_client.AuthenticationFailed,
-    ) as exc:
-        return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
-    except OSError as exc:
-        return config.fail(
-            prog, f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
-        )
+    return startup.run(PROG, lambda: serve(argv), unavailable=(rpc.BusUnreachable,))
+
+
+def serve(argv):
+    """Start up (exit 2 or 3 on the way, see joule.startup), then serve until SIGTERM."""
+    conf = cli.load_conf(argv, PROG, "scheduler", conf_mod.register_opts, cli_opts)
+    transport = rpc.service_transport(conf, sconf.placement_client_of(conf))
     topic = rpc.topic(conf, rpc.SCHEDULER_TOPIC)
     svc = build_service(conf, transport, service_mod.process_name(topic))
-    metrics_http.SERVICE.labels(prog, topic).set(1)
-    svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic}")
+    metrics_http.SERVICE.labels(PROG, topic).set(1)
+    svc.run_until_signalled(ready=f"{PROG}: {svc.name} serving topic {topic}")
     transport.cleanup()
     return 0
 

@@ -1,21 +1,14 @@
 """Shared start-up for the console scripts: config parsing and one-line failures."""
 
-import sys
-
 import sqlalchemy as sa
 
 from joule import config
+from joule import startup
 from placement import conf as conf_mod
 from placement import db as db_mod
 
-
-class StartupError(Exception):
-    """A problem the operator must fix; printed as one line, exit status 1
-    (or ``status``)."""
-
-    def __init__(self, message, status=1):
-        super().__init__(message)
-        self.status = status
+# A problem the operator must fix: one line, exit status 1 (or ``status``).
+StartupError = startup.StartupError
 
 
 # Exit status of a service started on a database whose schema is missing or
@@ -69,11 +62,9 @@ def open_database(conf):
 
 
 def run(main_body, prog):
-    """Run ``main_body()``, turning StartupError and Ctrl-C into clean exits."""
+    """``main_body()``'s exit status through joule.startup.run (a StartupError
+    is its line and status); Ctrl-C exits 130."""
     try:
-        return main_body() or 0
-    except StartupError as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
-        return exc.status
+        return startup.run(prog, main_body)
     except KeyboardInterrupt:
         return 130
