@@ -134,9 +134,10 @@ def plan(sched, members, walk, ranker, lost, alone):
         for n, instance in enumerate(m.spec.instance_uuids):
             pick = pick_one(sched, m, instance, walk, ranker, lost, report_top=n == 0)
             if pick is None:
-                unplan(m, ranker)
                 if alone:
+                    # Said while the server group still holds the picks made.
                     raise NoValidHost(_partial(sched, m, n, walk, lost))
+                unplan(m, ranker)
                 m.outcome = (ALONE, None)
                 break
             m.picks.append(pick)
@@ -170,20 +171,21 @@ def pick_one(sched, m, instance, walk, ranker, lost, report_top=False):
     if m.merge:
         areq = picking.retarget(areq, m.spec.resources)
     host.consume(areq)
+    if m.state.group is not None:
+        # Before the ranking reads the host again: soft policies weigh members.
+        m.state.group.add(host.uuid)
     ranker.update(host)
-    if group is not None:
-        group.add(host.uuid)
     return Pick(instance, host, areq, view.hosts_prefix(ranker.alternates_prefix))
 
 
 def unplan(m, ranker, picks=None):
     """Give back the assumed usage of ``picks`` (default: all of ``m``'s)."""
-    group = _hard_group(m)
+    group = m.state.group
     for pick in reversed(m.picks if picks is None else picks):
         pick.host.release(pick.allocation_request)
-        ranker.update(pick.host)
         if group is not None:
             group.per_host[pick.host.uuid] -= 1
+        ranker.update(pick.host)
     if picks is None:
         m.picks = []
 
