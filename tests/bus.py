@@ -1,4 +1,5 @@
-"""Helpers of the message-bus tests: a cluster in placement, specs, invariants."""
+"""Helpers of the message-bus tests: a cluster in placement, specs, invariants,
+and the services of a cloud over the in-memory bus in this process."""
 
 import contextlib
 import json
@@ -146,33 +147,73 @@ class Cloud:
         return counts, lines
 
 
-@contextlib.contextmanager
-def in_process(endpoint, cells=("cell1", "cell2"), driver=None, supers=1, overrides=None):
-    """A whole cloud in this process; overrides {(group, name): value}."""
-    from conductor import cmd as conductor_cmd
+def make_conf(endpoint, overrides=None):
+    """The services' ConfigOpts: the in-memory bus, placement at ``endpoint``
+    (REST), RPC calls of 20 s; ``overrides`` {(group, name): value}."""
     from conductor import conf as cconf
     from joule import rpc
-    from scheduler import cmd as scheduler_cmd
 
     values = {
         ("placement", "endpoint_override"): endpoint,
         (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-        ("conductor", "sweep_interval"): 0.5,
         ("rpc", "call_timeout"): 20,
     }
     values.update(overrides or {})
-    conf = cconf.make_conf(overrides=values)
-    transport = rpc.transport_of(conf)
+    return cconf.make_conf(overrides=values)
+
+
+def _super_conductor(conf, transport, driver, name):
+    from conductor import cmd as conductor_cmd
+
+    return conductor_cmd.build_service(conf, transport, None, name, driver=driver)
+
+
+def services(
+    conf,
+    transport,
+    cells=("cell1", "cell2"),
+    driver=None,
+    supers=1,
+    scheduler=None,
+    super_service=None,
+):
+    """The services of a cloud on ``transport``, not started; (services, driver).
+
+    A scheduler (scheduler-worker's, or a service of the endpoint
+    ``scheduler`` on the scheduler topic), ``supers`` super conductors
+    (conductor-worker's, or ``super_service(conf, transport, driver, name)``)
+    and a conductor for each cell, all with one simulated cloud: ``driver``,
+    else one made from ``conf``.
+    """
+    from conductor import cmd as conductor_cmd
+    from joule import rpc
+    from joule import service as service_mod
+    from scheduler import cmd as scheduler_cmd
+
     driver = driver or conductor_cmd.make_driver(conf)
-    svcs = [scheduler_cmd.build_service(conf, transport, "scheduler-1")]
-    svcs += [
-        conductor_cmd.build_service(conf, transport, None, f"super-{n}", driver=driver)
-        for n in range(supers)
-    ]
+    if scheduler is None:
+        svcs = [scheduler_cmd.build_service(conf, transport, "scheduler-1")]
+    else:
+        svc = service_mod.Service(conf, transport, "scheduler-1")
+        svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [scheduler])
+        svcs = [svc]
+    super_service = super_service or _super_conductor
+    svcs += [super_service(conf, transport, driver, f"super-{n}") for n in range(supers)]
     svcs += [
         conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
         for cell in cells
     ]
+    return svcs, driver
+
+
+@contextlib.contextmanager
+def running(conf, **kwargs):
+    """The services of ``services(conf, transport, **kwargs)`` started on a
+    new transport of ``conf``; a Cloud. Stopped after, the transport cleaned up."""
+    from joule import rpc
+
+    transport = rpc.transport_of(conf)
+    svcs, driver = services(conf, transport, **kwargs)
     for svc in svcs:
         svc.start()
     try:
@@ -181,3 +222,9 @@ def in_process(endpoint, cells=("cell1", "cell2"), driver=None, supers=1, overri
         for svc in svcs:
             svc.stop()
         transport.cleanup()
+
+
+def in_process(endpoint, cells=("cell1", "cell2"), driver=None, supers=1, overrides=None):
+    """A whole cloud in this process (sweeps every 0.5 s); overrides {(group, name): value}."""
+    conf = make_conf(endpoint, {("conductor", "sweep_interval"): 0.5, **(overrides or {})})
+    return running(conf, cells=cells, driver=driver, supers=supers)

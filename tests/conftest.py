@@ -8,6 +8,7 @@ with a random suffix and drops them at the end. Without any of them the PostgreS
 variants are skipped with the reason, except under CI=true, where that fails.
 """
 
+import contextlib
 import logging
 import os
 import shutil
@@ -65,36 +66,16 @@ def _restore_logging():
 
 
 @pytest.fixture(scope="session")
-def pg_database_url():
+def pg_database_url(pg_admin_url):
     """URL of a PostgreSQL database private to this test process, migrated to head."""
-    admin_url, extra = _pg_admin_url()
-    if admin_url is None:
-        reason = extra
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}")
-        pytest.skip(reason)
     # A random suffix, so that test runs of two checkouts (or two runs of
     # one) can share a server without dropping each other's database.
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    name = f"placement_test_{worker}_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    url = sa.engine.make_url(admin_url).set(database=name)
-    db = db_mod.Database(url)
-    migration.upgrade(db)
-    db.dispose()
-    yield url.render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-        )
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-    admin.dispose()
-    if extra is not None and hasattr(extra, "stop"):
-        extra.stop()
+    with new_pg_database(pg_admin_url, f"placement_test_{worker}") as url:
+        db = db_mod.Database(url)
+        migration.upgrade(db)
+        db.dispose()
+        yield url
 
 
 @pytest.fixture(scope="session")
@@ -110,14 +91,11 @@ def pg_admin_url():
         extra.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def empty_db_url(request, tmp_path):
-    """The URL of a new, empty database (no schema) on each backend; dropped after."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/empty.sqlite"
-        return
-    admin_url = request.getfixturevalue("pg_admin_url")
-    name = f"placement_empty_{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def new_pg_database(admin_url, prefix):
+    """A new, empty database ``<prefix>_<random>`` on the server of
+    ``admin_url``; its URL. Dropped after, its connections ended first."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
@@ -131,6 +109,16 @@ def empty_db_url(request, tmp_path):
             )
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_db_url(request, tmp_path):
+    """The URL of a new, empty database (no schema) on each backend; dropped after."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/empty.sqlite"
+        return
+    with new_pg_database(request.getfixturevalue("pg_admin_url"), "placement_empty") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -553,14 +553,11 @@ def _stale_provider_reads(monkeypatch):
 
 
 @pytest.mark.parametrize("retries", [0, 3])
-def test_conflict_retry_count_bounds_the_attempts(db, db_url, rp, monkeypatch, retries):
+def test_conflict_retry_count_bounds_the_attempts(db, make_flask_client, rp, monkeypatch, retries):
     """[placement] allocation_conflict_retry_count retries, then a clean 409."""
-    from placement import app as app_mod
     from tests.conftest import ApiClient
-    from tests.conftest import make_conf
 
-    conf = make_conf(db_url, **{"placement.allocation_conflict_retry_count": retries})
-    client = ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
+    client = ApiClient(make_flask_client(**{"placement.allocation_conflict_retry_count": retries}))
     before = generation_of(client, rp)
     guards = []
 

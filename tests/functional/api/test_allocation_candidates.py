@@ -4,11 +4,9 @@ set-up through other APIs)."""
 
 import uuid as uuid_lib
 
-from placement import app as app_mod
 from placement.objects import node as node_obj
 from tests import builders as b
 from tests.conftest import ApiClient
-from tests.conftest import make_conf
 
 AGG = "14a5c8a3-5a99-4e8f-88be-00d85fcb1c17"
 
@@ -244,10 +242,9 @@ def test_paged_walk_with_limit_reaches_every_root(client, db):
     assert seen == cns
 
 
-def test_paged_walk_with_max_candidates_reaches_every_root(db_url, db):
+def test_paged_walk_with_max_candidates_reaches_every_root(db, make_flask_client):
     """[placement] max_allocation_candidates caps a page, not the walk."""
-    conf = make_conf(db_url, **{"placement.max_allocation_candidates": 2})
-    client = ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
+    client = ApiClient(make_flask_client(**{"placement.max_allocation_candidates": 2}))
     cns = [_compute(db, f"cn{i}") for i in range(5)]
     seen = _walk(client, "/allocation_candidates?resources=VCPU:1&page_size=3")
     assert seen == cns

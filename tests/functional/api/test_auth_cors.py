@@ -2,18 +2,14 @@
 
 import pytest
 
-from placement import app as app_mod
-from tests.conftest import make_conf
-
 ORIGIN = "http://valid.example.com"
 
 
 @pytest.fixture
-def cors_client(db, db_url):
-    conf = make_conf(
-        db_url, **{"cors.allowed_origin": [ORIGIN], "cors.allow_headers": ["openstack-api-version"]}
+def cors_client(make_flask_client):
+    return make_flask_client(
+        **{"cors.allowed_origin": [ORIGIN], "cors.allow_headers": ["openstack-api-version"]}
     )
-    return app_mod.create_app(conf, db=db, sync=False).test_client()
 
 
 def test_preflight_from_allowed_origin(cors_client):

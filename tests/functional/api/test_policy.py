@@ -8,12 +8,10 @@ the stored state as it was.
 import pytest
 import sqlalchemy as sa
 
-from placement import app as app_mod
 from placement import models
 from placement import routes
 from tests import builders
 from tests.conftest import ApiClient
-from tests.conftest import make_conf
 from tests.conftest import new_uuid
 
 PROJECT = "9d7d2bc0a1f94d6c8a4f3b3e2d1c0b0a"
@@ -145,16 +143,16 @@ def _concrete(path):
     return path
 
 
-def _secure_client(db, db_url, **overrides):
-    conf = make_conf(
-        db_url,
-        **{
-            "oslo_policy.enforce_new_defaults": True,
-            "oslo_policy.policy_file": "/nonexistent/policy.yaml",
-            **overrides,
-        },
+def _secure_client(make_flask_client, **overrides):
+    return ApiClient(
+        make_flask_client(
+            **{
+                "oslo_policy.enforce_new_defaults": True,
+                "oslo_policy.policy_file": "/nonexistent/policy.yaml",
+                **overrides,
+            }
+        )
     )
-    return ApiClient(app_mod.create_app(conf, db=db, sync=False).test_client())
 
 
 def test_every_route_has_a_rule():
@@ -213,8 +211,8 @@ def _provider_names(db):
 
 
 @pytest.mark.parametrize("secure", [False, True], ids=["legacy", "secure"])
-def test_denied_writes_change_nothing(db, db_url, secure):
-    client = _secure_client(db, db_url, **{"oslo_policy.enforce_new_defaults": secure})
+def test_denied_writes_change_nothing(db, make_flask_client, secure):
+    client = _secure_client(make_flask_client, **{"oslo_policy.enforce_new_defaults": secure})
     rp = builders.create_provider(db, name="keep-me")
     before = _provider_names(db)
     member = _headers(["member", "reader"])
@@ -232,9 +230,9 @@ def test_denied_writes_change_nothing(db, db_url, secure):
     assert _provider_names(db) == before
 
 
-def test_secure_defaults_roles(db, db_url):
+def test_secure_defaults_roles(make_flask_client):
     """Admin and service pass; project readers only see their own project's usages."""
-    client = _secure_client(db, db_url)
+    client = _secure_client(make_flask_client)
     admin = _headers(["admin", "member", "reader"])
     service = _headers(["service"], project=ALT_PROJECT)
     reader = _headers(["reader"])
@@ -255,9 +253,9 @@ def test_secure_defaults_roles(db, db_url):
     assert client.post("/reshaper", json={}, headers=admin).status_code == 403
 
 
-def test_extension_data_hidden_from_project_readers(db, db_url):
+def test_extension_data_hidden_from_project_readers(db, make_flask_client):
     """Node data, build requests, reports and workload counts: admin and service only."""
-    client = _secure_client(db, db_url)
+    client = _secure_client(make_flask_client)
     rp = builders.create_provider(db, name="node-1")
     reader = _headers(["reader"])
     member = _headers(["member", "reader"])
@@ -279,10 +277,10 @@ def test_extension_data_hidden_from_project_readers(db, db_url):
     assert client.get("/workload_usages", headers=admin).status_code == 200
 
 
-def test_policy_file_overrides_a_default(db, db_url, tmp_path):
+def test_policy_file_overrides_a_default(make_flask_client, tmp_path):
     path = tmp_path / "policy.yaml"
     path.write_text('"placement:resource_providers:list": "role:reader"\n')
-    client = _secure_client(db, db_url, **{"oslo_policy.policy_file": str(path)})
+    client = _secure_client(make_flask_client, **{"oslo_policy.policy_file": str(path)})
     assert client.get("/resource_providers", headers=_headers(["reader"])).status_code == 200
     # Other rules keep their defaults.
     assert client.get("/traits", headers=_headers(["reader"])).status_code == 403

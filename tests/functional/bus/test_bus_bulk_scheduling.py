@@ -14,7 +14,6 @@ import threading
 
 import pytest
 
-from conductor import cmd as conductor_cmd
 from conductor import conf as cconf
 from conductor import service as cond_service
 from conductor import submit
@@ -71,24 +70,14 @@ class _OldSuperEndpoint:
         return self.endpoint.build_instances(ctxt, request_spec, reply_topic)
 
 
-def _services(conf, transport, endpoint, old_super=False):
-    svc = service_mod.Service(conf, transport, "scheduler-1")
-    svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
-    if old_super:
-        sup = service_mod.Service(conf, transport, "super-1")
-        sup.conductor = cond_service.Conductor(
-            conf, sconf.placement_client_of(conf), transport, conductor_cmd.make_driver(conf), "s"
-        )
-        sup.add_server(rpc.topic(conf, rpc.CONDUCTOR_TOPIC), [_OldSuperEndpoint(sup.conductor)])
-    else:
-        sup = conductor_cmd.build_service(conf, transport, None, "super-1")
-    svcs = [svc, sup]
-    driver = svcs[1].conductor.driver
-    svcs += [
-        conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
-        for cell in ("cell1", "cell2")
-    ]
-    return svcs, driver
+def _old_super(conf, transport, driver, name):
+    """A super conductor service that serves _OldSuperEndpoint (bus.services)."""
+    sup = service_mod.Service(conf, transport, name)
+    sup.conductor = cond_service.Conductor(
+        conf, sconf.placement_client_of(conf), transport, driver, "s"
+    )
+    sup.add_server(rpc.topic(conf, rpc.CONDUCTOR_TOPIC), [_OldSuperEndpoint(sup.conductor)])
+    return sup
 
 
 def _per_message(conf, n):
@@ -100,40 +89,27 @@ def _per_message(conf, n):
 
 def _run(live_server, db, counting_cls, requests, per_message=1, old_super=False):
     bus.load_cluster(db, nodes=6, cores=64, cells=2)
-    conf = cconf.make_conf(
-        overrides={
-            ("placement", "endpoint_override"): live_server.url,
-            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-            ("rpc", "call_timeout"): 20,
-            # Room for the requests to gather while a call is in flight.
-            ("conductor", "batch_window_ms"): 20.0,
-        }
-    )
+    # Room for the requests to gather while a call is in flight.
+    conf = bus.make_conf(live_server.url, {("conductor", "batch_window_ms"): 20.0})
     _per_message(conf, per_message)
-    transport = rpc.transport_of(conf)
     endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
     counting = counting_cls(endpoint)
-    svcs, driver = _services(conf, transport, counting, old_super)
+    super_service = _old_super if old_super else None
     messages = []
-    real = svcs[1].conductor.build_instances_many
-    svcs[1].conductor.build_instances_many = lambda specs, topic: (
-        messages.append(len(specs)),
-        real(specs, topic),
-    )
-    for svc in svcs:
-        svc.start()
-    try:
+    with bus.running(conf, scheduler=counting, super_service=super_service) as cloud:
+        svcs = cloud.services
+        real = svcs[1].conductor.build_instances_many
+        svcs[1].conductor.build_instances_many = lambda specs, topic: (
+            messages.append(len(specs)),
+            real(specs, topic),
+        )
         lines = []
-        sub = submit.Submitter(conf, transport, sconf.placement_client_of(conf), lines.append)
+        sub = submit.Submitter(conf, cloud.transport, sconf.placement_client_of(conf), lines.append)
         counts = sub.run(
             sub.parse(bus.spec_lines(requests)), timeout=120, resend_after=1.0, poll_interval=0.5
         )
-    finally:
-        for svc in svcs:
-            svc.stop()
-        transport.cleanup()
     done = [line for line in lines if line.get("status") in ("placed", "failed")]
-    bus.check_invariants(db, done, dict(driver._running))
+    bus.check_invariants(db, done, dict(cloud.driver._running))
     counting.messages = messages
     return counts, counting, svcs
 

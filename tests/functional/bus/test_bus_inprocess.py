@@ -9,12 +9,10 @@ import time
 
 import pytest
 
-from conductor import cmd as conductor_cmd
 from conductor import conf as cconf
 from conductor import submit
 from joule import rpc
 from joule.rpc import oslo_messaging
-from scheduler import cmd as scheduler_cmd
 from scheduler import conf as sconf
 from tests import bus
 
@@ -22,32 +20,13 @@ from tests import bus
 @pytest.fixture
 def services(live_server, db):
     bus.load_cluster(db, nodes=6, cores=8, cells=2)
-    conf = cconf.make_conf(
-        overrides={
-            ("placement", "endpoint_override"): live_server.url,
-            (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
-            ("conductor", "simulated_failure_rate"): 0.2,
-            ("conductor", "simulated_seed"): 7,
-            ("conductor", "sweep_interval"): 0.5,
-            ("rpc", "call_timeout"): 20,
-        }
-    )
-    transport = rpc.transport_of(conf)
-    svcs = [
-        scheduler_cmd.build_service(conf, transport, "scheduler-1"),
-        conductor_cmd.build_service(conf, transport, None, "super-1"),
-    ]
-    driver = svcs[1].conductor.driver  # one simulated cloud for every conductor
-    svcs += [
-        conductor_cmd.build_service(conf, transport, cell, f"{cell}-1", driver=driver)
-        for cell in ("cell1", "cell2")
-    ]
-    for svc in svcs:
-        svc.start()
-    yield conf, transport, driver
-    for svc in svcs:
-        svc.stop()
-    transport.cleanup()
+    overrides = {
+        ("conductor", "simulated_failure_rate"): 0.2,
+        ("conductor", "simulated_seed"): 7,
+    }
+    # One simulated cloud for every conductor.
+    with bus.in_process(live_server.url, overrides=overrides) as cloud:
+        yield cloud.conf, cloud.transport, cloud.driver
 
 
 def test_requests_flow_through_the_bus(services, db):

@@ -17,20 +17,15 @@ other's messages.
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import uuid
-
-import pytest
 
 from tests import bus
 
 BIN = os.path.dirname(sys.executable)
-RABBIT = ("127.0.0.1", 5672)
 # The issue's 2,000 instances. Since the scheduler batches and the conductors
 # write in bulk this is affordable in the suite: 227 s on SQLite at a load
 # average of 30 (docs/benchmarks.md, "Bus"); the timeouts leave room for more.
@@ -39,39 +34,10 @@ PER_REQUEST = 5
 INSTANCES = REQUESTS * PER_REQUEST
 
 
-def _rabbit_up():
-    try:
-        with socket.create_connection(RABBIT, timeout=2):
-            return True
-    except OSError:
-        return False
-
-
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def vhost():
-    """A RabbitMQ virtual host of this test only."""
-    ctl = shutil.which("rabbitmqctl")
-    if not _rabbit_up() or ctl is None:
-        reason = "no RabbitMQ at 127.0.0.1:5672 (or no rabbitmqctl to make a vhost)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires RabbitMQ: {reason}")
-        pytest.skip(reason)
-    name = f"joule-test-{uuid.uuid4().hex[:12]}"
-    for args in (["add_vhost", name], ["set_permissions", "-p", name, "guest", ".*", ".*", ".*"]):
-        res = subprocess.run([ctl, *args], capture_output=True, text=True, timeout=60)
-        if res.returncode != 0:
-            reason = f"rabbitmqctl {args[0]} failed: {res.stderr.strip()[:200]}"
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"CI=true requires RabbitMQ: {reason}")
-            pytest.skip(reason)
-    yield name
-    subprocess.run([ctl, "delete_vhost", name], capture_output=True, timeout=60)
 
 
 class Processes:

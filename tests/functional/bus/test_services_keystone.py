@@ -2,7 +2,7 @@
 keystone, each with its own password user, across token expiry.
 
 placement-api runs as a real process with ``auth_strategy = keystone``; the
-fake identity service of test_auth_keystone runs in this process and issues
+fake identity service of tests/keystone.py runs in this process and issues
 a new token at every password login. Its tokens claim an hour of life, but it
 stops validating a token ``TOKEN_LIFE`` seconds after issuing it (the token
 expired or was revoked earlier than the client was told): placement then
@@ -25,8 +25,7 @@ import pytest
 import requests
 
 from tests import builders
-from tests.functional.api.test_auth_keystone import FakeKeystone
-from tests.functional.bus.test_bus_rabbit import vhost  # noqa: F401 - a fixture
+from tests.keystone import FakeKeystone
 
 BIN = os.path.dirname(sys.executable)
 TOKEN_LIFE = 1.0
@@ -128,11 +127,9 @@ def _free_port():
 
 
 @pytest.fixture
-def keystone():
-    server = ShortLivedKeystone()
-    server.start()
-    yield server
-    server.stop()
+def keystone_class():
+    """The ``keystone`` fixture of this module's tests: short-lived tokens."""
+    return ShortLivedKeystone
 
 
 @pytest.fixture
@@ -142,27 +139,13 @@ def placement(keystone, db, db_url, tmp_path):
     url = f"http://127.0.0.1:{port}"
     keystone.placement_url = url
     conf = tmp_path / "placement.conf"
-    conf.write_text(f"""\
-[api]
-auth_strategy = keystone
-
-[placement_database]
-connection = {db_url}
-
-[keystone_authtoken]
-www_authenticate_uri = {keystone.url}/v3
-auth_url = {keystone.url}/v3
-auth_type = password
-username = placement
-password = secret
-user_domain_id = default
-project_name = service
-project_domain_id = default
-service_token_roles_required = True
-http_request_max_retries = 0
-# Ask keystone about every token: a cached validation would hide the expiry.
-token_cache_time = -1
-""")
+    conf.write_text(
+        keystone.placement_conf(
+            db_url,
+            # Ask keystone about every token: a cached validation would hide the expiry.
+            "token_cache_time = -1\n",
+        )
+    )
     log = open(tmp_path / "api.log", "w")
     proc = subprocess.Popen(
         [

@@ -54,22 +54,6 @@ RECOVERY = 5.0
 PAUSE = TIME_LIMIT + SLACK + 1
 
 
-@pytest.fixture
-def private_pg():
-    try:
-        pg = private_postgres.PrivatePostgres()
-    except private_postgres.NotAvailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires the PostgreSQL server binaries: {exc}")
-        pytest.skip(str(exc))
-    try:
-        pg.init().start()
-        pg.createdb()
-        yield pg
-    finally:
-        pg.destroy()
-
-
 def _env(pg):
     env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=pg.url)
     for name, value in LIMITS.items():

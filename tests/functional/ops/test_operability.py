@@ -12,14 +12,14 @@ import re
 import pytest
 import sqlalchemy as sa
 
-from placement import app as app_mod
 from placement import metrics
 from placement import request_log
-from tests.conftest import make_conf
 from tests.conftest import new_uuid
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement latest"}
 LOOPBACK = {"REMOTE_ADDR": "127.0.0.1"}
+# A database that refuses connections: nothing listens on port 1.
+REFUSING = "postgresql+psycopg://postgres@127.0.0.1:1/placement"
 
 
 def _get(flask_client, path, headers=None, remote="127.0.0.1"):
@@ -49,11 +49,6 @@ def _scrape(flask_client):
 def _count(text, route, method, status):
     key = frozenset({"route": route, "method": method, "status": str(status)}.items())
     return _samples(text, "placement_api_requests_total").get(key, 0.0)
-
-
-@pytest.fixture
-def flask_client(app):
-    return app.test_client()
 
 
 class _Lines(logging.Handler):
@@ -179,20 +174,17 @@ def test_metrics_hidden_from_other_sources(flask_client, remote, headers):
     assert resp.get_json()["errors"][0]["code"] == "placement.undefined_code"
 
 
-def test_metrics_source_ranges_and_disabling_are_configurable(db, db_url):
-    conf = make_conf(db_url, **{"metrics.allowed_source_ranges": ["192.0.2.0/24"]})
-    client = app_mod.create_app(conf, db=db, sync=False).test_client()
+def test_metrics_source_ranges_and_disabling_are_configurable(make_flask_client):
+    client = make_flask_client(**{"metrics.allowed_source_ranges": ["192.0.2.0/24"]})
     assert _get(client, "/metrics", remote="192.0.2.7").status_code == 200
     assert _get(client, "/metrics", ADMIN, remote="127.0.0.1").status_code == 404
-    conf = make_conf(db_url, **{"metrics.enabled": False})
-    client = app_mod.create_app(conf, db=db, sync=False).test_client()
+    client = make_flask_client(**{"metrics.enabled": False})
     assert _get(client, "/metrics", ADMIN).status_code == 404
 
 
-def test_metrics_bad_source_range_refuses_to_start(db, db_url):
-    conf = make_conf(db_url, **{"metrics.allowed_source_ranges": ["not-a-network"]})
+def test_metrics_bad_source_range_refuses_to_start(make_flask_client):
     with pytest.raises(ValueError, match="not-a-network"):
-        app_mod.create_app(conf, db=db, sync=False)
+        make_flask_client(**{"metrics.allowed_source_ranges": ["not-a-network"]})
 
 
 def test_route_label_of_every_route_is_its_template(app):
@@ -221,22 +213,18 @@ def test_healthcheck_ok_without_token(flask_client):
     assert flask_client.head("/healthcheck").status_code == 204
 
 
-def test_healthcheck_detailed_only_when_configured(db, db_url):
-    conf = make_conf(db_url, **{"healthcheck.detailed": True})
-    client = app_mod.create_app(conf, db=db, sync=False).test_client()
+def test_healthcheck_detailed_only_when_configured(make_flask_client):
+    client = make_flask_client(**{"healthcheck.detailed": True})
     body = json.loads(client.get("/healthcheck", headers={"Accept": "application/json"}).data)
     assert body["detailed"] is True
     assert body["reasons"][0]["reason"] == "database available"
     assert body["reasons"][0]["details"].startswith("schema revision ")
 
 
-def test_healthcheck_unhealthy_when_database_refuses(db):
+def test_healthcheck_unhealthy_when_database_refuses(make_flask_client):
     # The API's own pool is fine; the database the service is configured
     # for refuses connections (nothing listens on port 1).
-    conf = make_conf(
-        "postgresql+psycopg://postgres@127.0.0.1:1/placement", **{"healthcheck.detailed": True}
-    )
-    client = app_mod.create_app(conf, db=db, sync=False).test_client()
+    client = make_flask_client(REFUSING, **{"healthcheck.detailed": True})
     resp = client.get("/healthcheck")
     assert resp.status_code == 503
     assert resp.get_data(as_text=True) == "database unavailable"
@@ -244,8 +232,8 @@ def test_healthcheck_unhealthy_when_database_refuses(db):
     assert "refused" in body["reasons"][0]["details"].lower()
 
 
-def test_healthcheck_unhealthy_without_schema(db, db_url):
-    client = app_mod.create_app(make_conf(db_url), db=db, sync=False).test_client()
+def test_healthcheck_unhealthy_without_schema(db, make_flask_client):
+    client = make_flask_client()
     assert client.get("/healthcheck").status_code == 200
     with db.write() as conn:
         version = conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar()
@@ -261,12 +249,9 @@ def test_healthcheck_unhealthy_without_schema(db, db_url):
     assert client.get("/healthcheck").status_code == 200
 
 
-def test_healthcheck_backends_are_configurable(db):
+def test_healthcheck_backends_are_configurable(make_flask_client):
     # Without our database backend oslo.middleware reports healthy on its own.
-    conf = make_conf(
-        "postgresql+psycopg://postgres@127.0.0.1:1/placement", **{"healthcheck.backends": []}
-    )
-    client = app_mod.create_app(conf, db=db, sync=False).test_client()
+    client = make_flask_client(REFUSING, **{"healthcheck.backends": []})
     assert client.get("/healthcheck").status_code == 200
 
 

@@ -14,11 +14,8 @@ import uuid
 
 import pytest
 import requests
-import sqlalchemy as sa
 
 from placement import healthcheck
-from tests import conftest
-from tests import private_postgres
 from tests import processes
 
 BIN = os.path.dirname(sys.executable)
@@ -31,28 +28,6 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture
-def pg_url():
-    """A fresh, empty PostgreSQL database with a random name, dropped afterwards."""
-    admin_url, reason = conftest._pg_admin_url()
-    if admin_url is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}")
-        pytest.skip(str(reason))
-    name = f"placement_ops_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            f"WHERE datname = '{name}' AND pid <> pg_backend_pid()"
-        )
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}"')
-    admin.dispose()
 
 
 def _wait_until_up(url, proc, log_path):
@@ -78,10 +53,10 @@ def _stop(proc):
 
 
 @pytest.mark.slow
-def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_path):
+def test_placement_api_workers_share_metrics_and_log_each_request(empty_pg_url, tmp_path):
     env = dict(
         os.environ,
-        OS_PLACEMENT_DATABASE__CONNECTION=pg_url,
+        OS_PLACEMENT_DATABASE__CONNECTION=empty_pg_url,
         # 2 x (60 + 60) connections cannot fit PostgreSQL's default 100.
         OS_PLACEMENT_DATABASE__POOL_SIZE="60",
         TMPDIR=str(tmp_path),
@@ -179,23 +154,6 @@ def test_placement_api_workers_share_metrics_and_log_each_request(pg_url, tmp_pa
     assert proc.returncode == 0, log_path.read_text()
     # The private metrics directory went away with the server.
     assert not list(tmp_path.glob("placement-metrics-*"))
-
-
-@pytest.fixture
-def private_pg():
-    """A PostgreSQL server of this test's own, to stop and pause."""
-    try:
-        pg = private_postgres.PrivatePostgres()
-    except private_postgres.NotAvailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires the PostgreSQL server binaries: {exc}")
-        pytest.skip(str(exc))
-    try:
-        pg.init().start()
-        pg.createdb()
-        yield pg
-    finally:
-        pg.destroy()
 
 
 def _health(url):

@@ -5,13 +5,8 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 
 import pytest
-import sqlalchemy as sa
-
-from tests import conftest
-from tests import private_postgres
 
 BIN = os.path.dirname(sys.executable)
 SUCCESS, WARNING, FAILURE = 0, 1, 2
@@ -85,23 +80,6 @@ def test_unreachable_database_fails(tmp_path):
     assert "cannot connect to database" in checks["Database"][1]
 
 
-@pytest.fixture
-def empty_pg_url():
-    admin_url, reason = conftest._pg_admin_url()
-    if admin_url is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires PostgreSQL: {reason}")
-        pytest.skip(str(reason))
-    name = f"placement_status_{uuid.uuid4().hex[:10]}"
-    admin = sa.create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-    yield sa.engine.make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.dispose()
-
-
 def test_postgresql_schema_and_connection_budget(tmp_path, empty_pg_url):
     config = f"[placement_database]\nconnection = {empty_pg_url}\n"
     code, checks = _status(tmp_path, config)
@@ -134,25 +112,14 @@ def test_postgresql_schema_and_connection_budget(tmp_path, empty_pg_url):
     assert "= 800 connections" in checks["Connection Budget"][1]
 
 
-def test_paused_database_fails_within_the_time_limit(tmp_path):
+def test_paused_database_fails_within_the_time_limit(tmp_path, private_pg):
     """A frozen server (SIGSTOP) makes the check fail after connect_timeout,
     never hang the command."""
-    try:
-        pg = private_postgres.PrivatePostgres()
-    except private_postgres.NotAvailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true requires the PostgreSQL server binaries: {exc}")
-        pytest.skip(str(exc))
-    try:
-        pg.init().start()
-        pg.createdb()
-        config = f"[placement_database]\nconnection = {pg.url}\nconnect_timeout = 2\n"
-        pg.pause()
-        started = time.monotonic()
-        code, checks = _status(tmp_path, config, timeout=60)
-        elapsed = time.monotonic() - started
-    finally:
-        pg.destroy()
+    config = f"[placement_database]\nconnection = {private_pg.url}\nconnect_timeout = 2\n"
+    private_pg.pause()
+    started = time.monotonic()
+    code, checks = _status(tmp_path, config, timeout=60)
+    elapsed = time.monotonic() - started
     assert code == FAILURE
     assert checks["Database"][0] == FAILURE
     assert "cannot connect to database" in checks["Database"][1]
