@@ -20,7 +20,7 @@ def _pct_cap(max_cap, min_cap, pct):
 def caps_for(hardware, caps_profile, opts):
     """(cpu_cap_watts, gpu_cap_watts) for ``caps_profile`` on ``hardware``.
 
-    :param hardware: a powerpolicy.controller.HardwareView-like object with
+    :param hardware: a powerpolicy.hardware.HardwareView-like object with
         gpu_count, cpu/gpu min/max cap watts (None when unknown).
     :param opts: the [power] option group (cap percentages and fallbacks).
     """

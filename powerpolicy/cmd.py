@@ -81,7 +81,8 @@ def _parser():
 def dry_run_plan(power_conf, nodes, demand=0):
     """The dry-run JSON object for inventory nodes (no current profiles)."""
     candidates = [selection.Candidate(n.name, n.family) for n in nodes]
-    plan = policies.plan_from_conf(power_conf, candidates, demand=demand)
+    options = policies.PolicyOptions.from_conf(power_conf)
+    plan = policies.build_plan(options, candidates, demand=demand)
     return {
         "policy": plan.policy,
         "hp_count": plan.hp_count,

@@ -1,28 +1,35 @@
 """The reconcile tick of the power controller, with placement as the store.
 
-Each tick (Joulie's reconcile flow):
+Each tick (Joulie's reconcile flow) is these steps, one function each, in
+the order ``Controller.plan`` calls them:
 
-1. eligible nodes: node selector (``powerpolicy.selector``) over node
-   labels, minus reserved and unschedulable nodes and nodes whose agent is
-   silent past ``service_down_time`` (warned of once, counted in
+1. eligible nodes (``Controller.eligible_nodes``): node selector
+   (``powerpolicy.selector``) over node labels, minus reserved and
+   unschedulable nodes and nodes whose agent is silent past
+   ``service_down_time`` (warned of once, counted in
    ``joulie_policy_down_nodes``);
-2. hardware view: the node's hardware record, else its labels (Joulie's
-   ``joulie.io/hw.*`` keys first), else the PGPU inventory of the provider
-   (CPU model unknown then); a node nothing is known of is the ``unknown``
-   family and is warned of once;
-3. plan with the configured policy (``performance_set`` picks the nodes);
+2. hardware view (``Controller.hardware_views``, ``powerpolicy.hardware``):
+   the node's hardware record, else its labels (Joulie's ``joulie.io/hw.*``
+   keys first), else the PGPU inventory of the provider (CPU model unknown
+   then); a node nothing is known of is the ``unknown`` family and is warned
+   of once;
+3. plan (``Controller.demand``, ``Controller.policy_plan``): the running and
+   pending performance consumers, and the configured policy with its options
+   (``policies.PolicyOptions``; ``performance_set`` picks the nodes);
 4. downgrade guard (``guard.apply``): running performance consumers keep a
    node planned eco in ``draining`` with performance caps;
-5. write twins (and, in the same transaction, profile traits) in one
-   ``POST /nodes/twins``: the nodes whose twin would change, and the nodes
-   whose profile trait disagrees with their twin (a trait changed behind
-   the controller's back), and only those. The twin is the truth: rewriting
-   it makes placement put back the trait of its profile, so every client
-   filtering on ``CUSTOM_POWER_PROFILE_*`` sees the profile the controller
-   set, one tick after anyone changed it.
+5. writes (``planned_twins``, ``Controller.twin_writes``): the twin each node
+   should have (its caps from ``caps.caps_for``), then the twins (and, in the
+   same transaction, profile traits) written in one ``POST /nodes/twins``:
+   the nodes whose twin would change, and the nodes whose profile trait
+   disagrees with their twin (a trait changed behind the controller's back),
+   and only those. The twin is the truth: rewriting it makes placement put
+   back the trait of its profile, so every client filtering on
+   ``CUSTOM_POWER_PROFILE_*`` sees the profile the controller set, one tick
+   after anyone changed it.
 
-Metrics are published only after the write succeeded, so they always describe
-what placement stores.
+``Controller.tick`` writes what ``plan`` decided; metrics are published only
+after the write succeeded, so they always describe what placement stores.
 """
 
 import dataclasses
@@ -33,144 +40,12 @@ from joule import placement_client
 from joule import vocabulary
 from powerpolicy import caps
 from powerpolicy import guard
+from powerpolicy import hardware as hardware_mod
 from powerpolicy import policies
 from powerpolicy import selection
 from powerpolicy import selector as selector_mod
 
 LOG = logging.getLogger(__name__)
-
-# Label fallbacks of the hardware view, first match wins: Joulie's bootstrap
-# labels (joulie.io/hw.*), then its older keys, node-feature-discovery's and
-# the GPU device plugins'.
-CPU_MODEL_LABELS = (
-    "joulie.io/hw.cpu-model",
-    "joulie.io/cpu.model",
-    "feature.node.kubernetes.io/cpu-model.name",
-)
-CPU_SOCKETS_LABELS = ("joulie.io/hw.cpu-sockets", "feature.node.kubernetes.io/cpu-sockets")
-GPU_PRODUCT_LABELS = (
-    "joulie.io/hw.gpu-model",
-    "joulie.io/gpu.product",
-    "nvidia.com/gpu.product",
-    "amd.com/gpu.product",
-    "amd.com/gpu.family",
-)
-GPU_COUNT_LABELS = (
-    "joulie.io/hw.gpu-count",
-    "joulie.io/gpu.count",
-    "nvidia.com/gpu.count",
-    "amd.com/gpu.count",
-)
-GPU_RESOURCE_CLASS = "PGPU"
-
-
-@dataclasses.dataclass(frozen=True)
-class HardwareView:
-    cpu_model: str | None = None
-    gpu_model: str | None = None
-    gpu_count: int = 0
-    cpu_min_cap_watts: float | None = None
-    cpu_max_cap_watts: float | None = None
-    gpu_min_cap_watts: float | None = None
-    gpu_max_cap_watts: float | None = None
-    source: str = "hardware"
-    cpu_sockets: int | None = None
-    # What was wrong with the labels read (the controller warns once per node).
-    problems: tuple = dataclasses.field(default=(), compare=False)
-
-    @property
-    def family(self):
-        return vocabulary.family_key(self.gpu_count, self.gpu_model, self.cpu_model)
-
-    @property
-    def known(self):
-        """False when nothing identifies the hardware (the ``unknown`` family)."""
-        return self.family != vocabulary.UNKNOWN_FAMILY
-
-    @classmethod
-    def from_record(cls, hw):
-        return cls(
-            hw.get("cpu_model"),
-            hw.get("gpu_model"),
-            hw.get("gpu_count") or 0,
-            hw.get("cpu_min_cap_watts"),
-            hw.get("cpu_max_cap_watts"),
-            hw.get("gpu_min_cap_watts"),
-            hw.get("gpu_max_cap_watts"),
-            cpu_sockets=hw.get("cpu_sockets"),
-        )
-
-
-def _first_label(labels, keys):
-    for key in keys:
-        value = (labels.get(key) or "").strip()
-        if value:
-            return value
-    return None
-
-
-def _count_label(labels, keys, what, problems):
-    """A non-negative integer label; None when absent or not one (noted in ``problems``)."""
-    text = _first_label(labels, keys)
-    if text is None:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        problems.append(f"{what} label {text!r} is not a non-negative integer; ignored")
-        return None
-    return value
-
-
-def hardware_view(node, inventories=None):
-    """The node's hardware: its record, else labels, else provider inventory.
-
-    A hardware record is the truth about GPUs; a record without a CPU model
-    (or socket count) takes them from the labels. Without a record, the
-    labels say it all, and when they do not say how many GPUs the node has,
-    the provider's PGPU inventory does.
-
-    :param inventories: a callable uuid -> {rc: inventory}, used only when
-        neither the record nor the labels say how many GPUs the node has.
-    """
-    labels = node.get("labels") or {}
-    problems = []
-    if node.get("hardware"):
-        view = HardwareView.from_record(node["hardware"])
-        if view.cpu_model and view.cpu_sockets is not None:
-            return view
-        sockets = view.cpu_sockets
-        if sockets is None:
-            sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
-        return dataclasses.replace(
-            view,
-            cpu_model=view.cpu_model or _first_label(labels, CPU_MODEL_LABELS),
-            cpu_sockets=sockets,
-            problems=tuple(problems),
-        )
-    gpu_model = _first_label(labels, GPU_PRODUCT_LABELS)
-    cpu_model = _first_label(labels, CPU_MODEL_LABELS)
-    gpu_count = _count_label(labels, GPU_COUNT_LABELS, "GPU count", problems)
-    if gpu_count is None and inventories is not None:
-        inv = inventories(node["uuid"]).get(GPU_RESOURCE_CLASS)
-        gpu_count = int(inv["total"]) if inv else 0
-        source = "inventory"
-    else:
-        source = "labels"
-    gpu_count = gpu_count or 0
-    if gpu_count and not gpu_model:
-        gpu_model = "unknown-gpu"
-    sockets = _count_label(labels, CPU_SOCKETS_LABELS, "CPU sockets", problems)
-    return HardwareView(
-        cpu_model=cpu_model,
-        gpu_model=gpu_model,
-        gpu_count=gpu_count,
-        source=source,
-        cpu_sockets=sockets,
-        problems=tuple(problems),
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +53,7 @@ class NodePlan:
     """One eligible node as a tick sees it: what placement stores, what it wants."""
 
     name: str
-    hardware: HardwareView
+    hardware: hardware_mod.HardwareView
     twin: dict | None  # the stored twin (None: never planned)
     desired: dict  # the twin fields the tick wants (written when they differ)
     decision: guard.Decision
@@ -209,6 +84,86 @@ class TickResult:
 def _names(names, shown=10):
     more = len(names) - shown
     return ", ".join(names[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Demand:
+    """The performance consumers of a tick: running on each eligible node (what
+    the guard holds), running in all, and pending (queue_aware_v1 only)."""
+
+    running_by_node: dict
+    running: int
+    pending: int
+
+    @property
+    def total(self):
+        """Demand P of queue_aware_v1: running plus pending."""
+        return self.running + self.pending
+
+
+def current_classes(nodes):
+    """{name: the schedulable class its twin stores} of the nodes that have a twin."""
+    return {n["name"]: n["twin"]["schedulable_class"] for n in nodes if n.get("twin")}
+
+
+def planned_twins(nodes, views, decisions, demand, power_opts, policy):
+    """A NodePlan per guard decision: the twin the tick wants for its node
+    (profile, schedulable class, the caps of that profile on its hardware,
+    the policy that manages it) beside the twin placement stores."""
+    stored = {n["name"]: n.get("twin") for n in nodes}
+    managed_by = policies.MANAGED_BY[policy]
+    node_plans = []
+    for decision in decisions:
+        view = views[decision.name]
+        cpu_cap, gpu_cap = caps.caps_for(view, decision.caps_profile, power_opts)
+        desired = {
+            "profile": decision.profile,
+            "schedulable_class": decision.schedulable_class,
+            "cpu_cap_watts": cpu_cap,
+            "gpu_cap_watts": gpu_cap,
+            "managed_by": managed_by,
+        }
+        node_plans.append(
+            NodePlan(
+                decision.name,
+                view,
+                stored[decision.name],
+                desired,
+                decision,
+                demand.running_by_node[decision.name],
+            )
+        )
+    return node_plans
+
+
+def family_counts(node_plans):
+    """{family: {"nodes": n, "performance": k}} after the guard, sorted by family."""
+    families = {}
+    for planned in node_plans:
+        entry = families.setdefault(planned.hardware.family, {"nodes": 0, "performance": 0})
+        entry["nodes"] += 1
+        if planned.decision.schedulable_class == vocabulary.PERFORMANCE:
+            entry["performance"] += 1
+    return dict(sorted(families.items()))
+
+
+def tick_result(plan, demand, node_plans, writes, repaired, down):
+    """The TickResult of a planned tick (``seconds`` is set once it is written)."""
+    decisions = [planned.decision for planned in node_plans]
+    return TickResult(
+        policy=plan.policy,
+        hp_count=plan.hp_count,
+        requested_hp_count=plan.requested_hp_count,
+        running=demand.running,
+        pending=demand.pending,
+        families=family_counts(node_plans),
+        decisions=decisions,
+        written=len(writes),
+        draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions),
+        repaired=repaired,
+        nodes=node_plans,
+        down=sorted(down),
+    )
 
 
 class Controller:
@@ -246,16 +201,11 @@ class Controller:
         """Warn once per node and problem of its hardware view, not every tick: an
         unknown family, a label that is not a count. A problem that goes away and
         comes back is warned of again."""
-        now = set()
-        for name, view in views.items():
-            problems = list(view.problems)
-            if not view.known:
-                problems.append(
-                    "no known hardware (no hardware record with a CPU or GPU model, no "
-                    f"joulie.io/hw.cpu-model or GPU labels, no {GPU_RESOURCE_CLASS} "
-                    f"inventory); it is planned in the {vocabulary.UNKNOWN_FAMILY!r} family"
-                )
-            now.update((name, problem) for problem in problems)
+        now = {
+            (name, problem)
+            for name, view in views.items()
+            for problem in hardware_mod.problems_of(view)
+        }
         for name, problem in sorted(now - self._warned):
             LOG.warning("node %s: %s", name, problem)
         self._warned = now
@@ -292,9 +242,21 @@ class Controller:
         return set(down)
 
     def plan(self):
-        """Read placement and decide; nothing is written. Returns (TickResult, writes)."""
-        opts = self.conf.power
+        """Read placement and decide; nothing is written. Returns (TickResult, writes).
+
+        The tick's steps, in order (the module's docstring says each)."""
         nodes = self.client.list_nodes()
+        eligible, down = self.eligible_nodes(nodes)
+        views = self.hardware_views(eligible)
+        demand = self.demand(eligible)
+        plan = self.policy_plan(eligible, views, demand)
+        decisions = guard.apply(plan, demand.running_by_node, current_classes(eligible))
+        node_plans = planned_twins(eligible, views, decisions, demand, self.conf.power, plan.policy)
+        writes, repaired = self.twin_writes(eligible, node_plans)
+        return tick_result(plan, demand, node_plans, writes, repaired, down), writes
+
+    def eligible_nodes(self, nodes):
+        """(the nodes this tick manages, the names of the down nodes it leaves out)."""
         down = self._down(nodes)
         eligible = [
             n
@@ -304,59 +266,48 @@ class Controller:
             and n["name"] not in down
             and self.selector.matches(n.get("labels") or {})
         ]
-        views = {n["name"]: hardware_view(n, self.client.provider_inventories) for n in eligible}
+        return eligible, down
+
+    def hardware_views(self, nodes):
+        """{name: HardwareView} of ``nodes``; their problems warned of once."""
+        views = {
+            n["name"]: hardware_mod.view_of(n, self.client.provider_inventories) for n in nodes
+        }
         self._warn_hardware(views)
+        return views
+
+    def demand(self, nodes):
+        """The performance consumers running (on each of ``nodes``, and in all)
+        and pending."""
+        # The guard always needs running consumers, whatever the policy.
+        usages = self.client.workload_usages()
+        running_by_node = {
+            n["name"]: int(usages.get(n["uuid"], {}).get("performance", 0)) for n in nodes
+        }
+        running = sum(int(u.get("performance", 0)) for u in usages.values())
+        return Demand(running_by_node, running, self._pending())
+
+    def policy_plan(self, nodes, views, demand):
+        """The configured policy's plan of ``nodes`` (by family, current profile)."""
         candidates = [
             selection.Candidate(
                 n["name"], views[n["name"]].family, (n.get("twin") or {}).get("profile")
             )
-            for n in eligible
+            for n in nodes
         ]
-        # The guard always needs running consumers, whatever the policy.
-        usages = self.client.workload_usages()
-        running_by_name = {
-            n["name"]: int(usages.get(n["uuid"], {}).get("performance", 0)) for n in eligible
-        }
-        running = sum(int(u.get("performance", 0)) for u in usages.values())
-        pending = self._pending()
-        plan = policies.plan_from_conf(opts, candidates, demand=running + pending, now=self.clock())
-        current = {n["name"]: n["twin"]["schedulable_class"] for n in eligible if n.get("twin")}
-        decisions = guard.apply(plan, running_by_name, current)
+        options = policies.PolicyOptions.from_conf(self.conf.power)
+        return policies.build_plan(options, candidates, demand=demand.total, now=self.clock())
 
-        by_name = {n["name"]: n for n in eligible}
-        fams = {}
-        writes = []
-        repaired = []
-        node_plans = []
-        managed_by = policies.MANAGED_BY[plan.policy]
-        for decision in decisions:
-            node = by_name[decision.name]
-            family = views[decision.name].family
-            entry = fams.setdefault(family, {"nodes": 0, "performance": 0})
-            entry["nodes"] += 1
-            if decision.schedulable_class == vocabulary.PERFORMANCE:
-                entry["performance"] += 1
-            cpu_cap, gpu_cap = caps.caps_for(views[decision.name], decision.caps_profile, opts)
-            desired = {
-                "profile": decision.profile,
-                "schedulable_class": decision.schedulable_class,
-                "cpu_cap_watts": cpu_cap,
-                "gpu_cap_watts": gpu_cap,
-                "managed_by": managed_by,
-            }
-            twin = node.get("twin")
-            node_plans.append(
-                NodePlan(
-                    decision.name,
-                    views[decision.name],
-                    twin,
-                    desired,
-                    decision,
-                    running_by_name[decision.name],
-                )
-            )
+    def twin_writes(self, nodes, node_plans):
+        """(writes, repaired): the twins to write, those of the nodes whose twin
+        changes and of those whose profile trait disagrees with it (repaired,
+        by name), and only those."""
+        by_name = {n["name"]: n for n in nodes}
+        writes, repaired = [], []
+        for planned in node_plans:
+            node, twin = by_name[planned.name], planned.twin
             traits = node.get("profile_traits")
-            if twin is None or any(twin.get(k) != v for k, v in desired.items()):
+            if twin is None or any(twin.get(k) != v for k, v in planned.desired.items()):
                 pass  # the twin changes; placement sets the trait with it
             elif traits is None:
                 self._traits_unreported()
@@ -364,29 +315,10 @@ class Controller:
             elif traits == [vocabulary.PROFILE_TRAITS[twin["profile"]]]:
                 continue  # twin and trait agree: nothing to write
             else:
-                repaired.append(decision.name)
-            writes.append(
-                {
-                    "uuid": node["uuid"],
-                    "generation": twin["generation"] if twin else None,
-                    **desired,
-                }
-            )
-        result = TickResult(
-            policy=plan.policy,
-            hp_count=plan.hp_count,
-            requested_hp_count=plan.requested_hp_count,
-            running=running,
-            pending=pending,
-            families=dict(sorted(fams.items())),
-            decisions=decisions,
-            written=len(writes),
-            draining=sum(d.schedulable_class == vocabulary.DRAINING for d in decisions),
-            repaired=repaired,
-            nodes=node_plans,
-            down=sorted(down),
-        )
-        return result, writes
+                repaired.append(planned.name)
+            generation = twin["generation"] if twin else None
+            writes.append({"uuid": node["uuid"], "generation": generation, **planned.desired})
+        return writes, repaired
 
     def tick(self):
         """One reconcile: read, plan, guard, write the changed twins, publish metrics."""

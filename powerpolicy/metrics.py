@@ -14,83 +14,80 @@ class Metrics:
 
     def __init__(self, registry=None):
         self.registry = registry or prom.CollectorRegistry()
-        r = self.registry
-        self.family_nodes = prom.Gauge(
-            "joulie_policy_family_nodes",
-            "Eligible nodes per hardware family.",
-            ["family"],
-            registry=r,
+        self._define_plan_metrics()
+        self._define_tick_metrics()
+
+    def _gauge(self, name, documentation, labels=()):
+        return prom.Gauge(name, documentation, labels, registry=self.registry)
+
+    def _counter(self, name, documentation, labels=()):
+        return prom.Counter(name, documentation, labels, registry=self.registry)
+
+    def _define_plan_metrics(self):
+        """What the last tick planned: families, slots, demand, drained and down nodes."""
+        self.family_nodes = self._gauge(
+            "joulie_policy_family_nodes", "Eligible nodes per hardware family.", ["family"]
         )
-        self.family_performance_nodes = prom.Gauge(
+        self.family_performance_nodes = self._gauge(
             "joulie_policy_family_performance_nodes",
             "Nodes per hardware family whose schedulable class is performance (after the "
             "downgrade guard; draining nodes are not counted).",
             ["family"],
-            registry=r,
         )
-        self.hp_count = prom.Gauge(
+        self.hp_count = self._gauge(
             "joulie_policy_hp_count",
             "Performance slots of the current plan (after the family floor and node cap).",
-            registry=r,
         )
-        self.requested_hp_count = prom.Gauge(
+        self.requested_hp_count = self._gauge(
             "joulie_policy_requested_hp_count",
             "Performance slots the policy asked for, before the family floor and node cap.",
-            registry=r,
         )
-        self.demand = prom.Gauge(
+        self.demand = self._gauge(
             "joulie_policy_performance_demand",
             "Demand P: running plus pending performance consumers.",
             ["source"],
-            registry=r,
         )
-        self.draining_nodes = prom.Gauge(
+        self.draining_nodes = self._gauge(
             "joulie_policy_draining_nodes",
             "Nodes planned eco that keep performance caps while performance work finishes.",
-            registry=r,
         )
-        self.down_nodes = prom.Gauge(
+        self.down_nodes = self._gauge(
             "joulie_policy_down_nodes",
             "Nodes left out of the tick because their node agent has not reported "
             "within service_down_time.",
-            registry=r,
         )
-        self.transitions = prom.Counter(
+
+    def _define_tick_metrics(self):
+        """What the ticks did: transitions and twins written, outcomes, timing."""
+        self.transitions = self._counter(
             "joulie_policy_state_transitions",
             "Schedulable-class transitions written by the controller; result is applied or "
             "deferred (a downgrade held back as draining).",
             ["from_state", "to_state", "result"],
-            registry=r,
         )
-        self.reconciles = prom.Counter(
-            "joulie_policy_reconciles", "Reconcile ticks by outcome.", ["outcome"], registry=r
+        self.reconciles = self._counter(
+            "joulie_policy_reconciles", "Reconcile ticks by outcome.", ["outcome"]
         )
-        self.tick_seconds = prom.Gauge(
-            "joulie_policy_reconcile_duration_seconds",
-            "Duration of the last reconcile tick.",
-            registry=r,
+        self.tick_seconds = self._gauge(
+            "joulie_policy_reconcile_duration_seconds", "Duration of the last reconcile tick."
         )
-        self.written_nodes = prom.Counter(
+        self.written_nodes = self._counter(
             "joulie_policy_written_nodes",
             "Twins written (nodes whose twin changed or whose profile trait was repaired).",
-            registry=r,
         )
-        self.last_success = prom.Gauge(
+        self.last_success = self._gauge(
             "joulie_policy_last_reconcile_success_timestamp_seconds",
             "Unix time at which the last successful reconcile tick ended (0: none yet); "
             "with joulie_policy_reconcile_interval_seconds it tells a stalled controller.",
-            registry=r,
         )
-        self.reconcile_interval = prom.Gauge(
+        self.reconcile_interval = self._gauge(
             "joulie_policy_reconcile_interval_seconds",
             "The configured seconds between two reconcile ticks (reconcile_interval).",
-            registry=r,
         )
-        self.repaired_traits = prom.Counter(
+        self.repaired_traits = self._counter(
             "joulie_policy_repaired_traits",
             "Nodes whose CUSTOM_POWER_PROFILE_* trait disagreed with their twin (changed "
             "behind the controller's back) and was put back.",
-            registry=r,
         )
 
     def record_tick(self, result):

@@ -110,44 +110,46 @@ def rule_swap_v1(nodes, interval_seconds, now=None):
     return _plan(RULE_SWAP_V1, nodes, len(performance), performance)
 
 
-def build_plan(
-    policy,
-    nodes,
-    *,
-    static_hp_frac=0.5,
-    demand=0,
-    queue_hp_base_frac=0.6,
-    queue_hp_min=1,
-    queue_hp_max=1000000,
-    queue_perf_per_hp_node=10,
-    reconcile_interval=60,
-    now=None,
-):
-    if policy == STATIC_PARTITION:
-        return static_partition(nodes, static_hp_frac)
-    if policy == QUEUE_AWARE_V1:
+@dataclasses.dataclass(frozen=True)
+class PolicyOptions:
+    """What a plan is made of besides its nodes and demand: the policy and its
+    [power] options (``from_conf``), one object from the configuration to
+    the policy."""
+
+    policy: str
+    static_hp_frac: float
+    queue_hp_base_frac: float
+    queue_hp_min: int
+    queue_hp_max: int
+    queue_perf_per_hp_node: int
+    reconcile_interval: int  # rule_swap_v1's phase length
+
+    @classmethod
+    def from_conf(cls, power_conf):
+        """The options of a [power] group (powerpolicy.conf), read by their names."""
+        return cls(**{field.name: power_conf[field.name] for field in dataclasses.fields(cls)})
+
+
+def build_plan(options, nodes, demand=0, now=None):
+    """The plan of ``options.policy`` for ``nodes`` (selection.Candidate).
+
+    :param demand: performance consumers running and pending (queue_aware_v1).
+    :param now: the clock of rule_swap_v1 (default: time.time()).
+    """
+    if options.policy == STATIC_PARTITION:
+        return static_partition(nodes, options.static_hp_frac)
+    if options.policy == QUEUE_AWARE_V1:
         return queue_aware_v1(
-            nodes, demand, queue_hp_base_frac, queue_hp_min, queue_hp_max, queue_perf_per_hp_node
+            nodes,
+            demand,
+            options.queue_hp_base_frac,
+            options.queue_hp_min,
+            options.queue_hp_max,
+            options.queue_perf_per_hp_node,
         )
-    if policy == RULE_SWAP_V1:
-        return rule_swap_v1(nodes, reconcile_interval, now)
-    raise ValueError(f"unknown policy {policy!r}; choose one of {', '.join(POLICIES)}")
-
-
-def plan_from_conf(power_conf, nodes, demand=0, now=None):
-    """build_plan with the [power] options of an oslo.config group."""
-    return build_plan(
-        power_conf.policy,
-        nodes,
-        static_hp_frac=power_conf.static_hp_frac,
-        demand=demand,
-        queue_hp_base_frac=power_conf.queue_hp_base_frac,
-        queue_hp_min=power_conf.queue_hp_min,
-        queue_hp_max=power_conf.queue_hp_max,
-        queue_perf_per_hp_node=power_conf.queue_perf_per_hp_node,
-        reconcile_interval=power_conf.reconcile_interval,
-        now=now,
-    )
+    if options.policy == RULE_SWAP_V1:
+        return rule_swap_v1(nodes, options.reconcile_interval, now)
+    raise ValueError(f"unknown policy {options.policy!r}; choose one of {', '.join(POLICIES)}")
 
 
 def _clamp01(value):

@@ -6,6 +6,7 @@ from joule import placement_client as client_mod
 from joule import vocabulary
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
+from powerpolicy import hardware
 from powerpolicy import metrics as metrics_mod
 
 
@@ -342,7 +343,7 @@ def test_joulie_hw_labels_make_the_hardware_view():
         "nvidia.com/gpu.product": "H100-OLD",
         "joulie.io/cpu.model": "old",
     }
-    view = controller_mod.hardware_view(_node("g", hardware=False, labels=joulie))
+    view = hardware.view_of(_node("g", hardware=False, labels=joulie))
     assert (view.cpu_model, view.cpu_sockets, view.gpu_model, view.gpu_count, view.source) == (
         "AMD EPYC 9654",
         2,
@@ -351,7 +352,7 @@ def test_joulie_hw_labels_make_the_hardware_view():
         "labels",
     )
     assert view.family == "gpu:NVIDIA H100 NVL"
-    cpu_only = controller_mod.hardware_view(
+    cpu_only = hardware.view_of(
         _node(
             "c",
             hardware=False,
@@ -365,7 +366,7 @@ def test_joulie_hw_labels_make_the_hardware_view():
         "r", gpus=0, labels={"joulie.io/hw.cpu-model": "EPYC 9965", "joulie.io/hw.cpu-sockets": "1"}
     )
     node["hardware"]["cpu_model"] = None
-    view = controller_mod.hardware_view(node)
+    view = hardware.view_of(node)
     assert (view.family, view.cpu_sockets, view.cpu_max_cap_watts) == ("cpu:EPYC 9965", 1, 400.0)
 
 
@@ -375,9 +376,7 @@ def test_bad_count_labels_are_ignored_with_one_warning_per_node(caplog):
         "joulie.io/hw.gpu-count": "eight",
         "joulie.io/hw.cpu-sockets": "-2",
     }
-    view = controller_mod.hardware_view(
-        _node("x", hardware=False, labels=labels), inventories=lambda uuid: {}
-    )
+    view = hardware.view_of(_node("x", hardware=False, labels=labels), inventories=lambda uuid: {})
     assert (view.gpu_count, view.cpu_sockets, view.source) == (0, None, "inventory")
     client = FakeClient([_node("x", hardware=False, labels=labels)])
     ctl, _ = _controller(client)

@@ -1,9 +1,12 @@
 """static_partition, queue_aware_v1, rule_swap_v1."""
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from powerpolicy import conf as conf_mod
 from powerpolicy import policies
 from powerpolicy.selection import Candidate
 
@@ -76,9 +79,32 @@ def test_rule_swap_alternates_the_first_two_nodes_by_name():
 
 
 def test_unknown_policy_is_refused():
+    options = policies.PolicyOptions.from_conf(conf_mod.make_conf().power)
     try:
-        policies.build_plan("greedy", [])
+        policies.build_plan(dataclasses.replace(options, policy="greedy"), [])
     except ValueError as exc:
         assert "greedy" in str(exc)
     else:
         raise AssertionError("no error")
+
+
+def test_policy_options_come_from_the_power_group_as_one_object():
+    conf = conf_mod.make_conf(
+        overrides={"policy": "queue_aware_v1", "queue_hp_max": 8, "queue_perf_per_hp_node": 2}
+    )
+    options = policies.PolicyOptions.from_conf(conf.power)
+    assert options == policies.PolicyOptions(
+        policy="queue_aware_v1",
+        static_hp_frac=0.5,
+        queue_hp_base_frac=0.6,
+        queue_hp_min=1,
+        queue_hp_max=8,
+        queue_perf_per_hp_node=2,
+        reconcile_interval=60,
+    )
+    nodes = _nodes({"cpu:x": 10})
+    # Base round(10 * 0.6) = 6 beats ceil(7 / 2) = 4; queue_hp_max bounds 30 / 2 = 15.
+    assert policies.build_plan(options, nodes, demand=7).hp_count == 6
+    assert policies.build_plan(options, nodes, demand=30).hp_count == 8
+    swap = dataclasses.replace(options, policy="rule_swap_v1")
+    assert policies.build_plan(swap, nodes, now=0) == policies.rule_swap_v1(nodes, 60, now=0)
