@@ -21,7 +21,6 @@ from conductor import conf as conf_mod
 from conductor import driver as driver_mod
 from conductor import service as cond_service
 from joule import config
-from joule import metrics_http
 from joule import request_spec as spec_mod
 from joule import rpc
 from joule import service as service_mod
@@ -78,22 +77,20 @@ def build_service(conf, transport, cell, name, client=None, driver=None):
 
 
 def main(argv=None):
-    return startup.run(PROG, lambda: serve(argv), unavailable=(rpc.BusUnreachable,))
+    return startup.run(PROG, lambda: _serve(argv))
 
 
-def serve(argv):
-    """Start up (exit 2 or 3 on the way, see joule.startup), then serve until SIGTERM."""
+def _serve(argv):
     conf = cli.load_conf(argv, PROG, "conductor", conf_mod.register_opts, cli_opts)
     cell = conf.cell
     if cell is not None and not spec_mod.is_safe_id(cell):
         raise config.ConfigError(f"--cell {cell!r} is not a cell name")
-    transport = rpc.service_transport(conf, sconf.placement_client_of(conf))
     topic = rpc.cell_topic(conf, cell) if cell else rpc.topic(conf, rpc.CONDUCTOR_TOPIC)
-    svc = build_service(conf, transport, cell, service_mod.process_name(topic))
-    metrics_http.SERVICE.labels(PROG, topic).set(1)
-    svc.run_until_signalled(ready=f"{PROG}: {svc.name} serving topic {topic}")
-    transport.cleanup()
-    return 0
+
+    def build(transport):
+        return build_service(conf, transport, cell, service_mod.process_name(topic))
+
+    return rpc.run_service(PROG, conf, sconf.placement_client_of(conf), topic, build)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from oslo_config import cfg
 
 from joule import config
 from joule import metrics_http
+from joule import startup
 
 with warnings.catch_warnings():
     # oslo.messaging pulls in oslo.service and futurist, which import
@@ -191,8 +192,8 @@ def derive_executor_threads(conf, threads):
     return conf.executor_thread_pool_size
 
 
-class BusUnreachable(Exception):
-    """The message bus cannot be reached; the message is one line."""
+class BusUnreachable(startup.Unavailable):
+    """The message bus cannot be reached; the message is one line (exit 3)."""
 
 
 def transport_of(conf):
@@ -270,6 +271,22 @@ def service_transport(conf, placement):
             f"cannot serve metrics on port {conf.metrics.port}: {exc.strerror}"
         ) from None
     return transport
+
+
+def run_service(prog, conf, placement, topic_name, build):
+    """Start a service on the bus and serve until SIGTERM; return its exit status.
+
+    The start-up checks of ``service_transport`` (what they raise stops it
+    before anything is served), then ``build(transport)`` (a
+    ``joule.service.Service``), ``joule_service_up`` set, the ready line on
+    stderr, ``run_until_signalled``, the transport cleaned up.
+    """
+    transport = service_transport(conf, placement)
+    svc = build(transport)
+    metrics_http.SERVICE.labels(prog, topic_name).set(1)
+    svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic_name}")
+    transport.cleanup()
+    return 0
 
 
 def topic(conf, name):

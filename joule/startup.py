@@ -6,9 +6,10 @@ is printed as ``prog: error: <one line>`` on stderr and ends it with:
 
 - ``EXIT_CONFIG`` (2) for a ``joule.config.ConfigError``: the configuration,
   the command line or a start-up check (``joule.config.load`` raises them);
-- ``EXIT_UNAVAILABLE`` (3) for placement unreachable or refusing our
-  credentials, and for the script's own ``unavailable`` exceptions (a
-  service on the bus adds ``rpc.BusUnreachable``);
+- ``EXIT_UNAVAILABLE`` (3) for a service the script needs that is not
+  there: placement unreachable or refusing our credentials, an
+  ``Unavailable`` (``rpc.BusUnreachable``: the bus), and the script's own
+  ``unavailable`` exceptions;
 - its own status for a ``StartupError``, a failure the script words itself
   (``failed`` words a failed placement call).
 
@@ -19,8 +20,17 @@ Anything else is a bug and keeps its traceback. The exit statuses are
 from joule import config
 from joule import placement_client
 
-# Placement is not there for us (rather than placement said no).
-UNAVAILABLE = (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed)
+
+class Unavailable(Exception):
+    """A service the script needs is not there (exit 3); the message is one line."""
+
+
+# Placement (or another service) is not there for us, rather than said no.
+UNAVAILABLE = (
+    placement_client.PlacementUnreachable,
+    placement_client.AuthenticationFailed,
+    Unavailable,
+)
 
 
 class StartupError(Exception):
@@ -51,18 +61,24 @@ def failed(what, exc):
     return StartupError(f"{what}: {exc}", status)
 
 
-def load_with_arguments(parser, argv, project, register, checks=()):
+def load_with_arguments(parser, argv, register, checks=(), project=None):
     """(arguments, conf) of a console script with arguments of its own.
 
     ``parser`` (a ``joule.config.ArgumentParser`` with a ``-v/--verbose``
     flag, which means oslo.log's ``--debug``) takes its own; the rest
     (``--config-file``, ``--config-dir`` ...) goes to ``joule.config.load``
-    with ``checks``. No config file is read unless one is named.
+    with ``checks``. No config file is read unless one is named. The
+    oslo.config project is the script's name unless ``project`` says.
     """
     args, rest = parser.parse_known_args(argv)
     if args.verbose:
         rest.append("--debug")
     conf = config.load(
-        parser.prog, project, register, argv=rest, checks=checks, default_config_files=[]
+        parser.prog,
+        project or parser.prog,
+        register,
+        argv=rest,
+        checks=checks,
+        default_config_files=[],
     )
     return args, conf

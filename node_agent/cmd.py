@@ -170,13 +170,8 @@ def main(argv=None):
 
 
 def _run(argv):
-    args, conf = startup.load_with_arguments(
-        _parser(),
-        argv,
-        "node-agent",
-        conf_mod.register_opts,
-        checks=[placement_client.check_conf, _check_provider_config],
-    )
+    checks = [placement_client.check_conf, _check_provider_config]
+    args, conf = startup.load_with_arguments(_parser(), argv, conf_mod.register_opts, checks)
     try:
         if args.dry_run:
             return _dry_run(conf)

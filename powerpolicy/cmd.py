@@ -133,13 +133,8 @@ def main(argv=None):
 
 
 def _run(argv):
-    args, conf = startup.load_with_arguments(
-        _parser(),
-        argv,
-        "power-controller",
-        conf_mod.register_opts,
-        checks=[_check_selector, placement_client.check_conf],
-    )
+    checks = [_check_selector, placement_client.check_conf]
+    args, conf = startup.load_with_arguments(_parser(), argv, conf_mod.register_opts, checks)
     _check_modes(args)
     if args.dry_run and args.inventory:
         return _dry_run_inventory(conf, args)

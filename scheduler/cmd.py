@@ -13,7 +13,6 @@ start-up is one line and exit status 3.
 import logging
 import sys
 
-from joule import metrics_http
 from joule import rpc
 from joule import service as service_mod
 from joule import startup
@@ -39,19 +38,17 @@ def build_service(conf, transport, name):
 
 
 def main(argv=None):
-    return startup.run(PROG, lambda: serve(argv), unavailable=(rpc.BusUnreachable,))
+    return startup.run(PROG, lambda: _serve(argv))
 
 
-def serve(argv):
-    """Start up (exit 2 or 3 on the way, see joule.startup), then serve until SIGTERM."""
+def _serve(argv):
     conf = cli.load_conf(argv, PROG, "scheduler", conf_mod.register_opts, cli_opts)
-    transport = rpc.service_transport(conf, sconf.placement_client_of(conf))
     topic = rpc.topic(conf, rpc.SCHEDULER_TOPIC)
-    svc = build_service(conf, transport, service_mod.process_name(topic))
-    metrics_http.SERVICE.labels(PROG, topic).set(1)
-    svc.run_until_signalled(ready=f"{PROG}: {svc.name} serving topic {topic}")
-    transport.cleanup()
-    return 0
+
+    def build(transport):
+        return build_service(conf, transport, service_mod.process_name(topic))
+
+    return rpc.run_service(PROG, conf, sconf.placement_client_of(conf), topic, build)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ deadlines, and a thread pool runs the app (docs/decisions.md says why).
 """
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -88,52 +89,15 @@ def main(argv=None):
     prog = "placement-api"
 
     def body():
-        import os
-
         conf = common.parse_conf(argv, cli_opts=cli_opts, prog=prog)
-        noauth = conf.api.auth_strategy == "noauth2"
-        if noauth and not host_mod.is_loopback(conf.host) and not conf.api.allow_insecure_noauth:
-            raise common.StartupError(
-                f"auth_strategy = noauth2 makes every caller an admin; refusing to listen on "
-                f"non-loopback address {conf.host} (use auth_strategy = keystone, or set "
-                "[api] allow_insecure_noauth = True on a private test network)",
-                status=2,
-            )
+        _check_noauth_address(conf)
         db = common.open_database(conf)
-        workers = conf.workers or (1 if not db.is_postgres else (os.cpu_count() or 2))
-        if not db.is_postgres and workers > 1:
-            LOG.warning("SQLite serves one writer at a time; using 1 worker process")
-            workers = 1
+        workers = _workers(conf, db)
         metrics_dir = _metrics_dir()
         master = os.getpid()
         try:
-            try:
-                app_mod.create_app(conf, db=db)  # migrate/sync once, before forking
-                connection_budget.check(db, workers)
-            except migration.SchemaNotCurrent as exc:
-                raise common.schema_error(exc)
-            except Exception as exc:
-                raise common.StartupError(f"cannot start: {exc}")
-            db.dispose()
-            metrics.forget_pool()
-            if noauth:
-                LOG.warning(
-                    "auth_strategy = noauth2: development mode, any token is accepted and "
-                    "'admin' is an admin; %s",
-                    (
-                        f"INSECURE: listening on {conf.host} and answering any Host "
-                        "([api] allow_insecure_noauth)"
-                        if conf.api.allow_insecure_noauth
-                        else "answering only requests addressed to loopback names"
-                    ),
-                )
-            LOG.info(
-                "placement API on http://%s:%s (%d worker(s), %s)",
-                conf.host,
-                conf.port,
-                workers,
-                db.dialect,
-            )
+            _prepare_database(conf, db, workers)
+            _log_start(conf, db, workers)
             # Workers touch no database at boot: one (re)started while the
             # database is down answers 503s instead of failing to boot.
             serve(
@@ -150,6 +114,60 @@ def main(argv=None):
                 shutil.rmtree(metrics_dir, ignore_errors=True)
 
     return common.run(body, prog)
+
+
+def _check_noauth_address(conf):
+    noauth = conf.api.auth_strategy == "noauth2"
+    if noauth and not host_mod.is_loopback(conf.host) and not conf.api.allow_insecure_noauth:
+        raise common.StartupError(
+            f"auth_strategy = noauth2 makes every caller an admin; refusing to listen on "
+            f"non-loopback address {conf.host} (use auth_strategy = keystone, or set "
+            "[api] allow_insecure_noauth = True on a private test network)",
+            status=2,
+        )
+
+
+def _workers(conf, db):
+    workers = conf.workers or (1 if not db.is_postgres else (os.cpu_count() or 2))
+    if not db.is_postgres and workers > 1:
+        LOG.warning("SQLite serves one writer at a time; using 1 worker process")
+        workers = 1
+    return workers
+
+
+def _prepare_database(conf, db, workers):
+    """Migrate/sync once, before forking, and check the connection budget;
+    then close what that opened (each worker opens its own)."""
+    try:
+        app_mod.create_app(conf, db=db)
+        connection_budget.check(db, workers)
+    except migration.SchemaNotCurrent as exc:
+        raise common.schema_error(exc)
+    except Exception as exc:
+        raise common.StartupError(f"cannot start: {exc}")
+    db.dispose()
+    metrics.forget_pool()
+
+
+def _log_start(conf, db, workers):
+    if conf.api.auth_strategy == "noauth2":
+        LOG.warning(
+            "auth_strategy = noauth2: development mode, any token is accepted and "
+            "'admin' is an admin; %s",
+            (
+                f"INSECURE: listening on {conf.host} and answering any Host "
+                "([api] allow_insecure_noauth)"
+                if conf.api.allow_insecure_noauth
+                else "answering only requests addressed to loopback names"
+            ),
+        )
+    LOG.info(
+        "placement API on http://%s:%s (%d worker(s), %s)",
+        conf.host,
+        conf.port,
+        workers,
+        db.dialect,
+    )
 
 
 if __name__ == "__main__":

@@ -93,15 +93,10 @@ def test_policy_options_come_from_the_power_group_as_one_object():
         overrides={"policy": "queue_aware_v1", "queue_hp_max": 8, "queue_perf_per_hp_node": 2}
     )
     options = policies.PolicyOptions.from_conf(conf.power)
-    assert options == policies.PolicyOptions(
-        policy="queue_aware_v1",
-        static_hp_frac=0.5,
-        queue_hp_base_frac=0.6,
-        queue_hp_min=1,
-        queue_hp_max=8,
-        queue_perf_per_hp_node=2,
-        reconcile_interval=60,
-    )
+    overridden = (options.policy, options.queue_hp_max, options.queue_perf_per_hp_node)
+    assert overridden == ("queue_aware_v1", 8, 2)
+    defaults = (options.static_hp_frac, options.queue_hp_base_frac, options.queue_hp_min)
+    assert defaults + (options.reconcile_interval,) == (0.5, 0.6, 1, 60)
     nodes = _nodes({"cpu:x": 10})
     # Base round(10 * 0.6) = 6 beats ceil(7 / 2) = 4; queue_hp_max bounds 30 / 2 = 15.
     assert policies.build_plan(options, nodes, demand=7).hp_count == 6
