@@ -1,29 +1,100 @@
 """Processes the functional tests start and talk to: placement-api with its
-console script on a free port (stopped by its PID), placement-manage, a
+console script on a free port (stopped by its PID; ApiProcess however it
+is configured, PlacementApi configured by a file), placement-manage, a
 plain HTTP call to placement as an admin, and what they read back from a
 service's /metrics."""
 
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
+
+import requests
 
 from benchmarks import slow_clients
 
 BIN = os.path.dirname(sys.executable)
 
 
-class PlacementApi:
-    """placement-api started with its console script on a free port; stopped by PID."""
+class ApiProcess:
+    """placement-api started as a process on ``port`` (a free one if not
+    given) with ``args``, its output in the file ``log``; it has started once
+    GET / answers 200 (within ``seconds``, else AssertionError with its
+    output). ``command`` instead of the console script (``python -m ...``);
+    with ``session`` it leads a process group of its own, and stop() signals
+    the group (gunicorn's workers too)."""
+
+    def __init__(self, log, args=(), env=None, port=None, command=None, session=False, seconds=60):
+        self.port = port or slow_clients.free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self._session = session
+        command = list(command or [os.path.join(BIN, "placement-api")])
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(
+                [*command, "--port", str(self.port), *args],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=session,
+            )
+        try:
+            self._wait(seconds)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait(self, seconds):
+        deadline = time.monotonic() + seconds
+        while True:
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    f"placement-api exited {self.proc.returncode}:\n{self.output()}"
+                )
+            try:
+                if requests.get(self.url + "/", timeout=5).status_code == 200:
+                    return
+            # The socket is bound before a worker answers; on a loaded
+            # machine the first request may time out rather than be refused.
+            except (requests.ConnectionError, requests.Timeout):
+                pass
+            if time.monotonic() > deadline:
+                raise AssertionError(f"placement-api did not start:\n{self.output()}")
+            time.sleep(0.2)
+
+    def _signal(self, sig):
+        if self._session:
+            os.killpg(self.proc.pid, sig)
+        else:
+            self.proc.send_signal(sig)
+
+    def stop(self):
+        """SIGTERM, SIGKILL after 30 s; its exit status is ``proc.returncode``."""
+        if self.proc.poll() is None:
+            self._signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.proc.wait()
+
+    def output(self):
+        return self.log.read_text(errors="replace")
+
+
+class PlacementApi(ApiProcess):
+    """placement-api on a free port, configured by a file: the database
+    ``db_url`` (synced at start-up) and ``conf_lines``."""
 
     def __init__(self, tmp_path, db_url, conf_lines=(), args=(), env=None):
-        self.port = slow_clients.free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        conf = tmp_path / f"api-{self.port}.conf"
+        port = slow_clients.free_port()
+        conf = tmp_path / f"api-{port}.conf"
         conf.write_text(
             "\n".join(
                 [
@@ -35,39 +106,14 @@ class PlacementApi:
             )
             + "\n"
         )
-        self.log = tmp_path / f"api-{self.port}.log"
         full_env = dict(os.environ, XDG_STATE_HOME=str(tmp_path / "state"), **(env or {}))
-        with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(
-                [
-                    os.path.join(BIN, "placement-api"),
-                    "--config-file",
-                    str(conf),
-                    "--port",
-                    str(self.port),
-                    *args,
-                ],
-                env=full_env,
-                stdout=log,
-                stderr=log,
-            )
-        try:
-            slow_clients.wait_ready(self.port, self.proc, seconds=90)
-        except Exception:
-            self.stop()
-            raise
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-    def output(self):
-        return self.log.read_text(errors="replace")
+        super().__init__(
+            tmp_path / f"api-{port}.log",
+            ["--config-file", str(conf), *args],
+            env=full_env,
+            port=port,
+            seconds=90,
+        )
 
     def connect(self):
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)

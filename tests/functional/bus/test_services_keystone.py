@@ -14,7 +14,6 @@ deployment does.
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -22,9 +21,10 @@ import time
 import uuid
 
 import pytest
-import requests
 
+from benchmarks import slow_clients
 from tests import builders
+from tests import processes
 from tests.keystone import FakeKeystone
 
 BIN = os.path.dirname(sys.executable)
@@ -120,12 +120,6 @@ class ShortLivedKeystone(FakeKeystone):
         return Handler
 
 
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def keystone_class():
     """The ``keystone`` fixture of this module's tests: short-lived tokens."""
@@ -135,9 +129,8 @@ def keystone_class():
 @pytest.fixture
 def placement(keystone, db, db_url, tmp_path):
     """placement-api (the console script) with auth_strategy = keystone."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    keystone.placement_url = url
+    port = slow_clients.free_port()
+    keystone.placement_url = f"http://127.0.0.1:{port}"
     conf = tmp_path / "placement.conf"
     conf.write_text(
         keystone.placement_conf(
@@ -146,39 +139,11 @@ def placement(keystone, db, db_url, tmp_path):
             "token_cache_time = -1\n",
         )
     )
-    log = open(tmp_path / "api.log", "w")
-    proc = subprocess.Popen(
-        [
-            os.path.join(BIN, "placement-api"),
-            "--config-file",
-            str(conf),
-            "--port",
-            str(port),
-            "--workers",
-            "1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    api = processes.ApiProcess(
+        tmp_path / "api.log", ["--config-file", str(conf), "--workers", "1"], port=port
     )
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(url + "/", timeout=2).status_code == 200:
-                break
-        except (requests.ConnectionError, requests.Timeout):
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail("placement-api did not start:\n" + (tmp_path / "api.log").read_text())
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    yield api.url
+    api.stop()
 
 
 def _service_conf(tmp_path, keystone, user, extra=""):

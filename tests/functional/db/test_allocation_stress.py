@@ -10,26 +10,18 @@ At the end the stored ledger must equal what the clients were told.
 """
 
 import os
-import socket
-import subprocess
 import sys
-import time
 
 import pytest
 import requests
 
 from benchmarks import claimload
 from tests import builders
+from tests import processes
 
 CLIENTS = 16
 OPS_PER_CLIENT = 130  # 16 x 130 = 2,080 claims and releases per backend
 CAPACITY = 8
-
-
-def _free_port():
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -39,50 +31,18 @@ def api_server(db_url, db, tmp_path):
     PostgreSQL: 3 worker processes (the production shape). SQLite: the
     shipped mode, one process with threads.
     """
-    port = _free_port()
     conf = tmp_path / "placement.conf"
     conf.write_text(
         f"[placement_database]\nconnection = {db_url}\n[api]\nauth_strategy = noauth2\n"
     )
     workers = "3" if db.is_postgres else "1"
-    log = open(tmp_path / "api.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "placement.cmd.api",
-            "--config-file",
-            str(conf),
-            "--port",
-            str(port),
-            "--workers",
-            workers,
-            "--threads",
-            "8",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    api = processes.ApiProcess(
+        tmp_path / "api.log",
+        ["--config-file", str(conf), "--workers", workers, "--threads", "8"],
+        command=[sys.executable, "-m", "placement.cmd.api"],
     )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if requests.get(url + "/", timeout=2).status_code == 200:
-                break
-        except (requests.ConnectionError, requests.Timeout):  # still starting (or loaded)
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            log.close()
-            pytest.fail("placement-api did not start:\n" + (tmp_path / "api.log").read_text())
-        time.sleep(0.2)
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    yield api.url
+    api.stop()
 
 
 def test_no_overcommit_under_concurrent_claims(api_server, db, db_url):

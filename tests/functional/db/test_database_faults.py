@@ -16,8 +16,6 @@ the shared one.
 
 import os
 import random
-import signal
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +24,7 @@ import uuid
 import pytest
 import requests
 
-from tests import private_postgres
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 PROJECT = "7d1c9d6a-0c43-4e0a-8a8a-3d5c7e1f0a01"
@@ -64,46 +62,11 @@ def _env(pg):
 @pytest.fixture
 def api(private_pg, tmp_path):
     env = _env(private_pg)
-    sync = subprocess.run(
-        [os.path.join(BIN, "placement-manage"), "db", "sync"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    sync = processes.manage(private_pg.url, "db", "sync")
     assert sync.returncode == 0, sync.stderr
-    port = private_postgres.free_port()
-    log_path = tmp_path / "api.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                if requests.get(url + "/", timeout=5).status_code == 200:
-                    break
-            except (requests.ConnectionError, requests.Timeout):
-                pass
-            assert time.monotonic() < deadline, "placement-api did not start"
-            time.sleep(0.2)
-        yield url, proc, log_path
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
+    api = processes.ApiProcess(tmp_path / "api.log", ["--workers", "2"], env=env, session=True)
+    yield api.url, api.proc, api.log
+    api.stop()
 
 
 def _session():

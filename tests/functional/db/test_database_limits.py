@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -28,6 +27,7 @@ from placement import errors
 from placement import request_log
 from tests import builders
 from tests import conftest
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 PROJECT = "c8a4f2bb-6d2a-4f0e-9f5b-3c0f5c1e7a01"
@@ -339,7 +339,6 @@ def test_write_for_a_client_that_hung_up_is_rolled_back(limited, db_url, caplog)
 def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db_url, tmp_path):
     """The same through placement-api's own server, a real process."""
     db, rp, holder = limited
-    port = _closed_port()
     log_path = tmp_path / "api.log"
     env = dict(
         os.environ,
@@ -348,14 +347,8 @@ def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db
         OS_PLACEMENT_DATABASE__SQLITE_BUSY_TIMEOUT="10",
         XDG_STATE_HOME=str(tmp_path / "state"),
     )
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "1"],
-            env=env,
-            stdout=log,
-            stderr=log,
-        )
-    url = f"http://127.0.0.1:{port}"
+    api = processes.ApiProcess(log_path, ["--workers", "1"], env=env)
+    port, url = api.port, api.url
     headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
     gone = str(uuid.uuid4())
     body = {
@@ -365,16 +358,6 @@ def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db
         "consumer_generation": None,
     }
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, log_path.read_text()
-            try:
-                if requests.get(url + "/", timeout=5).status_code == 200:
-                    break
-            except (requests.ConnectionError, requests.Timeout):
-                pass
-            assert time.monotonic() < deadline, "placement-api did not start"
-            time.sleep(0.2)
         conn, trans = _hold_provider(holder, db, rp)
         try:
             hangs_up = _raw_put(port, f"/allocations/{gone}", body)
@@ -393,12 +376,7 @@ def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db
         resp = requests.put(f"{url}/allocations/{gone}", headers=headers, json=body, timeout=30)
         assert resp.status_code == 204, resp.text
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        api.stop()
 
 
 def test_sqlite_busy_timeout_is_the_option(tmp_path):

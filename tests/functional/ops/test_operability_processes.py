@@ -62,34 +62,12 @@ def test_placement_api_workers_share_metrics_and_log_each_request(empty_pg_url, 
         TMPDIR=str(tmp_path),
     )
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-    sync = subprocess.run(
-        [os.path.join(BIN, "placement-manage"), "db", "sync"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    sync = processes.manage(empty_pg_url, "db", "sync")
     assert sync.returncode == 0, sync.stderr
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "api.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [
-                os.path.join(BIN, "placement-api"),
-                "--port",
-                str(port),
-                "--workers",
-                "2",
-                "--threads",
-                "2",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    api = processes.ApiProcess(log_path, ["--workers", "2", "--threads", "2"], env=env)
+    url, proc = api.url, api.proc
     try:
-        _wait_until_up(url, proc, log_path)
         sent = 1  # GET / above
         # Until both workers have served requests (new connection each time,
         # so the kernel spreads them), bounded.
@@ -150,7 +128,7 @@ def test_placement_api_workers_share_metrics_and_log_each_request(empty_pg_url, 
         # gunicorn's own access lines are off (ours replace them).
         assert not re.search(r'"GET /resource_providers HTTP/1\.1" 200', log_text)
     finally:
-        _stop(proc)
+        api.stop()
     assert proc.returncode == 0, log_path.read_text()
     # The private metrics directory went away with the server.
     assert not list(tmp_path.glob("placement-metrics-*"))
@@ -166,27 +144,13 @@ def _health(url):
 def test_healthcheck_follows_the_database(private_pg, tmp_path):
     """A database that is stopped or paused shows as 503 within seconds,
     and as healthy again once it is back, without restarting the API."""
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=private_pg.url)
-    sync = subprocess.run(
-        [os.path.join(BIN, "placement-manage"), "db", "sync"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    sync = processes.manage(private_pg.url, "db", "sync")
     assert sync.returncode == 0, sync.stderr
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
     log_path = tmp_path / "api.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [os.path.join(BIN, "placement-api"), "--port", str(port), "--workers", "1"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=private_pg.url)
+    api = processes.ApiProcess(log_path, ["--workers", "1"], env=env)
+    url = api.url
     try:
-        _wait_until_up(url, proc, log_path)
         assert _health(url)[:2] == (200, "database available")
         private_pg.stop("immediate")
         status, text, seconds = _health(url)
@@ -205,7 +169,7 @@ def test_healthcheck_follows_the_database(private_pg, tmp_path):
         assert seconds < healthcheck.CHECK_TIMEOUT + SLACK
         _healthy_again(url, log_path)
     finally:
-        _stop(proc)
+        api.stop()
 
 
 def _healthy_again(url, log_path):
