@@ -120,10 +120,10 @@ class Conductor:
         self.sweeper = sweep_mod.Sweeper(
             conf, self.records, client, driver, self.reporter, self.cell_build, self.super_conductor
         )
-        self.requests = intake_mod.RequestIntake(
+        self.request_intake = intake_mod.RequestIntake(
             conf, self.super_conductor, self.reporter, self.in_hand
         )
-        self.builds = intake_mod.BuildIntake(self.cell_build)
+        self.build_intake = intake_mod.BuildIntake(self.cell_build)
 
     def working(self):
         """Count a message (or a build) in hand while the block runs."""
@@ -132,20 +132,22 @@ class Conductor:
     # -- super conductor: requests in their wire form ---------------------------
 
     def build_instances(self, request_spec, reply_topic=None):
-        self.requests.build_instances(request_spec, reply_topic)
+        self.request_intake.build_instances(request_spec, reply_topic)
 
     def build_instances_many(self, request_specs, reply_topic=None):
-        self.requests.build_instances_many(request_specs, reply_topic)
+        self.request_intake.build_instances_many(request_specs, reply_topic)
 
     # -- cell conductor: builds in their wire form --------------------------------
 
     def build_instance(
         self, instance_uuid, request_spec, selections, reply_topic=None, generation=None
     ):
-        self.builds.build_instance(instance_uuid, request_spec, selections, reply_topic, generation)
+        self.build_intake.build_instance(
+            instance_uuid, request_spec, selections, reply_topic, generation
+        )
 
     def build_many(self, builds, reply_topic=None):
-        self.builds.build_many(builds, reply_topic)
+        self.build_intake.build_many(builds, reply_topic)
 
     # -- every conductor ----------------------------------------------------------
 

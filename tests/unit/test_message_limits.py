@@ -197,7 +197,7 @@ class _CellBuild:
 def test_a_cell_conductor_drops_a_build_many_over_a_limit_or_with_a_bad_topic(
     conductor, builds, topic, reason, caplog
 ):
-    cell = conductor.builds.cell_build = _CellBuild()
+    cell = conductor.build_intake.cell_build = _CellBuild()
     with caplog.at_level(logging.WARNING):
         cservice.CellConductorEndpoint(conductor).build_many({}, builds, topic)
     assert cell.handled == []
@@ -205,7 +205,7 @@ def test_a_cell_conductor_drops_a_build_many_over_a_limit_or_with_a_bad_topic(
 
 
 def test_a_cell_conductor_drops_a_build_instance_with_a_bad_topic(conductor, caplog):
-    cell = conductor.builds.cell_build = _CellBuild()
+    cell = conductor.build_intake.cell_build = _CellBuild()
     with caplog.at_level(logging.WARNING):
         cservice.CellConductorEndpoint(conductor).build_instance({}, INST, {}, {}, 7, 1)
     assert cell.handled == []

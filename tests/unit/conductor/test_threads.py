@@ -87,7 +87,7 @@ def _conductor(conf):
 
 def test_the_conductor_handles_bulk_requests_on_its_request_threads():
     conductor = _conductor(_cond_conf({("conductor", "schedule_calls_in_flight"): 3}))
-    assert conductor.requests.request_threads._max_workers == 64 * 4
+    assert conductor.request_intake.request_threads._max_workers == 64 * 4
 
 
 def test_a_message_s_requests_are_queued_together(monkeypatch):
@@ -96,15 +96,17 @@ def test_a_message_s_requests_are_queued_together(monkeypatch):
     take a request queued behind the other message for a lost one)."""
     conductor = _conductor(_cond_conf())
     queued = []
-    real_submit = conductor.requests.request_threads.submit
+    real_submit = conductor.request_intake.request_threads.submit
 
     def slow_submit(fn, spec, *args):
         queued.append(spec["request_id"][0])
         time.sleep(0.001)  # the other message's thread gets the CPU meanwhile
         return real_submit(fn, spec, *args)
 
-    monkeypatch.setattr(conductor.requests.request_threads, "submit", slow_submit)
-    monkeypatch.setattr(conductor.requests, "build_instances", lambda spec, reply_topic=None: None)
+    monkeypatch.setattr(conductor.request_intake.request_threads, "submit", slow_submit)
+    monkeypatch.setattr(
+        conductor.request_intake, "build_instances", lambda spec, reply_topic=None: None
+    )
     threads = [
         threading.Thread(
             target=conductor.build_instances_many,
