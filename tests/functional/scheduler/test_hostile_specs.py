@@ -26,7 +26,7 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 
 from placement import models
 from tests import bus
-from tests.functional.scheduler.test_scheduler_e2e import add_hosts
+from tests.scheduling import add_hosts
 
 PREFIX = "/placement"
 

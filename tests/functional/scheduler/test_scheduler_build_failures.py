@@ -4,8 +4,8 @@ success clears it."""
 
 from conductor import driver as driver_mod
 from tests import bus
-from tests.functional.scheduler.test_scheduler_e2e import add_hosts
-from tests.functional.scheduler.test_scheduler_e2e import spec
+from tests.scheduling import add_hosts
+from tests.scheduling import spec
 
 
 def _failed_builds(client, host):

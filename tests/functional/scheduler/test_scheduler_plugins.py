@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 
-from tests.functional.scheduler.test_scheduler_e2e import add_hosts
+from tests.scheduling import add_hosts
 
 BIN = os.path.dirname(sys.executable)
 PLUGIN = pathlib.Path(__file__).parents[2] / "plugins" / "joule_test_filter"

@@ -12,8 +12,8 @@ import uuid
 import pytest
 
 from scheduler import worker
-from tests.functional.scheduler.test_scheduler_e2e import add_hosts
-from tests.functional.scheduler.test_scheduler_e2e import make_scheduler
+from tests.scheduling import add_hosts
+from tests.scheduling import make_scheduler
 
 
 def _spec(group, **kw):

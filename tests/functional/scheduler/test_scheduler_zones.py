@@ -5,7 +5,7 @@ import pytest
 
 from scheduler import worker
 from tests import builders
-from tests.functional.scheduler.test_scheduler_e2e import make_scheduler
+from tests.scheduling import make_scheduler
 
 ZONE = "topology.kubernetes.io/zone"
 
