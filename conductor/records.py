@@ -33,6 +33,8 @@ LOST = (LEASED, FINISHED, CONCURRENT)
 # conductor logs it and leaves the records it concerned held, for the sweep
 # to finish once their lease runs out.
 PLACEMENT_ERRORS = (client_mod.PlacementError, client_mod.PlacementUnreachable)
+# Request ids per read-back listing (placement's request_id=in: limit).
+READ_BACK_IDS = 100
 
 
 class AlreadyRecorded(Exception):
@@ -77,6 +79,19 @@ class Records:
         return self._creates.submit(list(items))
 
     def _create_once(self, items):
+        try:
+            return self._post_create(items)
+        except client_mod.PlacementUnreachable:
+            # The answer was lost, not necessarily the write (all or none):
+            # records of ours that are there were created by it.
+            ours = self._read_back(items)
+            if ours is not None:
+                LOG.info("create of %d build request(s) answered by reading them back", len(items))
+                return ours
+            # Not written (or not all ours: then placement says whose, 409).
+            return self._post_create(items)
+
+    def _post_create(self, items):
         resp = self.client.request(
             "POST",
             "/build_requests",
@@ -88,6 +103,19 @@ class Records:
             ok=(201,),
         )
         return {r["instance_uuid"]: r["generation"] for r in resp.json()["build_requests"]}
+
+    def _read_back(self, items):
+        """{instance_uuid: generation} when every record of ``items`` is in
+        placement, held by this owner; None otherwise."""
+        wanted = {r["instance_uuid"] for r in items}
+        request_ids = sorted({r["request_id"] for r in items})
+        ours = {}
+        for start in range(0, len(request_ids), READ_BACK_IDS):
+            chunk = request_ids[start : start + READ_BACK_IDS]
+            for record in self.client.list_build_requests(request_id="in:" + ",".join(chunk)):
+                if record["instance_uuid"] in wanted and record.get("owner") == self.owner:
+                    ours[record["instance_uuid"]] = record["generation"]
+        return ours if len(ours) == len(wanted) else None
 
     def _create_chunked(self, groups):
         """Whole requests, in bodies of at most ``max_items`` records (a
