@@ -1,6 +1,6 @@
 """The conductors as services: the super conductor and the cell conductors.
 
-The conversation of ../shared/seeds/003, over the bus:
+The conversation of the design (a super conductor, a scheduler, cell conductors), over the bus:
 
 - super conductor (topic ``conductor``), ``build_instances(request_spec)``:
   checks the spec against the wire contract (a bad one is refused to the

@@ -1,6 +1,6 @@
 """The message bus: oslo.messaging transport, topics and the RPC APIs.
 
-The services talk as nova's do (../shared/seeds/003): ``build-submit`` casts
+The services talk as nova's do: ``build-submit`` casts
 request specs to the super conductors (topic ``conductor``), a super
 conductor calls the schedulers (topic ``scheduler``, ``select_destinations``)
 and casts the instances' selection lists to their cell's conductors (topic
