@@ -17,6 +17,7 @@ from placement.objects import node as node_obj
 from placement.objects import resource_class as rc_obj
 from placement.objects import resource_provider as rp_obj
 from placement.objects import trait as trait_obj
+from tests.specs import build_request_spec
 
 # A builder runs alone on its database: a conflict here is a test bug.
 _RETRIES = 0
@@ -130,19 +131,6 @@ def allocate(
         workload_class=workload_class,
     )
     alloc_obj.replace_all(db, [write], _RETRIES)
-
-
-def build_request_spec(instance, request_id, workload_class="standard"):
-    """A request spec of the contract (joule.request_spec) for one instance."""
-    return {
-        "version": "1.0",
-        "request_id": request_id,
-        "instance_uuids": [instance],
-        "workload_class": workload_class,
-        "resources": {"VCPU": 1},
-        "project_id": "p",
-        "user_id": "u",
-    }
 
 
 def build_request(instance=None, request_id="req-page", workload_class="standard"):

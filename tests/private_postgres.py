@@ -12,9 +12,10 @@ import os
 import pwd
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
+
+from tests import processes
 
 
 class NotAvailable(Exception):
@@ -35,16 +36,10 @@ def find_bindir():
     raise NotAvailable("initdb not found (install the PostgreSQL server package)")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class PrivatePostgres:
     def __init__(self, settings=None):
         self.bindir = find_bindir()
-        self.port = free_port()
+        self.port = processes.free_port()
         self.settings = dict(settings or {})
         self.dir = tempfile.mkdtemp(prefix="placement-pg-")
         self.datadir = os.path.join(self.dir, "data")

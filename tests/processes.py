@@ -1,8 +1,9 @@
 """Processes the functional tests start and talk to: placement-api with its
 console script on a free port (stopped by its PID; ApiProcess however it
-is configured, PlacementApi configured by a file), placement-manage, a
-plain HTTP call to placement as an admin, and what they read back from a
-service's /metrics."""
+is configured, PlacementApi configured by a file), placement-manage,
+scheduler workers as ``python -m scheduler.batch`` processes, a plain HTTP
+call to placement as an admin, and what they read back from a service's
+/metrics."""
 
 import json
 import os
@@ -21,6 +22,10 @@ from benchmarks import slow_clients
 
 BIN = os.path.dirname(sys.executable)
 
+# A port that was free a moment ago: nothing listens on it once the socket
+# is closed, until something binds it.
+free_port = slow_clients.free_port
+
 
 class ApiProcess:
     """placement-api started as a process on ``port`` (a free one if not
@@ -31,7 +36,7 @@ class ApiProcess:
     the group (gunicorn's workers too)."""
 
     def __init__(self, log, args=(), env=None, port=None, command=None, session=False, seconds=60):
-        self.port = port or slow_clients.free_port()
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self._session = session
@@ -93,7 +98,7 @@ class PlacementApi(ApiProcess):
     ``db_url`` (synced at start-up) and ``conf_lines``."""
 
     def __init__(self, tmp_path, db_url, conf_lines=(), args=(), env=None):
-        port = slow_clients.free_port()
+        port = free_port()
         conf = tmp_path / f"api-{port}.conf"
         conf.write_text(
             "\n".join(
@@ -158,9 +163,10 @@ def api_request(method, url, body=None, version="latest"):
         return exc.code, json.loads(exc.read() or b"null")
 
 
-def manage(db_url, *args, timeout=300):
-    """``placement-manage ARGS`` against ``db_url``; the CompletedProcess."""
-    env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
+def manage(db_url, *args, timeout=300, env=None):
+    """``placement-manage ARGS`` against ``db_url`` in ``env`` (os.environ
+    unless given); the CompletedProcess."""
+    env = dict(os.environ if env is None else env, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
     return subprocess.run(
         [os.path.join(BIN, "placement-manage"), *args],
         capture_output=True,
@@ -168,3 +174,43 @@ def manage(db_url, *args, timeout=300):
         env=env,
         timeout=timeout,
     )
+
+
+def run_batches(tmp_path, url, batches, **env):
+    """One ``python -m scheduler.batch`` process per list of request specs in
+    ``batches``, all at once, against placement at ``url`` (scheduling
+    reports off, ``env`` added: ``OS_SCHEDULER__MAX_ATTEMPTS="1"``, ...).
+    Each must exit 0 (else AssertionError with its stderr's tail); their
+    summaries (the last line of stderr), in the order of ``batches``."""
+    env = dict(
+        os.environ,
+        OS_PLACEMENT__ENDPOINT_OVERRIDE=url,
+        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+        **env,
+    )
+    procs = []
+    for w, specs in enumerate(batches):
+        path = tmp_path / f"specs-{w}.jsonl"
+        path.write_text("".join(json.dumps(spec) + "\n" for spec in specs))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "scheduler.batch",
+                    "--requests",
+                    str(path),
+                    "--output",
+                    str(tmp_path / f"out-{w}.jsonl"),
+                ],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    summaries = []
+    for p in procs:
+        _out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-2000:]
+        summaries.append(json.loads(err.strip().splitlines()[-1]))
+    return summaries

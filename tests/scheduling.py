@@ -1,11 +1,16 @@
 """Helpers of the scheduler's functional tests: hosts in placement (providers
 with VCPU and MEMORY_MB, node records and twins), a Scheduler and its
-placement client on a live placement, a request spec."""
+placement client on a live placement, a request spec, and what placement's
+ledger holds afterwards."""
+
+import sqlalchemy as sa
 
 from joule import placement_client
+from placement import models as m
 from scheduler import conf as sconf_mod
 from scheduler import worker
 from tests import builders
+from tests import specs
 
 PROFILE = {"performance": "performance", "eco": "eco", "draining": "eco"}
 
@@ -44,12 +49,22 @@ def make_scheduler(live_server, session=None, **opts):
     return worker.Scheduler(conf, client), client
 
 
-def spec(**kw):
-    data = {
-        "version": "1.0",
-        "resources": {"VCPU": 1, "MEMORY_MB": 512},
-        "project_id": "proj",
-        "user_id": "usr",
+spec = specs.request_spec
+
+
+def read_ledger(conn):
+    """The allocations read on ``conn``: (the rows, the inventory totals by
+    (provider id, class id), the providers of each consumer, the amounts used
+    by (provider id, class id))."""
+    rows = conn.execute(sa.select(m.allocations)).all()
+    inv = {
+        (r.resource_provider_id, r.resource_class_id): r.total
+        for r in conn.execute(sa.select(m.inventories))
     }
-    data.update(kw)
-    return data
+    per_consumer = {}
+    usage = {}
+    for r in rows:
+        per_consumer.setdefault(r.consumer_id, set()).add(r.resource_provider_id)
+        key = (r.resource_provider_id, r.resource_class_id)
+        usage[key] = usage.get(key, 0) + r.used
+    return rows, inv, per_consumer, usage

@@ -7,21 +7,14 @@ import marshmallow
 import pytest
 
 from joule import request_spec as rs
+from tests import specs
 
 AGG = "11111111-2222-3333-4444-555555555555"
 INST = "9e1c1f52-5b55-4b2a-8f35-7d9f4e5a1b11"
 SAMPLE = pathlib.Path(__file__).parents[2] / "etc" / "scheduler" / "request-specs.sample.jsonl"
 
 
-def base(**kw):
-    spec = {
-        "version": "1.0",
-        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
-        "project_id": "p",
-        "user_id": "u",
-    }
-    spec.update(kw)
-    return spec
+base = specs.spec_builder(resources={"VCPU": 2, "MEMORY_MB": 1024}, project_id="p", user_id="u")
 
 
 def problems_of(data):

@@ -7,7 +7,7 @@ import uuid
 import sqlalchemy as sa
 
 from placement import models
-from tests import builders
+from tests import specs
 
 LEASED = "placement.build_request.leased"
 FINISHED = "placement.build_request.invalid_transition"
@@ -27,7 +27,7 @@ def _create(client, owner=None, lease=None, instance=None):
     body = {
         "instance_uuid": instance,
         "request_id": "req-lease",
-        "spec": builders.build_request_spec(instance, "req-lease"),
+        "spec": specs.build_request_spec(instance, "req-lease"),
     }
     if owner is not None:
         body.update(owner=owner, lease_seconds=lease or 60)
@@ -165,7 +165,7 @@ def _records(n, request_id="req-bulk"):
                 "instance_uuid": instance,
                 "request_id": request_id,
                 "workload_class": "standard",
-                "spec": builders.build_request_spec(instance, request_id),
+                "spec": specs.build_request_spec(instance, request_id),
             }
         )
     return out

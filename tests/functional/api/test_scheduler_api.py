@@ -3,22 +3,14 @@
 import uuid
 
 from joule import request_spec
+from tests import specs
 
 
 def _new():
     return str(uuid.uuid4())
 
 
-def spec_of(instance, request_id, wc):
-    return {
-        "version": "1.0",
-        "request_id": request_id,
-        "instance_uuids": [instance],
-        "workload_class": wc,
-        "resources": {"VCPU": 1},
-        "project_id": "p",
-        "user_id": "u",
-    }
+spec_of = specs.build_request_spec
 
 
 def _br(client, instance=None, wc="performance", request_id="req-1"):

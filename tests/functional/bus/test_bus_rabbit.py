@@ -18,12 +18,12 @@ other's messages.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from tests import bus
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 # The 2,000 instances. Since the scheduler batches and the conductors
@@ -32,12 +32,6 @@ BIN = os.path.dirname(sys.executable)
 REQUESTS = int(os.environ.get("JOULE_BUS_TEST_REQUESTS", "400"))
 PER_REQUEST = 5
 INSTANCES = REQUESTS * PER_REQUEST
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Processes:
@@ -145,7 +139,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
     state_dir = tmp_path / "hypervisors"
     state_dir.mkdir()
     try:
-        port = _free_port()
+        port = processes.free_port()
         api = procs.start("placement-api", "placement-api", "--port", str(port), "--workers", "2")
         placement_url = f"http://127.0.0.1:{port}"
         _wait_http(placement_url + "/", api)

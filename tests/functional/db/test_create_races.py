@@ -41,6 +41,13 @@ def _codes(results):
     return sorted((s, b["errors"][0]["code"] if s >= 400 else None) for s, b in results)
 
 
+def _expect_losers_name(results, instance):
+    """Every 409 names ``instance`` as the duplicate."""
+    for status, body in results:
+        if status == 409:
+            assert body["errors"][0]["instance_uuid"] == instance
+
+
 def _expect_one_winner(results, code):
     """One 201, every other call 409 ``code`` (the count of each answer when not)."""
     expected = [(201, None)] + [(409, code)] * (len(results) - 1)
@@ -60,9 +67,7 @@ def test_build_request_creates_race(live_server, db):
             calls.append(("POST", url, body))
         results = _race(calls)
         _expect_one_winner(results, BR_DUPLICATE)
-        for status, body in results:
-            if status == 409:
-                assert body["errors"][0]["instance_uuid"] == instance
+        _expect_losers_name(results, instance)
         with db.read() as conn:
             rows = conn.execute(
                 sa.select(models.build_requests).where(
@@ -89,9 +94,7 @@ def test_bulk_build_request_creates_race_name_the_known(live_server, db):
         calls.append(("POST", url, body))
     results = _race(calls)
     _expect_one_winner(results, BR_DUPLICATE)
-    for status, body in results:
-        if status == 409:
-            assert body["errors"][0]["instance_uuid"] == shared
+    _expect_losers_name(results, shared)
     with db.read() as conn:
         count = conn.execute(sa.select(sa.func.count()).select_from(models.build_requests))
         assert count.scalar() == 2  # the shared record and the winner's own

@@ -51,14 +51,8 @@ def _client(url, db):
     )
 
 
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_refused_connection_is_503_with_one_log_line(caplog):
-    url = f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/placement"
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{processes.free_port()}/placement"
     db = db_mod.Database(url, limits=db_mod.Limits(connect_timeout=2))
     client = _client(url, db)
     try:
@@ -121,6 +115,21 @@ def _release(conn, trans):
     conn.close()
 
 
+def _claim_body(rp):
+    """A new consumer's claim of 2 VCPU on ``rp`` (PUT /allocations/{consumer})."""
+    return {
+        "allocations": {rp: {"resources": {"VCPU": 2}}},
+        "project_id": PROJECT,
+        "user_id": USER,
+        "consumer_generation": None,
+    }
+
+
+def _claim(client, rp, consumer):
+    """PUT ``_claim_body(rp)`` for ``consumer`` (microversion 1.28)."""
+    return client.put(f"/allocations/{consumer}", version="1.28", json=_claim_body(rp))
+
+
 def test_lock_held_past_lock_timeout_is_503_and_writes_nothing(limited, db_url):
     db, rp, holder = limited
     client = _client(db_url, db)
@@ -128,16 +137,7 @@ def test_lock_held_past_lock_timeout_is_503_and_writes_nothing(limited, db_url):
     conn, trans = _hold_provider(holder, db, rp)
     try:
         start = time.monotonic()
-        resp = client.put(
-            f"/allocations/{consumer}",
-            version="1.28",
-            json={
-                "allocations": {rp: {"resources": {"VCPU": 2}}},
-                "project_id": PROJECT,
-                "user_id": USER,
-                "consumer_generation": None,
-            },
-        )
+        resp = _claim(client, rp, consumer)
         elapsed = time.monotonic() - start
     finally:
         _release(conn, trans)
@@ -146,16 +146,7 @@ def test_lock_held_past_lock_timeout_is_503_and_writes_nothing(limited, db_url):
     assert elapsed < 3.5, elapsed
     assert client.get(f"/allocations/{consumer}").get_json()["allocations"] == {}
     # The lock gone, the same write goes through.
-    resp = client.put(
-        f"/allocations/{consumer}",
-        version="1.28",
-        json={
-            "allocations": {rp: {"resources": {"VCPU": 2}}},
-            "project_id": PROJECT,
-            "user_id": USER,
-            "consumer_generation": None,
-        },
-    )
+    resp = _claim(client, rp, consumer)
     assert resp.status_code == 204
 
 
@@ -237,16 +228,7 @@ def test_stalled_holder_of_provider_locks_is_ended(pg_database_url):
         )
         # ... and the holder stalls here, idle in its transaction.
         start = time.monotonic()
-        resp = client.put(
-            f"/allocations/{uuid.uuid4()}",
-            version="1.28",
-            json={
-                "allocations": {rp: {"resources": {"VCPU": 2}}},
-                "project_id": PROJECT,
-                "user_id": USER,
-                "consumer_generation": None,
-            },
-        )
+        resp = _claim(client, rp, uuid.uuid4())
         elapsed = time.monotonic() - start
         assert resp.status_code == 204, resp.get_data(as_text=True)
         assert 0.5 < elapsed < 4, elapsed
@@ -296,12 +278,7 @@ def test_write_for_a_client_that_hung_up_is_rolled_back(limited, db_url, caplog)
     app = app_mod.create_app(conftest.make_conf(db_url), db=db, check_database=False)
     server = conftest.LiveServer(app).start()
     gone, stays = str(uuid.uuid4()), str(uuid.uuid4())
-    body = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": PROJECT,
-        "user_id": USER,
-        "consumer_generation": None,
-    }
+    body = _claim_body(rp)
     try:
         with caplog.at_level(logging.WARNING):
             conn, trans = _hold_provider(holder, db, rp)
@@ -351,12 +328,7 @@ def test_placement_api_rolls_back_the_write_of_a_client_that_hung_up(limited, db
     port, url = api.port, api.url
     headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.28"}
     gone = str(uuid.uuid4())
-    body = {
-        "allocations": {rp: {"resources": {"VCPU": 2}}},
-        "project_id": PROJECT,
-        "user_id": USER,
-        "consumer_generation": None,
-    }
+    body = _claim_body(rp)
     try:
         conn, trans = _hold_provider(holder, db, rp)
         try:
@@ -392,7 +364,7 @@ def test_sqlite_busy_timeout_is_the_option(tmp_path):
 def test_worker_boots_while_database_is_down(tmp_path):
     """create_app(check_database=False) does no I/O: a gunicorn worker that
     (re)starts during an outage serves 503s instead of failing to boot."""
-    url = f"postgresql+psycopg://postgres@127.0.0.1:{_closed_port()}/placement"
+    url = f"postgresql+psycopg://postgres@127.0.0.1:{processes.free_port()}/placement"
     conf = conftest.make_conf(url)
     app = app_mod.create_app(conf, sync=False, check_database=False)
     client = conftest.ApiClient(app.test_client())

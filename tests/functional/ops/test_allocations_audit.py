@@ -8,6 +8,7 @@ import uuid
 import requests
 
 from joule import placement_client
+from joule import request_spec
 from scheduler import conf as sconf_mod
 from scheduler import worker as worker_mod
 from tests import builders
@@ -95,7 +96,9 @@ def test_audit_finds_and_deletes_what_an_interrupted_request_left(db, db_url, cl
                 json={
                     "instance_uuid": consumer,
                     "request_id": "req-other",
-                    "spec": build_request_spec(consumer, "req-other"),
+                    "spec": build_request_spec(
+                        consumer, "req-other", version=request_spec.REQUEST_SPEC_VERSION
+                    ),
                 },
             ).status_code
             == 201

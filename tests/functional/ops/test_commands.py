@@ -1,7 +1,6 @@
 """Console scripts: clean one-line errors, db sync, and the API server starting."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from placement import app as app_mod
 from placement import db as db_mod
 from placement import migration
 from tests import conftest
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 
@@ -66,14 +66,8 @@ def test_api_bad_config_value_is_one_line(tmp_path):
     assert "auth_strategy" in res.stderr
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_api_serves_on_embedded_default(tmp_path):
-    port = _free_port()
+    port = processes.free_port()
     env = dict(os.environ, XDG_STATE_HOME=str(tmp_path))
     proc = subprocess.Popen(
         [os.path.join(BIN, "placement-api"), "--port", str(port)],
@@ -113,7 +107,7 @@ def test_api_on_empty_postgres_database_names_db_sync(pg_admin_url, empty_db_url
         # The embedded SQLite route migrates itself (test_api_serves_on_embedded_default).
         return
     env = {"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url}
-    res = _run(["placement-api", "--port", str(_free_port())], env=env)
+    res = _run(["placement-api", "--port", str(processes.free_port())], env=env)
     assert res.returncode == 2
     line = _one_line_naming_sync(res)
     assert "no placement schema" in line and "'placement-manage db sync'" in line
@@ -134,7 +128,7 @@ def test_api_on_database_of_unknown_revision_refuses(empty_db_url):
     finally:
         db.dispose()
     res = _run(
-        ["placement-api", "--port", str(_free_port())],
+        ["placement-api", "--port", str(processes.free_port())],
         env={"OS_PLACEMENT_DATABASE__CONNECTION": empty_db_url},
     )
     assert res.returncode == 2

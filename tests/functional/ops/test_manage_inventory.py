@@ -22,6 +22,12 @@ def _providers(client):
     }
 
 
+def _load(db_url, path, data):
+    """``placement-manage inventory load`` of ``data``, written to ``path`` as YAML."""
+    path.write_text(yaml.safe_dump(data))
+    return processes.manage(db_url, "inventory", "load", str(path))
+
+
 def test_load_is_complete_and_idempotent(db_url, client):
     res = processes.manage(db_url, "inventory", "load", SMALL, "--cells", "2")
     assert res.returncode == 0, res.stderr
@@ -80,13 +86,11 @@ def test_changed_file_updates_only_what_changed(db_url, client, tmp_path):
         ]
     }
     path = tmp_path / "inv.yaml"
-    path.write_text(yaml.safe_dump(data))
-    assert processes.manage(db_url, "inventory", "load", str(path)).returncode == 0
+    assert _load(db_url, path, data).returncode == 0
     before = _providers(client)
     data["nodes"][0]["cpu_cores"] = 24  # both cpu-* nodes change
     data["nodes"][1]["gpu_count"] = 0  # gpu-0 loses its PGPU inventory
-    path.write_text(yaml.safe_dump(data))
-    res = processes.manage(db_url, "inventory", "load", str(path))
+    res = _load(db_url, path, data)
     assert res.returncode == 0, res.stderr
     assert "0 created, 3 updated, 0 unchanged" in res.stdout
     after = _providers(client)
@@ -111,8 +115,7 @@ def test_in_use_inventory_is_refused_and_nothing_changes(db_url, client, tmp_pat
         ]
     }
     path = tmp_path / "inv.yaml"
-    path.write_text(yaml.safe_dump(data))
-    assert processes.manage(db_url, "inventory", "load", str(path)).returncode == 0
+    assert _load(db_url, path, data).returncode == 0
     rps = _providers(client)
     resp = client.put(
         "/allocations/" + "11111111-2222-3333-4444-555555555555",
@@ -137,8 +140,7 @@ def test_in_use_inventory_is_refused_and_nothing_changes(db_url, client, tmp_pat
             "gpu_count": 0,
         }
     )
-    path.write_text(yaml.safe_dump(data))
-    res = processes.manage(db_url, "inventory", "load", str(path))
+    res = _load(db_url, path, data)
     assert res.returncode == 1
     assert "n-0: 4 is less than the 6 already allocated" in res.stderr
     assert "Traceback" not in res.stderr

@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,12 +21,6 @@ BIN = os.path.dirname(sys.executable)
 ADMIN = {"x-auth-token": "admin"}
 # Seconds of slack for a busy 2-core machine shared with other test runs.
 SLACK = 5.0
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_until_up(url, proc, log_path):
@@ -50,6 +43,18 @@ def _stop(proc):
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
+
+
+def _provider_requests(text, method, status):
+    """The requests to /resource_providers by ``method`` answered ``status``
+    that the /metrics ``text`` counts."""
+    return processes.metric_sum(
+        text,
+        "placement_api_requests_total",
+        route="/resource_providers",
+        method=method,
+        status=status,
+    )
 
 
 @pytest.mark.slow
@@ -85,16 +90,7 @@ def test_placement_api_workers_share_metrics_and_log_each_request(empty_pg_url, 
 
         text = requests.get(url + "/metrics", timeout=30).text
         # One scrape, answered by one worker, counts what both served.
-        assert (
-            processes.metric_sum(
-                text,
-                "placement_api_requests_total",
-                route="/resource_providers",
-                method="GET",
-                status="200",
-            )
-            == sent - 1
-        )
+        assert _provider_requests(text, "GET", "200") == sent - 1
         assert (
             processes.metric_sum(text, "placement_api_requests_total", route="/", status="200") == 1
         )
@@ -191,7 +187,7 @@ def _healthy_again(url, log_path):
 def test_wsgi_module_under_uwsgi(tmp_path):
     """uwsgi --http :PORT --module placement.wsgi.api:application, configured by
     the environment, answers the API, /healthcheck and /metrics."""
-    port = _free_port()
+    port = processes.free_port()
     url = f"http://127.0.0.1:{port}"
     conf_dir = tmp_path / "etc"
     conf_dir.mkdir()
@@ -254,16 +250,7 @@ def test_wsgi_module_under_uwsgi(tmp_path):
         assert health.json()["detailed"] is True
         assert health.json()["reasons"][0]["reason"] == "database available"
         text = requests.get(url + "/metrics", timeout=30).text
-        assert (
-            processes.metric_sum(
-                text,
-                "placement_api_requests_total",
-                route="/resource_providers",
-                method="POST",
-                status="201",
-            )
-            == 1
-        )
+        assert _provider_requests(text, "POST", "201") == 1
         log_text = log_path.read_text()
         assert "placement.access" in log_text and "request_id: req-" in log_text
     finally:

@@ -15,7 +15,6 @@ it schedulable again, without writing anything to placement but heartbeats
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from joule import placement_client
 from scheduler import conf as sconf_mod
 from scheduler import worker
 from tests import node_trees
+from tests import processes
 
 BIN = os.path.dirname(sys.executable)
 MODEL = "Joule Test CPU 9000"
@@ -50,12 +50,6 @@ providers:
       additional:
         - CUSTOM_FPGA: {total: 2}
 """
-
-
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop(proc, sig=signal.SIGTERM):
@@ -98,6 +92,7 @@ def _writes_by_route(url):
 class Cluster:
     def __init__(self, tmp_path, db_url):
         self.tmp = tmp_path
+        self.db_url = db_url
         self.env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url, TMPDIR=str(tmp_path))
         self.env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         self.api = None
@@ -106,15 +101,9 @@ class Cluster:
         self.url = None
 
     def start_placement(self):
-        sync = subprocess.run(
-            [os.path.join(BIN, "placement-manage"), "db", "sync"],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        sync = processes.manage(self.db_url, "db", "sync", timeout=120, env=self.env)
         assert sync.returncode == 0, sync.stderr
-        port = _free_port()
+        port = processes.free_port()
         self.url = f"http://127.0.0.1:{port}"
         self.api_log = self.tmp / "api.log"
         with open(self.api_log, "w") as log:

@@ -93,13 +93,7 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
 
     # A performance consumer runs on cn-b.
     consumer = new_uuid()
-    api.put_allocations(
-        consumer,
-        {"allocations": {b: {"resources": {"VCPU": 2}}}},
-        "p",
-        "u",
-        workload_class="performance",
-    )
+    _claim_for_performance(api, consumer, b)
 
     # Demand falls to one node: cn-b (second by name) is planned eco but drains.
     ctl.conf.set_override("static_hp_frac", 0.5, group="power")
@@ -111,15 +105,7 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     traits = api.request("GET", url_path("resource_providers", b, "traits")).json()
     assert "CUSTOM_POWER_PROFILE_ECO" in traits["traits"]
     assert "CUSTOM_POWER_PROFILE_PERFORMANCE" not in traits["traits"]
-    assert (
-        metrics.value(
-            "joulie_policy_state_transitions_total",
-            from_state="performance",
-            to_state="draining",
-            result="deferred",
-        )
-        == 1
-    )
+    assert _transitions(metrics, "performance", "draining", "deferred") == 1
     _assert_metrics_match_twins(metrics, _OnlySelected(api))
     # New performance work stays off the draining node; standard work still lands.
     assert _joulie_verdicts(api, performance=True) == {
@@ -139,16 +125,29 @@ def test_drain_then_eco_with_metrics_matching_twins(live_server, db):
     twin_b = _stored(api)["cn-b"]["twin"]
     assert (twin_b["profile"], twin_b["schedulable_class"]) == ("eco", "eco")
     assert twin_b["cpu_cap_watts"] == 240.0
-    assert (
-        metrics.value(
-            "joulie_policy_state_transitions_total",
-            from_state="draining",
-            to_state="eco",
-            result="applied",
-        )
-        == 1
-    )
+    assert _transitions(metrics, "draining", "eco", "applied") == 1
     _assert_metrics_match_twins(metrics, _OnlySelected(api))
+
+
+def _claim_for_performance(api, consumer, rp):
+    """``consumer`` takes 2 VCPU of ``rp`` for performance work."""
+    api.put_allocations(
+        consumer,
+        {"allocations": {rp: {"resources": {"VCPU": 2}}}},
+        "p",
+        "u",
+        workload_class="performance",
+    )
+
+
+def _transitions(metrics, from_state, to_state, result):
+    """joulie_policy_state_transitions_total of one transition and result."""
+    return metrics.value(
+        "joulie_policy_state_transitions_total",
+        from_state=from_state,
+        to_state=to_state,
+        result=result,
+    )
 
 
 class _OnlySelected:
@@ -338,13 +337,7 @@ def test_claim_between_the_usage_read_and_the_eco_write_fails_the_flip(live_serv
 
     def usages_then_a_claim(*args, **kwargs):
         counted = real_usages(*args, **kwargs)
-        api.put_allocations(
-            consumer,
-            {"allocations": {b: {"resources": {"VCPU": 2}}}},
-            "p",
-            "u",
-            workload_class="performance",
-        )
+        _claim_for_performance(api, consumer, b)
         return counted
 
     api.workload_usages = usages_then_a_claim

@@ -13,6 +13,7 @@ import subprocess
 import pytest
 
 from joule import placement_client
+from joule import request_spec
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from tests import builders
@@ -187,7 +188,9 @@ def test_dry_run_counts_pending_work_for_queue_aware(live_server, cluster):
                 "instance_uuid": instance,
                 "request_id": "req-1",
                 "workload_class": "performance",
-                "spec": build_request_spec(instance, "req-1", "performance"),
+                "spec": build_request_spec(
+                    instance, "req-1", "performance", version=request_spec.REQUEST_SPEC_VERSION
+                ),
             },
         )
         assert resp.status_code == 201, resp.text

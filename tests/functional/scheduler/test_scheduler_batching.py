@@ -20,6 +20,7 @@ from placement import models as m
 from scheduler import conf as conf_mod
 from scheduler import service
 from tests import builders
+from tests import scheduling
 
 WORKERS = 3
 PER_WORKER = 32
@@ -75,23 +76,14 @@ def test_batches_racing_each_other_place_every_instance_exactly_once(db, live_se
         assert selected["instance_uuid"] == spec["instance_uuids"][0]
     instances = sorted(spec["instance_uuids"][0] for spec, _a in answers)
 
-    alloc = m.allocations
     with db.read() as conn:
-        rows = conn.execute(sa.select(alloc)).all()
-        inv = {
-            (r.resource_provider_id, r.resource_class_id): r.total
-            for r in conn.execute(sa.select(m.inventories))
-        }
+        rows, inv, per_consumer, usage = scheduling.read_ledger(conn)
         reports = [json.loads(r.body) for r in conn.execute(sa.select(m.scheduling_reports.c.body))]
-    per_consumer = {}
-    usage = {}
-    memory = {}
-    for r in rows:
-        per_consumer.setdefault(r.consumer_id, set()).add(r.resource_provider_id)
-        key = (r.resource_provider_id, r.resource_class_id)
-        usage[key] = usage.get(key, 0) + r.used
-        if inv[key] == 8192:
-            memory[r.consumer_id] = r.used
+    memory = {
+        r.consumer_id: r.used
+        for r in rows
+        if inv[(r.resource_provider_id, r.resource_class_id)] == 8192
+    }
     # Each instance placed exactly once, on one host, with its own amounts.
     assert sorted(per_consumer) == instances
     assert all(len(hosts) == 1 for hosts in per_consumer.values())

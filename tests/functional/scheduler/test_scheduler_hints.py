@@ -6,20 +6,13 @@ import uuid
 import pytest
 
 from scheduler import worker
+from tests import specs
 from tests.scheduling import add_hosts
 from tests.scheduling import make_scheduler
 
 
 def _spec(hints, **kw):
-    data = {
-        "version": "1.2",
-        "resources": {"VCPU": 1, "MEMORY_MB": 512},
-        "project_id": "proj",
-        "user_id": "usr",
-        "scheduler_hints": hints,
-    }
-    data.update(kw)
-    return data
+    return specs.spec_builder(version="1.2", scheduler_hints=hints)(**kw)
 
 
 def _place(sched, **kw):

@@ -7,16 +7,12 @@ The suite runs 200 requests to stay lean; the 2,000-request run is
 benchmarks/schedule_races.py.
 """
 
-import json
-import os
-import subprocess
-import sys
 import uuid
 
-import sqlalchemy as sa
-
-from placement import models as m
 from tests import builders
+from tests import processes
+from tests import scheduling
+from tests import specs
 
 WORKERS = 8
 PER_WORKER = 25
@@ -32,77 +28,20 @@ def test_eight_workers_place_every_request_exactly_once(db, live_server, tmp_pat
         builders.set_inventory(db, rp, "MEMORY_MB", SLOTS * 256)
         rps.append(rp)
 
-    procs = []
-    env = dict(
-        os.environ,
-        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+    spec = specs.spec_builder(resources={"VCPU": 1, "MEMORY_MB": 256}, project_id="p", user_id="u")
+    instances = [str(uuid.uuid4()) for _ in range(WORKERS * PER_WORKER)]
+    summaries = processes.run_batches(
+        tmp_path,
+        live_server.url,
+        [[spec(instance_uuids=[inst]) for inst in instances[w::WORKERS]] for w in range(WORKERS)],
         OS_SCHEDULER__MAX_ATTEMPTS="1",
     )
-    instances = []
-    for w in range(WORKERS):
-        path = tmp_path / f"specs-{w}.jsonl"
-        with open(path, "w") as f:
-            for _ in range(PER_WORKER):
-                inst = str(uuid.uuid4())
-                instances.append(inst)
-                f.write(
-                    json.dumps(
-                        {
-                            "version": "1.0",
-                            "resources": {"VCPU": 1, "MEMORY_MB": 256},
-                            "instance_uuids": [inst],
-                            "project_id": "p",
-                            "user_id": "u",
-                        }
-                    )
-                    + "\n"
-                )
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler.batch",
-                    "--requests",
-                    str(path),
-                    "--output",
-                    str(tmp_path / f"out-{w}.jsonl"),
-                ],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    summaries = []
-    for p in procs:
-        _out, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-2000:]
-        summaries.append(json.loads(err.strip().splitlines()[-1]))
 
     assert sum(s["placed"] for s in summaries) == WORKERS * PER_WORKER
     assert sum(s["failed"] for s in summaries) == 0
 
-    alloc = m.allocations
     with db.read() as conn:
-        rows = conn.execute(
-            sa.select(
-                alloc.c.consumer_id,
-                alloc.c.resource_provider_id,
-                alloc.c.resource_class_id,
-                alloc.c.used,
-            )
-        ).all()
-        inv = {
-            (r.resource_provider_id, r.resource_class_id): r.total
-            for r in conn.execute(sa.select(m.inventories))
-        }
-    per_consumer = {}
-    usage = {}
-    for r in rows:
-        per_consumer.setdefault(r.consumer_id, set()).add(r.resource_provider_id)
-        key = (r.resource_provider_id, r.resource_class_id)
-        usage[key] = usage.get(key, 0) + r.used
+        _rows, inv, per_consumer, usage = scheduling.read_ledger(conn)
     # Each request placed exactly once, on one host.
     assert sorted(per_consumer) == sorted(instances)
     assert all(len(hosts) == 1 for hosts in per_consumer.values())

@@ -3,29 +3,19 @@ PostgreSQL): each policy, the NoValidHost explanation, and concurrent
 scheduler-worker processes placing one anti-affinity group."""
 
 import collections
-import json
-import os
-import subprocess
-import sys
 import uuid
 
 import pytest
 
 from scheduler import worker
+from tests import processes
+from tests import specs
 from tests.scheduling import add_hosts
 from tests.scheduling import make_scheduler
 
 
 def _spec(group, **kw):
-    data = {
-        "version": "1.1",
-        "resources": {"VCPU": 1, "MEMORY_MB": 512},
-        "project_id": "proj",
-        "user_id": "usr",
-        "server_group": group,
-    }
-    data.update(kw)
-    return data
+    return specs.spec_builder(version="1.1", server_group=group)(**kw)
 
 
 def _group(client, policy, rules=None):
@@ -149,41 +139,14 @@ def test_four_workers_place_a_40_member_anti_affinity_group_on_40_hosts(
     land: only placement's check in the claim keeps members apart."""
     hosts = _hosts(db, client, MEMBERS, vcpu=4)
     group = _group(client, "anti-affinity")
-    env = dict(
-        os.environ,
-        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+    summaries = processes.run_batches(
+        tmp_path,
+        live_server.url,
+        [[_spec(group, num_instances=2)] * (MEMBERS // WORKERS // 2) for _ in range(WORKERS)],
         OS_SCHEDULER__MAX_ATTEMPTS="1",
         OS_FILTER_SCHEDULER__RAM_WEIGHT_MULTIPLIER="-1.0",
         OS_FILTER_SCHEDULER__CPU_WEIGHT_MULTIPLIER="-1.0",
     )
-    procs = []
-    for w in range(WORKERS):
-        path = tmp_path / f"specs-{w}.jsonl"
-        with open(path, "w") as f:
-            for _ in range(MEMBERS // WORKERS // 2):
-                f.write(json.dumps(_spec(group, num_instances=2)) + "\n")
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler.batch",
-                    "--requests",
-                    str(path),
-                    "--output",
-                    str(tmp_path / f"out-{w}.jsonl"),
-                ],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    summaries = []
-    for p in procs:
-        _out, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-2000:]
-        summaries.append(json.loads(err.strip().splitlines()[-1]))
     assert sum(s["placed"] for s in summaries) == MEMBERS // 2, summaries
     assert sum(s["failed"] for s in summaries) == 0, summaries
     shown = client.get(f"/server_groups/{group}").get_json()

@@ -11,11 +11,7 @@ instances would land there (tests/unit/scheduler/test_worker.py shows the
 fixed window with random_walk_start = False).
 """
 
-import json
 import math
-import os
-import subprocess
-import sys
 import uuid
 
 import sqlalchemy as sa
@@ -23,6 +19,8 @@ import sqlalchemy as sa
 from joule import inventory
 from placement import models as m
 from placement.objects import cluster_inventory
+from tests import processes
+from tests import specs
 
 HOSTS = 500
 INSTANCES = 200
@@ -57,53 +55,16 @@ def _cluster(db):
 
 
 def _run(live_server, tmp_path, extra_env=None):
-    env = dict(
-        os.environ,
-        OS_PLACEMENT__ENDPOINT_OVERRIDE=live_server.url,
-        OS_FILTER_SCHEDULER__WRITE_REPORTS="false",
+    spec = specs.spec_builder(project_id="p", user_id="u")
+    instances = [str(uuid.uuid4()) for _ in range(INSTANCES)]
+    summaries = processes.run_batches(
+        tmp_path,
+        live_server.url,
+        [[spec(instance_uuids=[inst]) for inst in instances[w::WORKERS]] for w in range(WORKERS)],
         OS_FILTER_SCHEDULER__MAX_PLACEMENT_RESULTS=str(CAP),
         **(extra_env or {}),
     )
-    procs = []
-    instances = []
-    for w in range(WORKERS):
-        path = tmp_path / f"specs-{w}.jsonl"
-        with open(path, "w") as f:
-            for _ in range(INSTANCES // WORKERS):
-                inst = str(uuid.uuid4())
-                instances.append(inst)
-                f.write(
-                    json.dumps(
-                        {
-                            "version": "1.0",
-                            "resources": {"VCPU": 1, "MEMORY_MB": 512},
-                            "instance_uuids": [inst],
-                            "project_id": "p",
-                            "user_id": "u",
-                        }
-                    )
-                    + "\n"
-                )
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "scheduler.batch",
-                    "--requests",
-                    str(path),
-                    "--output",
-                    str(path) + ".out",
-                ],
-                env=env,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    for p in procs:
-        _out, err = p.communicate(timeout=600)
-        assert p.returncode == 0, err[-2000:]
-        summary = json.loads(err.strip().splitlines()[-1])
+    for summary in summaries:
         assert summary["failed"] == 0, summary
     return instances
 

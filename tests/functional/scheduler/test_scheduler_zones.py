@@ -5,6 +5,7 @@ import pytest
 
 from scheduler import worker
 from tests import builders
+from tests import specs
 from tests.scheduling import make_scheduler
 
 ZONE = "topology.kubernetes.io/zone"
@@ -24,15 +25,7 @@ def _hosts(db, client, layout):
     return out
 
 
-def _spec(**kw):
-    data = {
-        "version": "1.3",
-        "resources": {"VCPU": 1, "MEMORY_MB": 512},
-        "project_id": "proj",
-        "user_id": "usr",
-    }
-    data.update(kw)
-    return data
+_spec = specs.spec_builder(version="1.3")
 
 
 def test_zone_requested_and_alternates_stay_in_zone_and_cell(db, client, live_server):

@@ -1,15 +1,8 @@
 """node-agent's command line: the dry run and the exit statuses."""
 
-import socket
-
 from node_agent import cmd
 from tests import node_trees
-
-
-def _closed_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests import processes
 
 
 def _argv(tmp_path, kind, *extra, **agent):
@@ -23,7 +16,7 @@ def _argv(tmp_path, kind, *extra, **agent):
         "gpus = false",
     ]
     lines += [f"{k} = {v}" for k, v in agent.items()]
-    lines += ["[placement]", f"endpoint_override = http://127.0.0.1:{_closed_port()}"]
+    lines += ["[placement]", f"endpoint_override = http://127.0.0.1:{processes.free_port()}"]
     lines += ["connect_retries = 0"]
     conf.write_text("\n".join(lines) + "\n")
     return ["--config-file", str(conf), *extra], sys_

@@ -7,6 +7,7 @@ import re
 from joule import request_spec as spec_mod
 from scheduler import candidate_query
 from scheduler import worker
+from tests import specs
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
@@ -14,15 +15,11 @@ from tests.unit.scheduler.fakes import host
 ECO_TRAIT = "CUSTOM_POWER_PROFILE_ECO"
 
 
+_data = specs.spec_builder(resources={"VCPU": 2, "MEMORY_MB": 1024}, project_id="p", user_id="u")
+
+
 def _spec(**kw):
-    data = {
-        "version": "1.0",
-        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
-        "project_id": "p",
-        "user_id": "u",
-    }
-    data.update(kw)
-    return spec_mod.load_request_spec(data)
+    return spec_mod.load_request_spec(_data(**kw))
 
 
 def _sched(hosts=(), **conf):

@@ -6,20 +6,12 @@ import pytest
 
 from joule import placement_client as client_mod
 from scheduler import worker
+from tests import specs
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
 
-
-def spec(**kw):
-    data = {
-        "version": "1.0",
-        "resources": {"VCPU": 2, "MEMORY_MB": 1024},
-        "project_id": "p",
-        "user_id": "u",
-    }
-    data.update(kw)
-    return data
+spec = specs.spec_builder(resources={"VCPU": 2, "MEMORY_MB": 1024}, project_id="p", user_id="u")
 
 
 def make(hosts, rng=None, **conf):
