@@ -72,7 +72,42 @@ class Limits:
 
 
 def utcnow():
+    """This process's UTC time, naive, to the second: for stamps only one
+    process reads (created_at, updated_at). Times several API processes must
+    agree on (leases) come from the database's clock (``clock``, ``now``)."""
     return datetime.datetime.now(datetime.UTC).replace(tzinfo=None, microsecond=0)
+
+
+def clock(conn, seconds=False):
+    """The database's current UTC time as an SQL expression, naive as the
+    columns store it (``timestamp without time zone`` on PostgreSQL, text on
+    SQLite), so that every API process on one database reads one clock: a
+    process whose own clock is off or jumps cannot make a lease look live or
+    run out to the others.
+
+    PostgreSQL: ``clock_timestamp()`` (the time of the statement, not of the
+    transaction's start: a writer that waited on a lock sees the time it got
+    it) in UTC whatever the session's TimeZone. SQLite: ``strftime(...,
+    'now')``, the host's clock (the file is only shared on one host).
+
+    ``seconds``: to the whole second, as ``utcnow()`` and the stored lease
+    times are; on SQLite then the text is the very format SQLAlchemy stores a
+    datetime in (``YYYY-MM-DD HH:MM:SS.000000``), so a comparison with a
+    column in SQL orders as times do (``CURRENT_TIMESTAMP``'s text has no
+    fraction and would not)."""
+    if conn.dialect.name == "postgresql":
+        expr = sa.func.timezone("UTC", sa.func.clock_timestamp(), type_=sa.DateTime)
+        if seconds:
+            return sa.func.date_trunc("second", expr, type_=sa.DateTime)
+        return expr
+    if seconds:
+        return sa.func.strftime("%Y-%m-%d %H:%M:%S.000000", "now", type_=sa.DateTime)
+    return sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", type_=sa.DateTime)
+
+
+def now(conn, seconds=False):
+    """The database's current UTC time (naive datetime; see ``clock``)."""
+    return conn.execute(sa.select(clock(conn, seconds))).scalar()
 
 
 def _sqlite_setup(engine, limits):

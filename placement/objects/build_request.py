@@ -14,6 +14,13 @@ placement what the dead one left and finishes or releases it). A hand-off
 leaves the record unowned with a lease, reserved for whichever conductor
 receives the hand-off message, and swept when nobody took it in time. A
 finished record is never changed again.
+
+Lease times (the ``lease_expires_at`` a create, take, renewal or hand-off
+writes, and the "now" a take or a ``lease_expired`` listing compares them
+with) come from the database's clock (``db.clock``), read in the write's
+own transaction once its rows are locked: every API process on the database
+agrees on who holds a record, whatever its own clock says. They are stored
+to the whole second, as before.
 """
 
 import datetime
@@ -152,9 +159,9 @@ def create_many(db, items, owner=None, lease_seconds=None):
     twice = {u for u in uuids if uuids.count(u) > 1} if len(set(uuids)) != len(uuids) else set()
     if twice:
         raise Duplicate(twice)
-    now = db_mod.utcnow()
-    expires = _lease_until(now, lease_seconds) if owner is not None else None
     with db.write() as conn:
+        now = db_mod.now(conn, seconds=True)
+        expires = _lease_until(now, lease_seconds) if owner is not None else None
         # The unique constraint on instance_uuid decides (ON CONFLICT DO
         # NOTHING): an instance recorded already, or by a concurrent call
         # that commits first, is a Duplicate, as one after the other;
@@ -192,7 +199,7 @@ def get(db, instance_uuid):
     return _to_dict(row)
 
 
-def _filtered(query, status, workload_class, request_id, owner, lease_expired):
+def _filtered(conn, query, status, workload_class, request_id, owner, lease_expired):
     if status is not None:
         query = query.where(_T.c.status == status)
     if workload_class is not None:
@@ -204,7 +211,8 @@ def _filtered(query, status, workload_class, request_id, owner, lease_expired):
     if owner is not None:
         query = query.where(_T.c.owner == owner)
     if lease_expired is not None:
-        now = db_mod.utcnow()
+        # The database's clock, in the query itself (no round trip).
+        now = db_mod.clock(conn, seconds=True)
         expired = sa.or_(_T.c.lease_expires_at.is_(None), _T.c.lease_expires_at <= now)
         query = query.where(expired if lease_expired else sa.not_(expired))
     return query
@@ -230,14 +238,20 @@ def list_requests(
     """
     # SELECT * FROM build_requests WHERE id > :after AND status = :s AND ...
     # ORDER BY id LIMIT :limit + 1
-    query = _filtered(
-        sa.select(_T).order_by(_T.c.id), status, workload_class, request_id, owner, lease_expired
-    )
-    if after is not None:
-        query = query.where(_T.c.id > after)
-    if limit is not None:
-        query = query.limit(limit + 1)
     with db.read() as conn:
+        query = _filtered(
+            conn,
+            sa.select(_T).order_by(_T.c.id),
+            status,
+            workload_class,
+            request_id,
+            owner,
+            lease_expired,
+        )
+        if after is not None:
+            query = query.where(_T.c.id > after)
+        if limit is not None:
+            query = query.limit(limit + 1)
         rows = conn.execute(query).all()
     more = limit is not None and len(rows) > limit
     rows = rows[:limit] if more else rows
@@ -248,15 +262,16 @@ def count_requests(
     db, status=None, workload_class=None, request_id=None, owner=None, lease_expired=None
 ):
     """How many build requests pass the filters of list_requests (one COUNT)."""
-    query = _filtered(
-        sa.select(sa.func.count()).select_from(_T),
-        status,
-        workload_class,
-        request_id,
-        owner,
-        lease_expired,
-    )
     with db.read() as conn:
+        query = _filtered(
+            conn,
+            sa.select(sa.func.count()).select_from(_T),
+            status,
+            workload_class,
+            request_id,
+            owner,
+            lease_expired,
+        )
         return conn.execute(query).scalar()
 
 
@@ -329,9 +344,11 @@ def take_many(db, items, owner, lease_seconds, hand_off=False):
         Leased (another owner's lease is live); nothing was changed.
     """
     uuids = [i["instance_uuid"] for i in items]
-    now = db_mod.utcnow()
     with db.write() as conn:
         rows = _rows_by_uuid(conn, uuids, lock=True)
+        # Read once the rows are ours: a taker that waited on the lock
+        # compares and starts the lease at the time it got them.
+        now = db_mod.now(conn, seconds=True)
         refused = []
         for item in items:
             row = rows.get(item["instance_uuid"])
@@ -466,9 +483,9 @@ def update_many(db, items):
         was changed.
     """
     uuids = [i["instance_uuid"] for i in items]
-    now = db_mod.utcnow()
     with db.write() as conn:
         rows = _rows_by_uuid(conn, uuids, lock=True)
+        now = db_mod.now(conn, seconds=True)
         missing = [u for u in uuids if u not in rows]
         if missing:
             raise NotFound(missing)

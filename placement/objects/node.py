@@ -85,13 +85,11 @@ class Conflict(Exception):
 
 def db_now(conn):
     """An expression for the database's current UTC time (naive, as stored)."""
-    if conn.dialect.name == "postgresql":
-        return sa.func.timezone("UTC", sa.func.clock_timestamp(), type_=sa.DateTime)
-    return sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", type_=sa.DateTime)
+    return db_mod.clock(conn)
 
 
 def _now_of(conn):
-    return conn.execute(sa.select(db_now(conn))).scalar()
+    return db_mod.now(conn)
 
 
 def _stamp(value):
