@@ -17,6 +17,7 @@ import pytest
 
 from placement import app as app_mod
 from placement import db as db_mod
+from tests import builders
 from tests import specs
 from tests.conftest import ApiClient
 
@@ -177,3 +178,17 @@ def test_a_lease_runs_out_by_the_database_clock(client, db):
     assert record["instance_uuid"] in listed and counted["count"] == 1
     resp = _lease(client, record, "cond-b")
     assert resp.status_code == 200 and resp.get_json()["owner"] == "cond-b"
+
+
+@pytest.mark.usefixtures("skewed_clock")
+def test_a_heartbeat_through_a_skewed_clock_is_aged_by_the_database(client, conf, db):
+    """Node liveness is judged the same way (a guard: heartbeats were
+    stamped and aged by the database's clock already)."""
+    rp = builders.create_provider(db, name="cn-clock")
+    assert client.put(f"/nodes/{rp}", json={"cell": "cell1"}).status_code == 201
+    for offset in (-HOUR, HOUR):
+        api = _process(conf, db, offset)
+        assert api.post(f"/nodes/{rp}/heartbeat", json={}).status_code == 200
+        for reader in (client, api):
+            age = reader.get(f"/nodes/{rp}").get_json()["heartbeat_age_seconds"]
+            assert 0 <= age < 30, (offset, age)
