@@ -21,13 +21,25 @@ exception is raised in the caller of that item. An exception raised by
 
 ``Batchers`` keeps one ``Batcher`` per key, for items that can only share a
 flush with items of the same key (messages to one cell, outcomes to one
-reply topic).
+reply topic). Keys come and go (every build-submit run has a reply topic of
+its own), so a key's batcher is forgotten once no caller has used it for
+``idle_seconds``, and the least recently used idle ones beyond ``max_keys``
+(joule.idle_cache); one with callers in it is kept. A forgotten key that
+comes back gets a new batcher.
 """
 
+import collections
 import threading
 import time
 
 from conductor import metrics
+from joule import idle_cache
+
+# Batchers kept per key (Batchers): a key unused for this long is forgotten,
+# and the least recently used beyond the count. A batcher holds nothing
+# between flushes, so forgetting costs only a new one when the key returns.
+MAX_KEYS = 1024
+IDLE_SECONDS = 300.0
 
 
 class _Slot:
@@ -127,18 +139,44 @@ class Batcher:
 
 
 class Batchers:
-    """One Batcher per key, made on first use: ``flush(key, items)``."""
+    """One Batcher per key, made on first use: ``flush(key, items)``; the
+    batchers of keys gone quiet are forgotten (``max_keys``,
+    ``idle_seconds``: see the module's docstring)."""
 
-    def __init__(self, flush, window, max_items, company=None, kind=None, histogram=None):
-        self._make = lambda key: Batcher(
-            lambda items: flush(key, items),
-            window,
-            max_items,
-            company,
-            kind=kind,
-            histogram=histogram,
+    def __init__(
+        self,
+        flush,
+        window,
+        max_items,
+        company=None,
+        kind=None,
+        histogram=None,
+        max_keys=MAX_KEYS,
+        idle_seconds=IDLE_SECONDS,
+        clock=time.monotonic,
+    ):
+        def make(key):
+            return Batcher(
+                lambda items: flush(key, items),
+                window,
+                max_items,
+                company,
+                kind=kind,
+                histogram=histogram,
+            )
+
+        # Callers inside a key's batcher (from taking it to their flush's
+        # end): a batcher in use is never forgotten.
+        self._users = collections.Counter()
+        self._forgotten_flushes = 0
+        self._batchers = idle_cache.IdleCache(
+            make,
+            max_keys,
+            idle_seconds,
+            busy=self._users.__getitem__,
+            forgotten=self._forget,
+            clock=clock,
         )
-        self._batchers = {}
         self._lock = threading.Lock()
 
     def submit(self, key, item):
@@ -147,14 +185,31 @@ class Batchers:
     def submit_many(self, key, items):
         with self._lock:
             batcher = self._batchers.get(key)
-            if batcher is None:
-                batcher = self._batchers[key] = self._make(key)
-        return batcher.submit_many(items)
+            self._users[key] += 1
+        try:
+            return batcher.submit_many(items)
+        finally:
+            with self._lock:
+                self._users[key] -= 1
+                if not self._users[key]:
+                    del self._users[key]
+                    self._batchers.touch(key)  # idle from now on, not from its start
+                self._batchers.prune()
+
+    def _forget(self, _key, batcher):
+        # Under self._lock (the cache is only called under it).
+        self._forgotten_flushes += batcher.flushes
+
+    def keys(self):
+        """How many keys have a batcher now."""
+        with self._lock:
+            self._batchers.prune()
+            return len(self._batchers)
 
     @property
     def flushes(self):
         with self._lock:
-            return sum(b.flushes for b in self._batchers.values())
+            return self._forgotten_flushes + sum(b.flushes for b in self._batchers.values())
 
 
 def unique_rounds(keys):

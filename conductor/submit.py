@@ -94,10 +94,24 @@ cli_opts = [
 ]
 
 
+# Outcomes in one instances_done: a conductor sends at most its
+# [conductor] batch_size (at most this) per message.
+MAX_OUTCOMES_PER_MESSAGE = spec_mod.MAX_BUILDS_PER_MESSAGE
+# Of a refusal's error, what is kept (a line of output, not a document).
+REFUSAL_ERROR_MAX = 4096
+
+
 class _OutcomeEndpoint:
     """This process's own topic. 1.0: ``instance_done`` (one outcome),
     ``request_refused``; 1.1: ``instances_done`` (the outcomes a conductor
-    finished together, in one message)."""
+    finished together, in one message).
+
+    Anyone on the bus may cast here: a message that is not what a conductor
+    sends (not a list, longer than MAX_OUTCOMES_PER_MESSAGE, a refusal
+    without a request id) is ignored whole, with its reason logged, and
+    never fails the run; each outcome is checked again as it is taken
+    (``Submitter._take``), a malformed one ignored alone. What the bus does
+    not bring is read from placement anyway."""
 
     target = oslo_messaging.Target(version="1.1")
 
@@ -108,14 +122,20 @@ class _OutcomeEndpoint:
         self.inbox.put(("done", outcome))
 
     def instances_done(self, ctxt, outcomes):
-        if not isinstance(outcomes, list):
-            LOG.warning("instances_done ignored: outcomes is not a list")
+        problem = spec_mod.list_problem("outcomes", outcomes, MAX_OUTCOMES_PER_MESSAGE)
+        if problem is not None:
+            LOG.warning("instances_done ignored: %s", problem)
             return
         for outcome in outcomes:
             self.inbox.put(("done", outcome))
 
     def request_refused(self, ctxt, request_id, error):
-        self.inbox.put(("refused", {"request_id": request_id, "error": error}))
+        if not spec_mod.is_safe_id(request_id, spec_mod.REQUEST_ID_MAX):
+            LOG.warning("request_refused ignored: request_id %.80r is not a request id", request_id)
+            return
+        if not isinstance(error, str):
+            error = f"(a {type(error).__name__}, not a message)"
+        self.inbox.put(("refused", {"request_id": request_id, "error": error[:REFUSAL_ERROR_MAX]}))
 
 
 class _Request:
