@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+import sqlalchemy as sa
 
 from placement import app as app_mod
 from placement import db as db_mod
@@ -192,3 +193,22 @@ def test_a_heartbeat_through_a_skewed_clock_is_aged_by_the_database(client, conf
         for reader in (client, api):
             age = reader.get(f"/nodes/{rp}").get_json()["heartbeat_age_seconds"]
             assert 0 <= age < 30, (offset, age)
+
+
+def test_leases_keep_utc_whatever_the_sessions_time_zone(conf, db, db_url):
+    """PostgreSQL's clock is read in UTC, as the columns store it, whatever
+    TimeZone the server or the operator's URL gives the session."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite has no session time zone")
+    url = sa.engine.make_url(db_url).update_query_dict({"options": "-c TimeZone=Asia/Tokyo"})
+    tokyo = db_mod.Database(url.render_as_string(hide_password=False))
+    try:
+        with tokyo.read() as conn:
+            assert conn.exec_driver_sql("SHOW TimeZone").scalar() == "Asia/Tokyo"
+        api = ApiClient(app_mod.create_app(conf, db=tokyo, sync=False).test_client())
+        record = _create(api, owner="cond-a")
+        _assert_expires_in_a_minute(record)
+        listed, counted = _expired(api)
+        assert record["instance_uuid"] not in listed and counted["count"] == 0
+    finally:
+        tokyo.dispose()
