@@ -17,6 +17,11 @@ RESCHEDULES = prom.Counter(
 TAKEOVERS = prom.Counter(
     "joule_conductor_takeovers", "Build requests taken over after their holder's lease expired."
 )
+LATE_CLAIMS_RELEASED = prom.Counter(
+    "joule_conductor_late_claims_released",
+    "Claims the sweep released on instances failed because no scheduler "
+    "answered in time (a scheduler claimed after the call was given up).",
+)
 REFUSED = prom.Counter(
     "joule_conductor_requests_refused",
     "Request specs refused by the wire contract (nothing recorded).",

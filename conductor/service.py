@@ -14,7 +14,8 @@ The conversation of the design (a super conductor, a scheduler, cell conductors)
   alternate; when every host failed it releases the claim, and finishes the
   record (guarded by ownership) as placed or failed;
 - every conductor sweeps: a pending record whose lease ran out belongs to a
-  conductor that died, and is taken over and finished.
+  conductor that died, and is taken over and finished; and a claim found on
+  an instance it failed because no scheduler answered in time is released.
 
 So no instance is built twice (the driver refuses a second build and a
 record has one holder) and none runs without its allocation (a build only
@@ -31,13 +32,15 @@ what the RPC endpoints, the console script and the simulator hold:
 - conductor.super_conductor: scheduling a request and dispatching its builds;
 - conductor.cell_build: the build with retry on the alternates;
 - conductor.outcomes: finishing records, telling submitters and schedulers;
-- conductor.sweep: taking over the work of dead conductors;
+- conductor.sweep: taking over the work of dead conductors, and releasing
+  the late claims of given-up requests (conductor.abandoned);
 - conductor.leases: the leases kept alive meanwhile;
 - conductor.batchers: the batchers, built in one factory.
 """
 
 import functools
 
+from conductor import abandoned as abandoned_mod
 from conductor import batchers as batchers_mod
 from conductor import cell_build as cell_mod
 from conductor import intake as intake_mod
@@ -115,7 +118,13 @@ class Conductor:
             self.records, client, driver, self.reporter, self.in_hand
         )
         self.super_conductor = super_mod.SuperConductor(
-            self.records, client, self.bus, self.reporter, self.cell_build, self.batchers
+            self.records,
+            client,
+            self.bus,
+            self.reporter,
+            self.cell_build,
+            self.batchers,
+            abandoned_mod.Abandoned(abandoned_mod.watch_seconds(conf)),
         )
         self.sweeper = sweep_mod.Sweeper(
             conf, self.records, client, driver, self.reporter, self.cell_build, self.super_conductor
@@ -154,6 +163,10 @@ class Conductor:
     def sweep_once(self):
         """Take over and finish expired records; return how many were taken."""
         return self.sweeper.sweep_once()
+
+    def release_abandoned(self):
+        """Release the late claims of instances given up; return how many."""
+        return self.sweeper.release_abandoned()
 
     def start_sweeping(self):
         self.sweeper.start()

@@ -4,15 +4,18 @@ For one request (a RequestSpec, checked where it entered the process:
 conductor.intake, or the sweep's stored record): record one pending build
 request per instance, held by this process under a lease (all or none, so
 a redelivered message finds them and is dropped); call the scheduler
-(``select_destinations``, with a timeout and bounded retries; before a
-retry it releases whatever a scheduler that died half way claimed, and the
-leases are renewed meanwhile: conductor.leases.Held); then hand every
+(``select_destinations``, with a timeout and bounded retries, each try
+with its deadline: joule.rpc; before a retry it releases whatever a
+scheduler that died half way claimed, and the leases are renewed
+meanwhile: conductor.leases.Held); then hand every
 record off in one bulk call and cast each instance's selection list to the
 conductors of the selected host's cell (``build_many``, shared by the
 builds that concurrent requests hand off to that cell together). A host
 without a cell has no cell conductors: its instances are built here
 (conductor.cell_build). A request that could not be scheduled is failed in
-one bulk finish and one message (conductor.outcomes).
+one bulk finish and one message (conductor.outcomes); when no scheduler
+answered in time its instances are watched for a claim made too late
+(conductor.abandoned, released by the sweep).
 
 The spec leaves the process only here: dumped into its records (a
 placement write), into the scheduling call and into the builds cast to a
@@ -23,6 +26,7 @@ import collections
 import logging
 import time
 
+from conductor import abandoned as abandoned_mod
 from conductor import cell_build as cell_mod
 from conductor import leases
 from conductor import metrics
@@ -45,7 +49,7 @@ class SuperConductor:
         ``scheduling`` (None: one call per request) and ``build_casts``.
     """
 
-    def __init__(self, records, client, bus, reporter, cell_build, batchers):
+    def __init__(self, records, client, bus, reporter, cell_build, batchers, abandoned=None):
         self.records = records
         self.client = client
         self.bus = bus
@@ -53,6 +57,9 @@ class SuperConductor:
         self.cell_build = cell_build
         self._scheduling = batchers.scheduling
         self._build_casts = batchers.build_casts
+        # The instances failed because no scheduler answered in time, for
+        # the sweep to release a claim a late scheduler made after all.
+        self.abandoned = abandoned if abandoned is not None else abandoned_mod.Abandoned()
 
     def build_instances(self, spec, reply_topic=None):
         """Record the request's instances held by this conductor, then
@@ -100,9 +107,13 @@ class SuperConductor:
                 # finds the claims and finishes or releases them.
                 LOG.warning("%s: claims not released (%s); left to the sweep", spec.request_id, exc)
                 return
+            instances = held.instances()
             self.reporter.failed_many(
-                spec, held.instances(), f"scheduling failed: {answer['error']}", reply_topic
+                spec, instances, f"scheduling failed: {answer['error']}", reply_topic
             )
+            if answer.get(rpc.UNANSWERED):
+                # A scheduler may still be on it: watched for a late claim.
+                self.abandoned.watch(instances)
             return
         selections = spec_mod.load_selections(answer["selections"]).selections
         self._dispatch(spec, held, selections, reply_topic)
@@ -116,7 +127,9 @@ class SuperConductor:
                 if self._scheduling is None:
                     return self.bus.scheduler.select_destinations(dumped, on_retry=release)
                 return self._scheduling.submit((dumped, release))
-        except (rpc.Unanswered, rpc.SchedulerAnswerError) as exc:
+        except rpc.Unanswered as exc:
+            return {"status": "error", "error": str(exc), rpc.UNANSWERED: True}
+        except rpc.SchedulerAnswerError as exc:
             return {"status": "error", "error": str(exc)}
         finally:
             metrics.SCHEDULER_CALL.observe(time.perf_counter() - start)

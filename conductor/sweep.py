@@ -11,6 +11,10 @@ one left:
 - claimed -> built on the claimed host, no alternates (conductor.cell_build);
 - nothing -> scheduled again (conductor.super_conductor).
 
+It also releases the claims a scheduler made too late for a request this
+conductor gave up (no answer in time; its records failed): the instances
+conductor.abandoned watches (``release_abandoned``).
+
 The stored spec enters the process here: it is checked once as it is read
 (a record whose spec does not load is released and failed) and goes on as
 a RequestSpec.
@@ -111,10 +115,48 @@ class Sweeper:
         LOG.info("%s: taken over; nothing claimed, scheduling it again", instance)
         self.super_conductor.schedule_and_dispatch(spec, {instance: generation}, None)
 
+    def release_abandoned(self):
+        """Release the claims found on instances this conductor failed
+        because no scheduler answered in time (conductor.abandoned): a
+        scheduler claimed after all. Only an instance whose record is failed
+        (never built again) and that runs nowhere; one write guarded by the
+        consumer generation it read, so a claim made in between is left.
+        Returns how many were released."""
+        released = 0
+        for instance in self.super_conductor.abandoned.due(self.conf.conductor.sweep_batch):
+            try:
+                released += self._release_late_claim(instance)
+            except records_mod.PLACEMENT_ERRORS as exc:
+                LOG.warning("%s: late claim not looked at (%s); next sweep", instance, exc)
+        return released
+
+    def _release_late_claim(self, instance):
+        """1 when a claim on a given-up ``instance`` was released, else 0."""
+        abandoned = self.super_conductor.abandoned
+        allocations, _gen = self.client.get_allocations(instance)
+        if not allocations:
+            return 0  # nothing (yet): watched on
+        record = self.records.get(instance)
+        if record is None or record["status"] != outcomes_mod.FAILED:
+            abandoned.forget(instance)  # somebody else's to judge
+            return 0
+        running_on = self.driver.host_of(instance)
+        if running_on is not None:
+            LOG.error("%s: failed, yet it runs on %s; its claim is left", instance, running_on)
+            abandoned.forget(instance)
+            return 0
+        if claim_mod.release_own(self.client, instance) != claim_mod.RELEASED:
+            return 0
+        metrics.LATE_CLAIMS_RELEASED.inc()
+        LOG.warning("%s: released a claim made after its scheduling was given up", instance)
+        return 1
+
     def start(self):
         def loop():
             while not self._stop.wait(self.conf.conductor.sweep_interval):
                 try:
+                    if len(self.super_conductor.abandoned):
+                        self.release_abandoned()
                     while self.sweep_once() and not self._stop.is_set():
                         pass
                 except records_mod.PLACEMENT_ERRORS as exc:

@@ -606,6 +606,12 @@ class PlacementClient:
         body = self._json("GET", url_path("allocations", consumer))
         return body.get("allocations", {}), body.get("consumer_generation")
 
+    def consumer_allocations(self, consumer):
+        """GET /allocations/{consumer} as answered: ``allocations``, and
+        while it holds any its ``project_id``, ``user_id``,
+        ``consumer_generation`` and ``consumer_type``."""
+        return self._json("GET", url_path("allocations", consumer))
+
     def delete_allocations(self, consumer):
         """Unclaim; idempotent (404, nothing to delete, counts as success)."""
         self.request("DELETE", url_path("allocations", consumer), ok=(204, 404), retry=True)

@@ -327,8 +327,52 @@ class _Unsupported(Exception):
     """The scheduler that answered does not know the method or version."""
 
 
+def _checked_call(client, method, **kwargs):
+    """``client.call``; a scheduler that does not know the method or the
+    version raises _Unsupported."""
+    try:
+        return client.call({}, method, **kwargs)
+    except (oslo_messaging.UnsupportedVersion, oslo_messaging.NoSuchMethod) as exc:
+        raise _Unsupported(str(exc)) from exc
+    except oslo_messaging.RemoteError as exc:
+        if exc.exc_type in ("UnsupportedVersion", "NoSuchMethod"):
+            raise _Unsupported(str(exc)) from exc
+        raise
+
+
 class SchedulerAnswerError(Exception):
     """A scheduler answered something that is not an answer."""
+
+
+# Scheduler RPC 1.3: select_destinations(_many) carry ``deadline``, the
+# caller's clock (epoch seconds) at which it stops waiting for the answer,
+# less this margin (a quarter of the call timeout when that is shorter): the
+# hosts' clocks may differ by up to the margin (NTP keeps them within
+# milliseconds) and the answer still has to travel back. Work a scheduler
+# has not done by then is dropped, and claims it made too late are released
+# before it answers ``expired`` (scheduler.service).
+DEADLINE_VERSION = "1.3"
+DEADLINE_MARGIN = 2.0
+EXPIRED = "expired"
+# The key an error answer carries when no scheduler answered in time: the
+# caller gave the request up while a scheduler may still be working on it.
+UNANSWERED = "unanswered"
+
+
+def deadline_margin(call_timeout):
+    """Seconds before the caller's timeout at which its call's deadline falls."""
+    return min(DEADLINE_MARGIN, call_timeout / 4)
+
+
+def expired(answer):
+    """Whether a scheduler answered (a call, or any request of a bulk call)
+    that the call's deadline had passed: the caller counts it as its own
+    timeout (nothing of it stays claimed)."""
+    if isinstance(answer, dict):
+        return answer.get("status") == EXPIRED
+    if isinstance(answer, list):
+        return any(isinstance(a, dict) and a.get("status") == EXPIRED for a in answer)
+    return False
 
 
 class SchedulerAPI:
@@ -338,12 +382,16 @@ class SchedulerAPI:
         self.conf = conf
         # Set once a scheduler answered that it does not know 1.2.
         self._many_unsupported = False
+        # Set once a scheduler answered that it does not know 1.3 (deadlines).
+        self._deadline_unsupported = False
         self._client = _client(
             transport, topic(conf, SCHEDULER_TOPIC), timeout=conf.rpc.call_timeout
         )
 
     def select_destinations(self, request_spec, on_retry=None):
-        """Call ``select_destinations``; retry (bounded, backoff) when unanswered.
+        """Call ``select_destinations``; retry (bounded, backoff) when
+        unanswered, or answered ``expired`` (each try carries its deadline,
+        RPC 1.3: see DEADLINE_MARGIN).
 
         ``on_retry()`` runs before each retry (the conductor releases what a
         scheduler that died half way may have claimed).
@@ -359,32 +407,51 @@ class SchedulerAPI:
         )
 
     def _call(self, client, method, what, on_retry, **kwargs):
+        """Call ``method`` through ``client`` (its version prepared), each
+        try with its own deadline (1.3, unless a scheduler does not know
+        it); a timeout, or an answer that the deadline passed, is retried."""
         retries = self.conf.rpc.call_retries
+        timeout = self.conf.rpc.call_timeout
         for attempt in range(retries + 1):
             try:
-                return client.call({}, method, **kwargs)
+                answer = self._call_once(client, method, kwargs)
+                if not expired(answer):
+                    return answer
+                LOG.warning("%s: a scheduler answered after the call's deadline", what)
             except oslo_messaging.MessagingTimeout:
-                if attempt == retries:
-                    break
-                LOG.warning(
-                    "%s: no scheduler answered within %s s; retrying (%d of %d)",
-                    what,
-                    self.conf.rpc.call_timeout,
-                    attempt + 1,
-                    retries,
+                pass
+            if attempt == retries:
+                break
+            LOG.warning(
+                "%s: no scheduler answered within %s s; retrying (%d of %d)",
+                what,
+                timeout,
+                attempt + 1,
+                retries,
+            )
+            time.sleep(backoff(attempt + 1))
+            if on_retry is not None:
+                on_retry()
+        raise Unanswered(f"no scheduler answered within {timeout} s ({retries + 1} tries)")
+
+    def _call_once(self, client, method, kwargs):
+        """One try: with a deadline (1.3) while the schedulers know it, else
+        as the method's own version (the first scheduler that does not know
+        1.3 turns deadlines off for this client, as for 1.2)."""
+        if not self._deadline_unsupported:
+            timeout = self.conf.rpc.call_timeout
+            deadline = time.time() + timeout - deadline_margin(timeout)
+            try:
+                return _checked_call(
+                    client.prepare(version=DEADLINE_VERSION), method, deadline=deadline, **kwargs
                 )
-                time.sleep(backoff(attempt + 1))
-                if on_retry is not None:
-                    on_retry()
-            except (oslo_messaging.UnsupportedVersion, oslo_messaging.NoSuchMethod) as exc:
-                raise _Unsupported(str(exc)) from exc
-            except oslo_messaging.RemoteError as exc:
-                if exc.exc_type in ("UnsupportedVersion", "NoSuchMethod"):
-                    raise _Unsupported(str(exc)) from exc
-                raise
-        raise Unanswered(
-            f"no scheduler answered within {self.conf.rpc.call_timeout} s ({retries + 1} tries)"
-        )
+            except _Unsupported:
+                LOG.warning(
+                    "a scheduler does not know call deadlines (RPC %s); calling without them",
+                    DEADLINE_VERSION,
+                )
+                self._deadline_unsupported = True
+        return _checked_call(client, method, **kwargs)
 
     def select_destinations_many(self, request_specs, releases=None):
         """Call ``select_destinations_many`` (1.2) with several request specs;
@@ -397,7 +464,9 @@ class SchedulerAPI:
         A scheduler too old to know the method answers it as unsupported:
         then each spec is called on its own (with its own release only), and
         so are later calls of this client. There, a spec no scheduler
-        answers gets an ``error`` answer of its own; the others keep theirs.
+        answers gets an ``error`` answer of its own (marked UNANSWERED); the
+        others keep theirs. A bulk answer with any ``expired`` in it counts
+        as unanswered (released, retried) as a whole.
 
         :raise Unanswered: no scheduler answered the bulk call.
         """
@@ -435,7 +504,7 @@ class SchedulerAPI:
             try:
                 answers.append(self.select_destinations(spec, release))
             except Unanswered as exc:
-                answers.append({"status": "error", "error": str(exc)})
+                answers.append({"status": "error", "error": str(exc), UNANSWERED: True})
         return answers
 
     def build_outcomes(self, failed_builds):

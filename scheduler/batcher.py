@@ -5,7 +5,8 @@ blocks until their outcomes are known. Nobody runs a thread of its own for
 it: a caller that finds a batch slot free and nobody gathering takes the
 queue (up to ``[scheduler] batch_size``) and runs the batch
 (scheduler.batching) for everyone in it; the others wait, their specs
-joining the next batch.
+joining the next batch. A spec whose caller's deadline passed while it
+waited in the queue leaves it unrun (EXPIRED): nothing walked or claimed.
 """
 
 import logging
@@ -13,16 +14,19 @@ import threading
 import time
 
 from scheduler.pipeline import ALONE
+from scheduler.pipeline import EXPIRED
+from scheduler.pipeline import deadline_passed
 
 LOG = logging.getLogger(__name__)
 
 
 class _Item:
-    __slots__ = ("spec", "group", "outcome", "done")
+    __slots__ = ("spec", "group", "deadline", "outcome", "done")
 
-    def __init__(self, spec, group):
+    def __init__(self, spec, group, deadline=None):
         self.spec = spec
         self.group = group
+        self.deadline = deadline
         self.outcome = None
         self.done = False
 
@@ -52,11 +56,13 @@ class Batcher:
     def submit(self, spec, group=None):
         return self.submit_many([(spec, group)])[0]
 
-    def submit_many(self, pairs):
+    def submit_many(self, pairs, deadline=None):
         """Queue several (spec, group) at once (a bulk call's requests) and
         block until each has its outcome; the outcomes, in order. They join
-        the same batches as single calls' specs."""
-        items = [_Item(spec, group) for spec, group in pairs]
+        the same batches as single calls' specs. ``deadline``: their
+        caller's (epoch seconds) or None: a spec still queued when it has
+        passed is taken out of its batch, its outcome (EXPIRED, None)."""
+        items = [_Item(spec, group, deadline) for spec, group in pairs]
         cond = self._cond
         with cond:
             self._queue.extend(items)
@@ -67,6 +73,19 @@ class Batcher:
                     continue
                 cond.wait()
         return [it.outcome for it in items]
+
+    @staticmethod
+    def _drop_expired(batch):
+        """The items of ``batch`` whose caller still waits; the others are
+        done, (EXPIRED, None), before anything is walked or claimed."""
+        keep = []
+        for it in batch:
+            if deadline_passed(it.deadline):
+                it.outcome = (EXPIRED, None)
+                it.done = True
+            else:
+                keep.append(it)
+        return keep
 
     def _work(self):
         """Gather a batch and run it (called and returning with the lock held)."""
@@ -81,6 +100,11 @@ class Batcher:
                 cond.wait(left)
         batch = self._queue[: self._size]
         del self._queue[: self._size]
+        batch = self._drop_expired(batch)
+        if not batch:
+            self._gathering = False
+            cond.notify_all()
+            return
         self._busy += 1
         self._gathering = False
         cond.notify_all()

@@ -11,7 +11,10 @@ is said as what it is, for the caller to decide (drop the host, re-read the
 server group, answer ConsumerInUse, go alone on a fresh walk).
 
 Unclaim is idempotent (404 and "nothing held" count as success) and may be
-called for a consumer that was never claimed. Moving a claim replaces the
+called for a consumer that was never claimed. ``release_own`` releases only
+the claim it read (a write guarded by the consumer generation), for a claim
+found after its request was given up: by the scheduler answering past the
+caller's deadline, and by the conductor's sweep. Moving a claim replaces the
 allocations in ONE write guarded by the consumer's current generation, so
 the instance never holds nothing in between.
 
@@ -45,6 +48,11 @@ CONSUMER_IN_USE = "consumer_in_use"  # a consumer already holds allocations
 GROUP_REFUSED = "group_refused"  # the server group's policy refused it
 UNREACHABLE_NOW = "unreachable"  # unknown whether it was written
 REFUSED = "refused"  # placement refused it otherwise (nothing written)
+
+# What release_own did.
+RELEASED = "released"
+NOTHING_HELD = "nothing_held"
+LEFT = "left"  # someone else's claim now (or it changed meanwhile)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +127,46 @@ def release(client, consumers, request_id=None):
             errors.append(f"{consumer}: {exc}")
     if errors:
         LOG.error("could not release claims of %s: %s", request_id or "a batch", "; ".join(errors))
+
+
+def release_own(client, consumer, allocations=None):
+    """Release ``consumer``'s claim in one write guarded by the consumer
+    generation read just before (``PUT /allocations/{consumer}`` with no
+    allocations), so a claim written in between is never deleted.
+    ``allocations`` ({rp: {"resources": ...}}): only when the claim is still
+    exactly these (the ones the caller wrote); None: whatever it holds. (A
+    consumer released and claimed again, to the same providers and amounts,
+    between the caller's claim and this read is not told apart: placement
+    starts a consumer again at the same generation.)
+
+    :return: RELEASED; NOTHING_HELD (nothing to release); LEFT (not the
+        expected claim, or it changed meanwhile: left to whoever made it).
+    :raise placement_client.PlacementError, PlacementUnreachable:
+    """
+    body = client.consumer_allocations(consumer)
+    held = body.get("allocations") or {}
+    if not held:
+        return NOTHING_HELD
+    if allocations is not None and _amounts(held) != _amounts(allocations):
+        return LEFT
+    try:
+        client.put_allocations(
+            consumer,
+            {"allocations": {}},
+            body["project_id"],
+            body["user_id"],
+            consumer_generation=body["consumer_generation"],
+            consumer_type=body.get("consumer_type") or "INSTANCE",
+        )
+    except placement_client.Conflict as exc:
+        if exc.consumer_conflict:
+            return LEFT
+        raise
+    return RELEASED
+
+
+def _amounts(allocations):
+    return {rp: dict(a.get("resources") or {}) for rp, a in allocations.items()}
 
 
 def claim(client, consumer, allocation_request, spec):

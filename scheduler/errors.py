@@ -3,7 +3,8 @@
 Every stage raises these (never a client exception), so the RPC endpoint and
 the command line map outcomes in one place: NoValidHost (nothing fits, with
 what each filter removed and why), ConsumerInUse (the instance already holds
-allocations), PlacementUnavailable (placement could not be reached or
+allocations), Expired (the caller's deadline passed: it gave the request
+up), PlacementUnavailable (placement could not be reached or
 refused our credentials: nothing of the request stays claimed) and
 SchedulerError for the rest.
 """
@@ -28,6 +29,11 @@ class NoValidHost(SchedulerError):
 class ConsumerInUse(SchedulerError):
     """The instance already holds allocations: someone else (another
     conductor resuming it, an earlier attempt) claimed it. Nothing was changed."""
+
+
+class Expired(SchedulerError):
+    """The caller's deadline passed before this request was answered: the
+    caller has given it up. Nothing of it stays claimed."""
 
 
 class PlacementUnavailable(SchedulerError):

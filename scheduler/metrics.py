@@ -5,7 +5,8 @@ import prometheus_client as prom
 REQUESTS = prom.Counter(
     "joule_scheduler_requests",
     "Requests answered (one per select_destinations call, one per request of a "
-    "select_destinations_many call), by result (placed, no_valid_host, invalid, error).",
+    "select_destinations_many call), by result (placed, no_valid_host, invalid, "
+    "consumer_in_use, expired, error).",
     ["result"],
 )
 DECISIONS = prom.Counter("joule_scheduler_instances_placed", "Instances given a claimed host.")
@@ -17,6 +18,11 @@ NO_VALID_HOST = prom.Counter(
 RACES_LOST = prom.Counter(
     "joule_scheduler_races_lost",
     "Claims lost to a concurrent writer (the host was dropped or retried).",
+)
+LATE_RELEASES = prom.Counter(
+    "joule_scheduler_late_claims_released",
+    "Claims released because their request was placed after its caller's "
+    "deadline (the caller had given it up).",
 )
 LATENCY = prom.Histogram(
     "joule_scheduler_select_destinations_seconds",

@@ -11,7 +11,8 @@
 4. pick a host per instance, nova's herding defence, and consume its
    capacity in the host states at once (assumed usage, scheduler.picking);
 5. reserve: claim in placement, retrying what placement gave up on
-   (scheduler.claim.reserve); a lost race drops the host;
+   (scheduler.claim.reserve); a lost race drops the host; no claim is
+   written once the caller's deadline passed (Expired);
 6. alternates for each instance, in the selected host's cell and zone,
    each with its own unclaimed allocation request (scheduler.alternates);
 7. unreserve on failure: the request's claims released, newest first.
@@ -28,6 +29,7 @@ fresh walk, so it gets exactly the answer it would have got alone.
 
 import dataclasses
 import logging
+import time
 
 from joule import placement_client
 from joule import request_spec as spec_mod
@@ -39,6 +41,7 @@ from scheduler import picking
 from scheduler import ranking
 from scheduler import server_groups
 from scheduler.errors import ConsumerInUse
+from scheduler.errors import Expired
 from scheduler.errors import NoValidHost
 from scheduler.errors import PlacementUnavailable
 from scheduler.errors import SchedulerError
@@ -50,6 +53,7 @@ LOG = logging.getLogger(__name__)
 PLACED = "placed"  # value: the selections
 ERROR = "error"  # value: the SchedulerError to raise
 ALONE = "alone"  # value: None; run it again, alone, on a fresh walk
+EXPIRED = "expired"  # value: None; its caller's deadline passed before it ran
 
 HARD_POLICIES = (server_groups.AFFINITY, server_groups.ANTI_AFFINITY)
 
@@ -73,6 +77,9 @@ class Member:
     picks: list = dataclasses.field(default_factory=list)
     outcome: tuple | None = None
     claimed: bool = False  # its picks are claimed in placement
+    # The caller's deadline (epoch seconds, its clock) or None: no claim is
+    # written once it has passed (the request is Expired).
+    deadline: float | None = None
 
     @property
     def spec(self):
@@ -241,6 +248,8 @@ def reserve_each(sched, m, walk, ranker, lost):
 def _claim_instance(sched, m, k, walk, ranker, lost, claimed):
     while True:
         pick = m.picks[k]
+        if deadline_passed(m.deadline):
+            raise Expired(f"deadline passed after {len(claimed)} claim(s) of {m.spec.request_id}")
         if pick.host.uuid not in lost:
             one = [claim_mod.Claim(pick.instance, pick.allocation_request, m.spec)]
             result = claim_mod.reserve(sched.client, one, m.rng)
@@ -340,6 +349,11 @@ def _settle(sched, m, result, lost):
             lost.add(pick.host.uuid)
         sched.stats["races_lost"] += 1
         _alone(m)
+
+
+def deadline_passed(deadline):
+    """Whether a caller's ``deadline`` (epoch seconds, or None) has passed."""
+    return deadline is not None and time.time() > deadline
 
 
 def release_member(sched, m):

@@ -10,7 +10,14 @@ exception (the caller is another process; a plain answer survives any bus):
 - ``{"status": "invalid", "error": ...}``: the request spec breaks the wire
   contract; nothing was claimed;
 - ``{"status": "consumer_in_use" | "error", "error": ...}``: nothing of this
-  request stays claimed (claims are released before answering).
+  request stays claimed (claims are released before answering);
+- ``{"status": "expired", "error": ...}``: the call's ``deadline`` (1.3: the
+  caller's clock, epoch seconds, at which it stops waiting, less a margin:
+  joule.rpc) passed: a request not started by then is not started, no
+  claim is written after it, and claims a request got too late are
+  released (each only while it is still the one written: a retry's is
+  never touched) before this is answered. The caller counts it as its own
+  timeout.
 
 Any number of workers share the topic. Requests are handled by a pool of
 threads (``[DEFAULT] executor_thread_pool_size``), each with its own Scheduler (their
@@ -24,25 +31,33 @@ import logging
 import threading
 import time
 
+from joule import placement_client
 from joule import request_spec as spec_mod
 from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import batcher as batcher_mod
 from scheduler import batching
+from scheduler import claim as claim_mod
 from scheduler import host_cache
 from scheduler import lookups
 from scheduler import metrics
+from scheduler import pipeline
 from scheduler import worker as worker_mod
 from scheduler.errors import ConsumerInUse
+from scheduler.errors import Expired
 from scheduler.errors import NoValidHost
 from scheduler.errors import SchedulerError
 
 LOG = logging.getLogger(__name__)
 
+# The answer of a request whose caller's deadline passed (joule.rpc).
+EXPIRED = "expired"
+
 
 class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
     # 1.2: select_destinations_many (a super conductor's requests in one call).
-    target = oslo_messaging.Target(version="1.2")
+    # 1.3: select_destinations(_many) take the caller's ``deadline``.
+    target = oslo_messaging.Target(version="1.3")
 
     def __init__(self, conf, client_factory):
         self.conf = conf
@@ -82,10 +97,13 @@ class SchedulerEndpoint:
         with self._lock:
             return sum(s.stats["races_lost"] for s in self._all)
 
-    def select_destinations(self, ctxt, request_spec):
-        return self._answers([request_spec])[0]
+    def select_destinations(self, ctxt, request_spec, deadline=None):
+        problem = _deadline_problem(deadline)
+        if problem is not None:
+            return {"status": "invalid", "error": problem}
+        return self._answers([request_spec], deadline)[0]
 
-    def select_destinations_many(self, ctxt, request_specs):
+    def select_destinations_many(self, ctxt, request_specs, deadline=None):
         """1.2: several requests in one call (a super conductor's concurrent
         requests), one answer each, in order; each answer is what
         ``select_destinations`` would have answered for that request alone.
@@ -94,10 +112,12 @@ class SchedulerEndpoint:
         problem = spec_mod.list_problem(
             "request_specs", request_specs, spec_mod.MAX_REQUESTS_PER_MESSAGE
         )
+        if problem is None:
+            problem = _deadline_problem(deadline)
         if problem is not None:
             LOG.warning("select_destinations_many: message refused: %s", problem)
             return {"status": "invalid", "error": problem}
-        return self._answers(request_specs)
+        return self._answers(request_specs, deadline)
 
     def build_outcomes(self, ctxt, failed_builds):
         """New failed-build counts of hosts, {host uuid: count} (cast by the
@@ -107,7 +127,7 @@ class SchedulerEndpoint:
         if isinstance(failed_builds, dict) and failed_builds:
             self.host_cache.forget_hosts(set(failed_builds))
 
-    def _answers(self, request_specs):
+    def _answers(self, request_specs, deadline=None):
         start = time.perf_counter()
         sched = self._scheduler()
         lost_before = sched.stats["races_lost"]
@@ -124,11 +144,17 @@ class SchedulerEndpoint:
                 if joins:
                     batched.append((position, spec, group))
                 else:
-                    answers[position] = self._decide(spec, sched.select_destinations, spec)
+                    answers[position] = self._decide(
+                        sched, spec, deadline, sched.select_destinations, spec, deadline
+                    )
             if batched:
-                outcomes = self._batcher.submit_many([(spec, group) for _, spec, group in batched])
+                outcomes = self._batcher.submit_many(
+                    [(spec, group) for _, spec, group in batched], deadline
+                )
                 for (position, spec, _), outcome in zip(batched, outcomes, strict=True):
-                    answers[position] = self._decide(spec, self._resolve, sched, spec, outcome)
+                    answers[position] = self._decide(
+                        sched, spec, deadline, self._resolve, sched, spec, outcome, deadline
+                    )
         finally:
             metrics.RACES_LOST.inc(sched.stats["races_lost"] - lost_before)
         elapsed = time.perf_counter() - start
@@ -138,8 +164,10 @@ class SchedulerEndpoint:
         return answers
 
     @staticmethod
-    def _decide(spec, select, *args):
-        """Run ``select(*args)`` and turn its outcome into the answer dict."""
+    def _decide(sched, spec, deadline, select, *args):
+        """Run ``select(*args)`` and turn its outcome into the answer dict;
+        selections made when the caller's ``deadline`` has passed are
+        released (the caller gave the request up) and answered expired."""
         try:
             selections = select(*args)
         except NoValidHost as exc:
@@ -148,8 +176,12 @@ class SchedulerEndpoint:
             return {"status": "no_valid_host", "error": str(exc)}
         except ConsumerInUse as exc:
             return {"status": "consumer_in_use", "error": str(exc)}
+        except Expired as exc:
+            return {"status": EXPIRED, "error": str(exc)}
         except SchedulerError as exc:
             return {"status": "error", "error": str(exc)}
+        if pipeline.deadline_passed(deadline):
+            return _released_late(sched, spec, selections)
         metrics.DECISIONS.inc(len(selections))
         return {
             "status": "placed",
@@ -172,11 +204,52 @@ class SchedulerEndpoint:
         return True, group
 
     @staticmethod
-    def _resolve(sched, spec, outcome):
+    def _resolve(sched, spec, outcome, deadline=None):
         """The selections of a batched ``spec`` from its batch outcome."""
         kind, value = outcome
         if kind == batching.PLACED:
             return value
         if kind == batching.ERROR:
             raise value
-        return sched.select_destinations(spec)
+        if kind == pipeline.EXPIRED:
+            raise Expired(f"request {spec.request_id}: the caller's deadline passed while queued")
+        return sched.select_destinations(spec, deadline)
+
+
+def _deadline_problem(deadline):
+    """Why ``deadline`` (a message's) is not one, or None."""
+    if deadline is None or (
+        isinstance(deadline, int | float) and not isinstance(deadline, bool) and deadline > 0
+    ):
+        return None
+    return f"deadline must be epoch seconds (a positive number), not {deadline!r}"
+
+
+def _released_late(sched, spec, selections):
+    """The answer to a request placed after its caller's deadline: its
+    claims released, each only while it is still the one this request
+    wrote (scheduler.claim.release_own; a claim already released or made
+    since by a retry is left), newest first."""
+    released = 0
+    for hosts in reversed(selections):
+        chosen = hosts[0]
+        try:
+            done = claim_mod.release_own(
+                sched.client, chosen.instance_uuid, chosen.allocation_request["allocations"]
+            )
+            released += done == claim_mod.RELEASED
+        except placement_client.PlacementError as exc:
+            # The conductor's sweep looks for it (conductor.abandoned).
+            LOG.warning("%s: late claim not released (%s)", chosen.instance_uuid, exc)
+    metrics.LATE_RELEASES.inc(released)
+    LOG.warning(
+        "%s: placed after the caller's deadline; %d of its %d claim(s) released "
+        "(the others were released or changed since)",
+        spec.request_id,
+        released,
+        len(selections),
+    )
+    return {
+        "status": EXPIRED,
+        "error": f"request {spec.request_id} placed after the caller's deadline; claims released",
+    }

@@ -21,6 +21,7 @@ from scheduler import pipeline
 from scheduler import request_state
 from scheduler import weighers as weighers_mod
 from scheduler.errors import ConsumerInUse  # noqa: F401 - part of this module's interface
+from scheduler.errors import Expired
 from scheduler.errors import NoValidHost
 from scheduler.errors import PlacementUnavailable
 from scheduler.errors import SchedulerError
@@ -52,8 +53,11 @@ class Scheduler:
         """The view of ``spec``'s server group, or None (scheduler.lookups)."""
         return lookups.load_group(self.client, spec)
 
-    def select_destinations(self, spec):
+    def select_destinations(self, spec, deadline=None):
         """Place every instance of ``spec``; return [[selected, *alternates], ...].
+
+        ``deadline``: the caller's (epoch seconds) or None; once it has
+        passed nothing is started or claimed (Expired, no report written).
 
         :raise InvalidRequestSpec: the spec is malformed (nothing was claimed).
         :raise NoValidHost: not every instance fits; no claim of it remains.
@@ -62,28 +66,30 @@ class Scheduler:
         """
         if not isinstance(spec, spec_mod.RequestSpec):
             spec = spec_mod.load_request_spec(spec)
+        if pipeline.deadline_passed(deadline):
+            raise Expired(f"request {spec.request_id}: the caller's deadline passed")
         self.stats["requests"] += 1
         report = Report(spec)
         try:
-            result = self._alone(spec, report)
+            result = self._alone(spec, report, deadline)
         except SchedulerError as exc:
             exc.report = report.finish(
                 "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc)
             )
             self.stats["failed"] += 1
-            if not isinstance(exc, PlacementUnavailable):
+            if not isinstance(exc, PlacementUnavailable | Expired):
                 self.write_reports([(spec, exc.report)])
             raise
         self.stats["placed"] += 1
         self.write_reports([(spec, report.finish("placed"))])
         return result
 
-    def _alone(self, spec, report):
+    def _alone(self, spec, report, deadline=None):
         # Filters and weighers see the spec plus what was looked up for it.
         state = request_state.RequestState(
             spec, self.load_group(spec), lookups.hint_providers(self.client, spec)
         )
-        member = pipeline.Member(state, report, self.rng_for(spec))
+        member = pipeline.Member(state, report, self.rng_for(spec), deadline=deadline)
         pipeline.run(self, [member], pipeline.Source(state, report), alone=True)
         return member.outcome[1]
 
