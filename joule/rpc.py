@@ -29,6 +29,7 @@ import warnings
 from oslo_config import cfg
 
 from joule import config
+from joule import idle_cache
 from joule import metrics_http
 from joule import startup
 
@@ -569,20 +570,44 @@ class ConductorAPI:
             return client
 
 
-class OutcomeAPI:
-    """Casts outcomes to a submitter's own topic (``build-submit``)."""
+# Clients kept per reply topic (OutcomeAPI): every build-submit run has a
+# topic of its own, so a topic unused for this long is forgotten, and the
+# least recently used beyond the count (a client is a target on the shared
+# transport: one forgotten is made again if its topic returns).
+OUTCOME_TOPICS_MAX = 1024
+OUTCOME_TOPIC_IDLE_SECONDS = 300.0
 
-    def __init__(self, transport):
+
+class OutcomeAPI:
+    """Casts outcomes to a submitter's own topic (``build-submit``); keeps
+    the clients of at most ``max_topics`` topics, none idle for longer than
+    ``idle_seconds`` (joule.idle_cache)."""
+
+    def __init__(
+        self,
+        transport,
+        max_topics=OUTCOME_TOPICS_MAX,
+        idle_seconds=OUTCOME_TOPIC_IDLE_SECONDS,
+        clock=time.monotonic,
+    ):
         self._transport = transport
-        self._clients = {}
+        self._clients = idle_cache.IdleCache(
+            lambda reply_topic: _client(self._transport, reply_topic),
+            max_topics,
+            idle_seconds,
+            clock=clock,
+        )
         self._lock = threading.Lock()
 
     def _client_for(self, reply_topic):
         with self._lock:
-            client = self._clients.get(reply_topic)
-            if client is None:
-                client = self._clients[reply_topic] = _client(self._transport, reply_topic)
-            return client
+            return self._clients.get(reply_topic)
+
+    def topics(self):
+        """How many reply topics have a client now."""
+        with self._lock:
+            self._clients.prune()
+            return len(self._clients)
 
     def instance_done(self, reply_topic, outcome):
         if reply_topic:
