@@ -410,11 +410,7 @@ def main(argv=None):
         cli.check_placement(client)
         rpc.check_reachable(conf)
         transport = rpc.transport_of(conf)
-    except (
-        rpc.BusUnreachable,
-        client_mod.PlacementUnreachable,
-        client_mod.AuthenticationFailed,
-    ) as exc:
+    except (rpc.BusUnreachable, *client_mod.NOT_THERE) as exc:
         return config.fail(prog, exc, config.EXIT_UNAVAILABLE)
 
     def emit(line):

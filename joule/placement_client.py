@@ -164,6 +164,11 @@ class ServerError(PlacementError):
     """5xx, after the retries of a 503."""
 
 
+# Placement is not there for us (no answer, or our credentials refused),
+# rather than placement said no: what a caller waits out or reports as
+# "unavailable".
+NOT_THERE = (PlacementUnreachable, AuthenticationFailed)
+
 _BY_STATUS = {400: BadRequest, 401: AuthenticationFailed, 404: NotFound, 409: Conflict}
 
 

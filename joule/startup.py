@@ -26,11 +26,7 @@ class Unavailable(Exception):
 
 
 # Placement (or another service) is not there for us, rather than said no.
-UNAVAILABLE = (
-    placement_client.PlacementUnreachable,
-    placement_client.AuthenticationFailed,
-    Unavailable,
-)
+UNAVAILABLE = (*placement_client.NOT_THERE, Unavailable)
 
 
 class StartupError(Exception):

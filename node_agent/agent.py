@@ -117,7 +117,7 @@ class Agent:
         (the heartbeat could not go either)."""
         try:
             self.refresh()
-        except (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed):
+        except placement_client.NOT_THERE:
             raise
         except (
             placement_client.PlacementError,

@@ -41,7 +41,7 @@ class PlacementUnavailable(SchedulerError):
 
 
 # What says "placement is not there for us" rather than "placement said no".
-UNREACHABLE = (placement_client.PlacementUnreachable, placement_client.AuthenticationFailed)
+UNREACHABLE = placement_client.NOT_THERE
 
 
 @contextlib.contextmanager

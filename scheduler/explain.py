@@ -23,10 +23,11 @@ def no_valid_host(spec, seen, records, query=None, excluded=()):
         return f"{head}: placement returned no candidates for {query}"
     parts = []
     for r in records:
-        if r.get("errors"):
-            parts.append(f"{r['name']} failed on {r['errors']} host(s) ({r['error']})")
-        if r["removed"] - r.get("errors", 0) > 0:
-            parts.append(f"{r['name']} removed {r['removed'] - r.get('errors', 0)} ({r['reason']})")
+        errors = r.get("errors", 0)
+        if errors:
+            parts.append(f"{r['name']} failed on {errors} host(s) ({r['error']})")
+        if r["removed"] > errors:
+            parts.append(f"{r['name']} removed {r['removed'] - errors} ({r['reason']})")
     left = records[-1]["after"] if records else seen
     detail = "; ".join(parts) if parts else "no filter removed any"
     return f"{head}: placement returned {seen} candidate host(s); {detail}; {left} left"

@@ -160,7 +160,7 @@ def pick_one(sched, m, instance, walk, ranker, lost, report_top=False):
     group = _hard_group(m)
     allows = group.allows if group is not None else None
     while True:
-        view = ranker.rank(_excluded(ranker, lost, group))
+        view = ranker.rank(_excluded(ranker, lost, group, own=ranker.state is m.state))
         available = view.available(
             lambda h: picking.fitting(h, m.spec, m.merge), conf.host_subset_size, m.rng, allows
         )
@@ -202,10 +202,13 @@ def _hard_group(m):
     return group if group is not None and group.policy in HARD_POLICIES else None
 
 
-def _excluded(ranker, lost, group):
-    """What the ranking leaves out: lost hosts, and hosts a hard server group
-    rules out (they are not scored at all, as nova's filters remove them)."""
-    if group is None:
+def _excluded(ranker, lost, group, own):
+    """What the ranking leaves out: lost hosts, and, when the ranking is the
+    request's own (a single request), hosts its hard server group rules out:
+    they are not scored at all, as nova's filters remove them. A walk shared
+    by a batch is scored once for all its members (the group's rule is
+    applied to the picks instead), so a decision does not rebuild it."""
+    if group is None or not own:
         return lost
     return lost | {h.uuid for h in ranker.hosts if not group.allows(h.uuid)}
 

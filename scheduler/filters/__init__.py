@@ -146,9 +146,9 @@ def _apply(flt, hosts, spec):
     explain = getattr(flt, "explain", None)
     try:
         # hot: runs per candidate host per request; no logging inside.
-        kept, gone, reasons, errors = _judged(flt, hosts, spec, catch=False)
+        kept, gone, reasons, errors = _judged(flt, hosts, spec)
     except Exception:  # noqa: BLE001 - a plugin broke: judged again, each error kept
-        kept, gone, reasons, errors = _judged(flt, hosts, spec, catch=True)
+        kept, gone, reasons, errors = _judged_one_by_one(flt, hosts, spec)
     if errors:
         LOG.error("filter %s failed on %d host(s): %s", flt.name, len(errors), errors[0])
     if gone and explain is not None:
@@ -172,15 +172,25 @@ def _apply(flt, hosts, spec):
     return kept, record
 
 
-def _judged(flt, hosts, spec, catch):
-    """(kept, removed, their Verdict reasons, errors) judging one host at a time."""
+def _judged(flt, hosts, spec):
+    """(kept, removed, their Verdict reasons, []): one pass over the hosts."""
+    answers = [flt.host_passes(h, spec) for h in hosts]
+    kept = [h for h, answer in zip(hosts, answers, strict=True) if answer]
+    if len(kept) == len(hosts):
+        return kept, [], [], []
+    gone = [h for h, answer in zip(hosts, answers, strict=True) if not answer]
+    reasons = [a.reason for a in answers if not a and isinstance(a, Verdict) and a.reason]
+    return kept, gone, reasons, []
+
+
+def _judged_one_by_one(flt, hosts, spec):
+    """``_judged`` for a filter that raised: a host it raises for is removed
+    and its error kept (said in the record, not as "does not fit")."""
     kept, gone, reasons, errors = [], [], [], []
     for h in hosts:
         try:
             answer = flt.host_passes(h, spec)
-        except Exception as exc:  # noqa: BLE001 - said in the record, not as "does not fit"
-            if not catch:
-                raise
+        except Exception as exc:  # noqa: BLE001 - said in the record
             errors.append(f"{type(exc).__name__}: {exc}")
             continue
         if answer:
