@@ -8,10 +8,10 @@ off at: only one conductor wins it), builds with the compute driver, and on
 a failed build moves the claim to the next alternate in one
 generation-guarded write (claim, if the failed host's claim was lost on the
 way); an alternate whose claim is refused counts as tried. When every host
-failed it releases the claim. It renews its lease between the steps
-(conductor.leases) and leaves the build the moment the record is somebody
-else's; the finish, guarded by ownership, records it placed or failed
-(conductor.outcomes).
+failed it releases the claim. Its lease is kept alive while the build
+runs and guards every write on the claim and the finish (conductor.leases):
+the moment the record is somebody else's, the build is left to them; the
+finish records it placed or failed (conductor.outcomes).
 
 A build arrives as a ``Build``: the message's request spec and selections
 are checked and loaded where it entered the process (conductor.intake),
@@ -114,25 +114,53 @@ class CellBuild:
             self.build(b.spec, b.instance_uuid, b.hosts, b.reply_topic, generation, taken_at)
             return
         # Ours now, and unusable: nothing can be built from it.
-        claim_mod.unclaim(self.client, build.instance_uuid)
+        lease = leases.Lease(self.records, build.instance_uuid, generation, taken_at)
+        try:
+            lease.write(claim_mod.unclaim, self.client, build.instance_uuid)
+        except leases.LeaseLost:
+            return
         record = self.records.get(build.instance_uuid)
         self.reporter.failed(
             outcomes_mod.RecordedRequest(record),
             build.instance_uuid,
             f"bad build message: {build.problem}",
             build.reply_topic,
+            generation=lease.generation,
         )
 
     def build(self, spec, instance, hosts, reply_topic, generation, taken_at=None):
         """Build ``instance`` on ``hosts[0]``, then on each alternate whose
-        claim moves, until one build succeeds; finish the record."""
+        claim moves, until one build succeeds; finish the record. The lease
+        is kept alive meanwhile and guards every write on the claim and the
+        finish: the moment the record is somebody else's, the build is left
+        to them."""
         lease = leases.Lease(self.records, instance, generation, taken_at)
         result = outcomes_mod.build_result(spec, instance, outcomes_mod.FAILED)
+        try:
+            with lease.kept_alive():
+                reason = self._attempts(lease, spec, instance, hosts, result)
+        except leases.LeaseLost:
+            LOG.warning("%s: lease lost to another conductor; leaving it", instance)
+            return
+        # The heartbeat has stopped: the finish carries the last generation.
+        if reason is None:
+            self.reporter.placed(
+                instance, result.host_uuid, result, reply_topic, generation=lease.generation
+            )
+        else:
+            self.reporter.failed(
+                spec, instance, reason, reply_topic, result, generation=lease.generation
+            )
+
+    def _attempts(self, lease, spec, instance, hosts, result):
+        """The builds, host after host: None once one succeeded (``result``
+        says where), else why every host failed (the claim released).
+
+        :raise LeaseLost: the record stopped being ours on the way.
+        """
         current, holding, queue, reasons = hosts[0], True, list(hosts[1:]), []
         while current is not None:
-            if not lease.keep():
-                LOG.warning("%s: lease lost to another conductor; leaving it", instance)
-                return
+            lease.check()
             result.attempts += 1
             try:
                 self.driver.spawn(instance, current)
@@ -144,43 +172,43 @@ class CellBuild:
                 metrics.BUILD_FAILURES.inc()
                 self.reporter.report_build(current.host_uuid, False)
                 reasons.append(f"build on {current.host_name or current.host_uuid} failed: {exc}")
-                current, holding = self._next_host(spec, instance, queue, holding, reasons, result)
+                current, holding = self._next_host(lease, spec, instance, queue, holding, reasons)
+                if current is not None:
+                    result.rescheduled += 1
+                    metrics.RESCHEDULES.inc()
                 continue
             result.status, result.host_uuid = outcomes_mod.PLACED, current.host_uuid
             result.host_name = current.host_name
             result.schedulable_class, result.family = current.schedulable_class, current.family
-            self.reporter.placed(instance, current.host_uuid, result, reply_topic)
-            return
-        if not lease.keep():
-            return  # no longer ours: the claim is the taker's to judge
-        claim_mod.unclaim(self.client, instance)
+            return None
+        lease.write(claim_mod.unclaim, self.client, instance)
         # One reason per host tried: the builds that failed and the
         # alternates whose claim was refused (they count as tried too).
-        reason = (
+        return (
             f"instance {instance} failed on all {len(reasons)} host(s) tried "
             f"({result.attempts} build(s) failed, "
             f"{len(reasons) - result.attempts} claim(s) refused): " + "; ".join(reasons)
         )
-        self.reporter.failed(spec, instance, reason, reply_topic, result)
 
-    def _next_host(self, spec, instance, queue, holding, reasons, result):
-        """Move the claim to the next alternate that can be claimed, or (None, holding)."""
+    def _next_host(self, lease, spec, instance, queue, holding, reasons):
+        """Move the claim to the next alternate that can be claimed (every
+        write guarded by the lease), or (None, holding)."""
         while queue:
             alt = queue.pop(0)
             try:
                 if holding:
                     # One write: the failed host's allocation becomes the alternate's.
-                    claim_mod.move(self.client, instance, alt.allocation_request, spec)
+                    lease.write(claim_mod.move, self.client, instance, alt.allocation_request, spec)
                 else:
-                    claim_mod.claim(self.client, instance, alt.allocation_request, spec)
+                    lease.write(
+                        claim_mod.claim, self.client, instance, alt.allocation_request, spec
+                    )
             except client_mod.Conflict as exc:
                 reasons.append(f"claim on {alt.host_name or alt.host_uuid} failed: {exc.detail}")
                 if holding:
-                    claim_mod.unclaim(self.client, instance)
+                    lease.write(claim_mod.unclaim, self.client, instance)
                     holding = False
                 continue
-            result.rescheduled += 1
-            metrics.RESCHEDULES.inc()
             return alt, True
         return None, holding
 

@@ -3,15 +3,26 @@
 A conductor only acts on a build request it holds (conductor.records), and
 its hold is a lease that runs out: a conductor that dies leaves its records
 to be taken over by the sweep of another (conductor.sweep). A live one must
-therefore renew what it holds before the lease runs out, and check that it
-still holds a record before touching what the record stands for (its claim,
-its build). Two shapes of that, one per side:
+therefore renew what it holds before the lease runs out, and never touch
+what the record stands for (its claim, its finish) once it is somebody
+else's. Two shapes of that, one per side:
 
 - ``Lease``: one record during a cell conductor's build (conductor.cell_build),
-  renewed on demand between the steps of the build;
+  renewed in the background (a heartbeat every third of the lease) while
+  the build runs;
 - ``Held``: the records of one request while the super conductor waits for
   the scheduler (conductor.super_conductor), renewed in the background, in
   one bulk call, then handed off to the cell conductors.
+
+Both guard every write on a held record's claim (``write``): the write
+carries the record's generation and owner, and placement applies it only
+while the record is still held so, in the write's own transaction
+(placement's Joule-Build-Lease header). Checking the lease before a write,
+as the conductor once did, left a gap: a conductor stalled between the
+check and the write (a slow build, a paused process) moved or released a
+claim that was another conductor's by then. A renewal and a guarded write
+of one record never run at once (a renewal changes the generation the
+write carries).
 """
 
 import contextlib
@@ -20,37 +31,116 @@ import threading
 import time
 
 from conductor import records as records_mod
+from joule import placement_client as client_mod
 
 # The logger of the conductor before its split into modules: its lines keep
 # the name operators filter on.
 LOG = logging.getLogger("conductor.service")
 
 
+class LeaseLost(Exception):
+    """The record is somebody else's now (or its lease ran out): leave it."""
+
+    def __init__(self, instance):
+        super().__init__(f"build request {instance}: lease lost")
+        self.instance = instance
+
+
+def _guarded(write, args, kwargs, generation, owner):
+    """``write(*args, lease=(generation, owner), **kwargs)``; True, or False
+    when placement refused it because the lease is lost."""
+    try:
+        write(*args, lease=(generation, owner), **kwargs)
+    except client_mod.Conflict as exc:
+        if exc.lease_lost:
+            return False
+        raise
+    return True
+
+
 class Lease:
-    """Keeps a record's lease alive during a long build: renews it once half
-    of it has passed. ``keep()`` is False once the record is somebody else's.
+    """Keeps one record's lease alive during a build (``kept_alive``: a
+    heartbeat every third of the lease) and guards the writes on its claim.
 
     ``taken_at`` is when the take was *asked for* (monotonic): placement
     starts the lease somewhere between the asking and the answer, and a slow
     answer (a busy database, a bulk call queued behind another) must not
-    make the lease look younger than it is, or a build could start after
-    placement let another conductor take the record over."""
+    make the lease look younger than it is. ``keep()`` is False once the
+    record is somebody else's, or once the lease ran out by this process's
+    own watch (renewals failed for a whole lease)."""
 
     def __init__(self, records, instance, generation, taken_at=None):
         self.records = records
         self.instance = instance
         self.generation = generation
         self.taken_at = time.monotonic() if taken_at is None else taken_at
+        self._held = True
+        self._lock = threading.Lock()
+
+    def _still_held(self):
+        if self._held and time.monotonic() - self.taken_at >= self.records.lease_seconds:
+            self._held = False
+        return self._held
 
     def keep(self):
-        if time.monotonic() - self.taken_at < self.records.lease_seconds / 2:
+        with self._lock:
+            return self._still_held()
+
+    def check(self):
+        """:raise LeaseLost: the record is no longer ours."""
+        if not self.keep():
+            raise LeaseLost(self.instance)
+
+    def renew(self):
+        """Renew now (one take at the generation held); False once lost."""
+        with self._lock:
+            if not self._still_held():
+                return False
+            asked = time.monotonic()
+            gen = self.records.take(self.instance, self.generation)
+            if gen is None:
+                self._held = False
+                return False
+            self.generation, self.taken_at = gen, asked
             return True
-        asked = time.monotonic()
-        gen = self.records.take(self.instance, self.generation)
-        if gen is None:
-            return False
-        self.generation, self.taken_at = gen, asked
-        return True
+
+    def write(self, write, *args, **kwargs):
+        """Run a write on the record's claim guarded by this lease (placement
+        refuses it once the record is not ours at this generation).
+
+        :raise LeaseLost: it was not ours (nothing was written).
+        """
+        with self._lock:
+            if not self._still_held():
+                raise LeaseLost(self.instance)
+            if not _guarded(write, args, kwargs, self.generation, self.records.owner):
+                self._held = False
+                raise LeaseLost(self.instance)
+
+    @contextlib.contextmanager
+    def kept_alive(self):
+        """Renew every third of the lease while the block runs; a renewal
+        that fails for want of placement is tried again at the next beat
+        (the lease holds for three), one refused ends the hold."""
+        done = threading.Event()
+        interval = self.records.lease_seconds / 3
+
+        def loop():
+            while not done.wait(max(0.0, self.taken_at + interval - time.monotonic())):
+                try:
+                    if not self.renew():
+                        return
+                except records_mod.PLACEMENT_ERRORS as exc:
+                    LOG.warning("%s: lease renewal failed: %s", self.instance, exc)
+                    done.wait(min(interval, 1.0))
+
+        thread = threading.Thread(target=loop, name="lease-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            done.set()
+            thread.join()
 
 
 class Held:
@@ -70,6 +160,23 @@ class Held:
     def instances(self):
         with self._lock:
             return list(self.generations)
+
+    def generations_of(self, instances):
+        """{instance: generation held} of those of ``instances`` still held."""
+        with self._lock:
+            return {i: self.generations[i] for i in instances if i in self.generations}
+
+    def write(self, instance, write, *args, **kwargs):
+        """``Lease.write`` for one held record: False (and the record
+        forgotten) when it was not ours any more."""
+        with self._lock:
+            generation = self.generations.get(instance)
+            if generation is None:
+                return False
+            if _guarded(write, args, kwargs, generation, self.records.owner):
+                return True
+            del self.generations[instance]
+            return False
 
     def renew(self):
         """Renew every lease (one bulk call); return the instances still held."""

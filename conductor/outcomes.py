@@ -136,12 +136,16 @@ class Reporter:
         except client_mod.PlacementError as exc:
             LOG.warning("build outcome on %s not reported: %s", host_uuid, exc)
 
-    def placed(self, instance, host_uuid, result=None, reply_topic=None):
+    def placed(self, instance, host_uuid, result=None, reply_topic=None, generation=None):
         """Finish the record as placed on the host where its build succeeded
         (the finish carries the success: it clears the host's failed builds,
         no separate report) and tell the submitter ``result``, if given.
-        False when the record is no longer ours."""
-        if not self.records.finish(instance, PLACED, host_uuid=host_uuid, build_succeeded=True):
+        ``generation``: the one the record is held at (the finish is then
+        guarded by it too, not only by the owner). False when the record is
+        no longer ours."""
+        if not self.records.finish(
+            instance, PLACED, host_uuid=host_uuid, build_succeeded=True, generation=generation
+        ):
             return False
         metrics.BUILDS.labels(PLACED).inc()
         self.build_reports.succeeded_on(host_uuid)
@@ -149,20 +153,25 @@ class Reporter:
             self.tell_submitter(reply_topic, spec_mod.dump_build_result(result))
         return True
 
-    def failed(self, spec, instance, reason, reply_topic, result=None):
+    def failed(self, spec, instance, reason, reply_topic, result=None, generation=None):
         """Finish the record as failed and tell the submitter (``result``:
-        the build result so far, its attempts and reschedules)."""
-        if not self.records.finish(instance, FAILED, reason=reason):
+        the build result so far, its attempts and reschedules;
+        ``generation`` as for ``placed``)."""
+        if not self.records.finish(instance, FAILED, reason=reason, generation=generation):
             return
         metrics.BUILDS.labels(FAILED).inc()
         out = result or build_result(spec, instance, FAILED)
         out.status, out.reason, out.host_uuid, out.host_name = FAILED, reason, None, None
         self.tell_submitter(reply_topic, spec_mod.dump_build_result(out))
 
-    def failed_many(self, spec, instances, reason, reply_topic):
+    def failed_many(self, spec, instances, reason, reply_topic, generations=None):
         """``failed`` for several instances of one request: one bulk finish
-        and one message to the submitter."""
-        done = self.records.finish_many([(i, FAILED, None, reason) for i in instances])
+        and one message to the submitter. ``generations``: {instance:
+        generation held}, guarding each finish as for ``placed``."""
+        generations = generations or {}
+        done = self.records.finish_many(
+            [(i, FAILED, None, reason, False, generations.get(i)) for i in instances]
+        )
         outcomes = []
         for instance, finished in zip(instances, done, strict=True):
             if not finished:

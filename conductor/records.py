@@ -261,24 +261,38 @@ class Records:
                 results[k] = None if named[u] in LOST else exc
         return [k for k in todo if k not in hit]
 
-    def finish(self, instance_uuid, status, host_uuid=None, reason=None, build_succeeded=False):
+    def finish(
+        self,
+        instance_uuid,
+        status,
+        host_uuid=None,
+        reason=None,
+        build_succeeded=False,
+        generation=None,
+    ):
         """Finish a record this conductor holds; False when it no longer does.
         ``build_succeeded``: placed after a successful build on the host,
-        which placement counts as that host's build outcome too."""
-        return self.finish_many([(instance_uuid, status, host_uuid, reason, build_succeeded)])[0]
+        which placement counts as that host's build outcome too.
+        ``generation``: only at the generation this conductor holds it at
+        (a takeover since, even by this process's own sweep, refuses it)."""
+        item = (instance_uuid, status, host_uuid, reason, build_succeeded, generation)
+        return self.finish_many([item])[0]
 
     def finish_many(self, finishes):
         """``finish`` for (instance_uuid, status, host_uuid, reason[,
-        build_succeeded]) tuples; one bool each, False for a record that is
-        no longer ours."""
+        build_succeeded[, generation]]) tuples; one bool each, False for a
+        record that is no longer ours."""
         items = []
-        for instance_uuid, status, host_uuid, reason, *succeeded in finishes:
+        for instance_uuid, status, host_uuid, reason, *more in finishes:
+            succeeded, generation = (list(more) + [False, None])[:2]
             item = {"instance_uuid": instance_uuid, "status": status, "host_uuid": host_uuid}
             item["owner"] = self.owner
             if reason is not None:
                 item["reason"] = reason[:60000]
-            if succeeded and succeeded[0]:
+            if succeeded:
                 item["build_succeeded"] = True
+            if generation is not None:
+                item["generation"] = generation
             items.append(item)
         done = self._finishes.submit_many(items)
         for item, ok in zip(items, done, strict=True):

@@ -93,10 +93,11 @@ class SuperConductor:
         held = leases.Held(self.records, generations)
 
         def release():
-            # Only what is still ours: a record whose lease ran out (this
-            # process stalled) may be another conductor's build by now.
+            # Only what is still ours, each release guarded by its record's
+            # lease: a record whose lease ran out (this process stalled) may
+            # be another conductor's build by now.
             for instance in held.renew():
-                claim_mod.unclaim(self.client, instance)
+                held.write(instance, claim_mod.unclaim, self.client, instance)
 
         answer = self._select(spec, held, release)
         if answer["status"] != "placed":
@@ -109,7 +110,11 @@ class SuperConductor:
                 return
             instances = held.instances()
             self.reporter.failed_many(
-                spec, instances, f"scheduling failed: {answer['error']}", reply_topic
+                spec,
+                instances,
+                f"scheduling failed: {answer['error']}",
+                reply_topic,
+                held.generations_of(instances),
             )
             if answer.get(rpc.UNANSWERED):
                 # A scheduler may still be on it: watched for a late claim.

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 
+from conductor import leases
 from conductor import metrics
 from conductor import outcomes as outcomes_mod
 from conductor import records as records_mod
@@ -89,9 +90,17 @@ class Sweeper:
         try:
             spec = spec_mod.load_request_spec(record["spec"]).for_instances([instance])
         except spec_mod.InvalidRequestSpec as exc:
-            claim_mod.unclaim(self.client, instance)
+            lease = leases.Lease(self.records, instance, generation, taken_at)
+            try:
+                lease.write(claim_mod.unclaim, self.client, instance)
+            except leases.LeaseLost:
+                return
             self.reporter.failed(
-                outcomes_mod.RecordedRequest(record), instance, f"stored spec invalid: {exc}", None
+                outcomes_mod.RecordedRequest(record),
+                instance,
+                f"stored spec invalid: {exc}",
+                None,
+                generation=lease.generation,
             )
             return
         running_on = self.driver.host_of(instance)
@@ -105,7 +114,7 @@ class Sweeper:
                     sorted(allocations),
                 )
             LOG.info("%s: taken over; it runs on %s", instance, running_on)
-            self.reporter.placed(instance, running_on)
+            self.reporter.placed(instance, running_on, generation=generation)
             return
         if allocations:
             claimed = _claimed_selection(instance, allocations)

@@ -159,9 +159,31 @@ class Conflict(PlacementError):
     def consumer_conflict(self):
         return "consumer generation conflict" in (self.detail or "")
 
+    @property
+    def lease_lost(self):
+        """A write guarded by a build request's lease (``lease=``) refused:
+        the writer no longer holds the record."""
+        return self.code == LEASE_LOST
+
 
 class ServerError(PlacementError):
     """5xx, after the retries of a 503."""
+
+
+# The 409 of a write guarded by a build request's lease from a writer that
+# no longer holds it, and the header that asks for the guard
+# (placement.handlers.allocation).
+LEASE_LOST = "placement.build_request.lease_lost"
+LEASE_HEADER = "Joule-Build-Lease"
+
+
+def lease_header(lease):
+    """The header of a write guarded by ``lease`` ((generation, owner) of a
+    held build request), or {} for None."""
+    if lease is None:
+        return {}
+    generation, owner = lease
+    return {LEASE_HEADER: f"{int(generation)} {owner}"}
 
 
 # Placement is not there for us (no answer, or our credentials refused),
@@ -404,12 +426,12 @@ class PlacementClient:
 
     # -- transport -------------------------------------------------------------
 
-    def request(self, method, path, json=None, params=None, ok=(200,), retry=None):
+    def request(self, method, path, json=None, params=None, ok=(200,), retry=None, headers=None):
         """Send one request; return the response when its status is in ``ok``.
 
         ``path`` is built with ``url_path`` (or is a link placement gave).
         ``retry`` says whether a lost connection may be retried; by default
-        only reads are.
+        only reads are. ``headers``: sent besides the usual ones.
         """
         if retry is None:
             retry = method == "GET"
@@ -417,6 +439,7 @@ class PlacementClient:
         headers = {
             "accept": "application/json",
             "openstack-api-version": f"placement {MICROVERSION}",
+            **(headers or {}),
         }
         connect_failures = status_retries = 0
         while True:
@@ -539,11 +562,14 @@ class PlacementClient:
         workload_class=None,
         consumer_type="INSTANCE",
         server_group=None,
+        lease=None,
     ):
         """PUT /allocations/{consumer}: claim (generation None) or replace.
 
         ``server_group``: the group the consumer joins; placement checks its
         policy in the same write (409 ``placement.server_group.policy_violation``).
+        ``lease``: (generation, owner) of the consumer's build request, held
+        by the writer: written only while it still is (409 ``LEASE_LOST``).
         """
         body = {
             "allocations": allocation_request["allocations"],
@@ -558,7 +584,13 @@ class PlacementClient:
             body["server_group"] = server_group
         if allocation_request.get("mappings"):
             body["mappings"] = allocation_request["mappings"]
-        self.request("PUT", url_path("allocations", consumer), json=body, ok=(204,))
+        self.request(
+            "PUT",
+            url_path("allocations", consumer),
+            json=body,
+            ok=(204,),
+            headers=lease_header(lease),
+        )
 
     def post_allocations(self, claims):
         """POST /allocations: claim for several consumers at once, all or none
@@ -617,9 +649,16 @@ class PlacementClient:
         ``consumer_generation`` and ``consumer_type``."""
         return self._json("GET", url_path("allocations", consumer))
 
-    def delete_allocations(self, consumer):
-        """Unclaim; idempotent (404, nothing to delete, counts as success)."""
-        self.request("DELETE", url_path("allocations", consumer), ok=(204, 404), retry=True)
+    def delete_allocations(self, consumer, lease=None):
+        """Unclaim; idempotent (404, nothing to delete, counts as success).
+        ``lease``: as for put_allocations."""
+        self.request(
+            "DELETE",
+            url_path("allocations", consumer),
+            ok=(204, 404),
+            retry=True,
+            headers=lease_header(lease),
+        )
 
     # -- scheduling reports, build requests --------------------------------------
 

@@ -33,6 +33,9 @@ BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
 BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
 BUILD_REQUEST_LEASED = "placement.build_request.leased"
 BUILD_REQUEST_INVALID_SPEC = "placement.build_request.invalid_spec"
+# A claim write guarded by a build request's lease (the Joule-Build-Lease
+# header) from a conductor that no longer holds it.
+BUILD_REQUEST_LEASE_LOST = "placement.build_request.lease_lost"
 REQUEST_TOO_LARGE = "placement.request.too_large"
 HOST_NOT_ALLOWED = "placement.request.host_not_allowed"
 SERVER_GROUP_NOT_FOUND = "placement.server_group.not_found"

@@ -12,11 +12,19 @@ server group, answer ConsumerInUse, go alone on a fresh walk).
 
 Unclaim is idempotent (404 and "nothing held" count as success) and may be
 called for a consumer that was never claimed. ``release_own`` releases only
-the claim it read (a write guarded by the consumer generation), for a claim
-found after its request was given up: by the scheduler answering past the
-caller's deadline, and by the conductor's sweep. Moving a claim replaces the
-allocations in ONE write guarded by the consumer's current generation, so
-the instance never holds nothing in between.
+the claim it read, while it is still the one the caller wrote (a write
+guarded by the consumer generation): every release of the scheduler (its
+unwind, a batch's, a claim found after its caller's deadline) and of the
+conductor's sweep for a given-up request, so that a late or repeated
+release never deletes a claim somebody else made since. Moving a claim
+replaces the allocations in ONE write guarded by the consumer's current
+generation, so the instance never holds nothing in between.
+
+A conductor's writes on the claim of a record it holds (claim, move,
+unclaim) carry the record's lease (``lease``: (generation, owner)):
+placement applies them only while the conductor still holds the record at
+that generation, so a conductor that lost its lease, or whose record was
+taken over, changes nothing (Conflict with ``lease_lost``).
 
 A spec that names a server group sends it with every claim and move:
 placement checks the group's policy in the same write, so a claim that would
@@ -116,15 +124,18 @@ def _write(client, claims, bulk):
     )
 
 
-def release(client, consumers, request_id=None):
-    """Unclaim ``consumers``, newest first (Unreserve order); a failure is
-    logged and the others are still released."""
+def release(client, claims, request_id=None):
+    """Release the ``claims`` (Claim) this caller wrote, newest first
+    (Unreserve order), each only while it is still that claim
+    (``release_own``): a claim made since by somebody else (a retry that
+    claimed the instance again) is left. A failure is logged and the others
+    are still released."""
     errors = []
-    for consumer in reversed(list(consumers)):
+    for c in reversed(list(claims)):
         try:
-            unclaim(client, consumer)
+            release_own(client, c.consumer, c.allocation_request["allocations"])
         except placement_client.PlacementError as exc:
-            errors.append(f"{consumer}: {exc}")
+            errors.append(f"{c.consumer}: {exc}")
     if errors:
         LOG.error("could not release claims of %s: %s", request_id or "a batch", "; ".join(errors))
 
@@ -169,40 +180,44 @@ def _amounts(allocations):
     return {rp: dict(a.get("resources") or {}) for rp, a in allocations.items()}
 
 
-def claim(client, consumer, allocation_request, spec):
-    """Claim for ``consumer``; raise placement_client.Conflict on a lost race."""
-    client.put_allocations(
-        consumer,
-        allocation_request,
-        spec.project_id,
-        spec.user_id,
-        consumer_generation=None,
-        workload_class=spec.workload_class,
-        consumer_type=spec.consumer_type,
-        server_group=spec.server_group,
-    )
+def claim(client, consumer, allocation_request, spec, lease=None):
+    """Claim for ``consumer``; raise placement_client.Conflict on a lost race
+    (or, with ``lease``, a lost lease)."""
+    _put(client, consumer, allocation_request, spec, None, lease)
 
 
-def unclaim(client, consumer):
-    """Release every allocation of ``consumer``; safe to repeat."""
-    client.delete_allocations(consumer)
+def unclaim(client, consumer, lease=None):
+    """Release every allocation of ``consumer``; safe to repeat.
+    :raise placement_client.Conflict: (``lease`` given) the lease was lost.
+    """
+    if lease is None:
+        client.delete_allocations(consumer)
+    else:
+        client.delete_allocations(consumer, lease=lease)
 
 
-def move(client, consumer, allocation_request, spec):
+def move(client, consumer, allocation_request, spec, lease=None):
     """Replace the consumer's allocations with ``allocation_request`` in one write.
 
     The write carries the generation read just before; if anything changed the
     consumer in between, placement answers 409 and nothing is changed.
-    :raise placement_client.Conflict: the alternate's capacity is gone or the consumer changed.
+    :raise placement_client.Conflict: the alternate's capacity is gone, the
+        consumer changed (or, with ``lease``, the lease was lost).
     """
     _current, generation = client.get_allocations(consumer)
+    _put(client, consumer, allocation_request, spec, generation, lease)
+
+
+def _put(client, consumer, allocation_request, spec, consumer_generation, lease):
+    extra = {} if lease is None else {"lease": lease}
     client.put_allocations(
         consumer,
         allocation_request,
         spec.project_id,
         spec.user_id,
-        consumer_generation=generation,
+        consumer_generation=consumer_generation,
         workload_class=spec.workload_class,
         consumer_type=spec.consumer_type,
         server_group=spec.server_group,
+        **extra,
     )

@@ -237,10 +237,11 @@ def reserve_each(sched, m, walk, ranker, lost):
     try:
         for k in range(len(m.picks)):
             _claim_instance(sched, m, k, walk, ranker, lost, claimed)
-            claimed.append(m.picks[k].instance)
-    except _Unknown as exc:
-        # The last claim's outcome is unknown: release it too (idempotent).
-        claim_mod.release(sched.client, claimed + [exc.instance], m.spec.request_id)
+            claimed.append(_claim_of(m, m.picks[k]))
+    except _Unknown:
+        # The last claim's outcome is unknown: release it too, if it is there.
+        unknown = _claim_of(m, m.picks[len(claimed)])
+        claim_mod.release(sched.client, claimed + [unknown], m.spec.request_id)
         raise
     except BaseException:
         claim_mod.release(sched.client, claimed, m.spec.request_id)
@@ -254,7 +255,7 @@ def _claim_instance(sched, m, k, walk, ranker, lost, claimed):
         if deadline_passed(m.deadline):
             raise Expired(f"deadline passed after {len(claimed)} claim(s) of {m.spec.request_id}")
         if pick.host.uuid not in lost:
-            one = [claim_mod.Claim(pick.instance, pick.allocation_request, m.spec)]
+            one = [_claim_of(m, pick)]
             result = claim_mod.reserve(sched.client, one, m.rng)
             if result.status == claim_mod.CLAIMED:
                 return
@@ -308,7 +309,7 @@ def reserve_together(sched, planned, lost):
         return
     if result.status == claim_mod.UNREACHABLE_NOW:
         # The write may or may not have happened: release, then each alone.
-        claim_mod.release(sched.client, [c.consumer for c in everything])
+        claim_mod.release(sched.client, everything)
         for m in planned:
             _alone(m)
         return
@@ -341,7 +342,7 @@ def _settle(sched, m, result, lost):
             ),
         )
     elif result.status == claim_mod.UNREACHABLE_NOW:
-        claim_mod.release(sched.client, [c.consumer for c in _claims(m)], m.spec.request_id)
+        claim_mod.release(sched.client, _claims(m), m.spec.request_id)
         _alone(m)
     elif result.status == claim_mod.REFUSED:
         _alone(m)
@@ -361,7 +362,7 @@ def deadline_passed(deadline):
 
 def release_member(sched, m):
     """Release a member's claims (claimed, but its answer is not given)."""
-    claim_mod.release(sched.client, [p.instance for p in m.picks], m.spec.request_id)
+    claim_mod.release(sched.client, _claims(m), m.spec.request_id)
 
 
 def _alone(m):
@@ -370,7 +371,11 @@ def _alone(m):
 
 
 def _claims(m):
-    return [claim_mod.Claim(p.instance, p.allocation_request, m.spec) for p in m.picks]
+    return [_claim_of(m, p) for p in m.picks]
+
+
+def _claim_of(m, pick):
+    return claim_mod.Claim(pick.instance, pick.allocation_request, m.spec)
 
 
 class _Unknown(PlacementUnavailable):

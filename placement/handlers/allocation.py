@@ -2,6 +2,13 @@
 
 Parsing and serialisation only; the write itself (checks, generations,
 retries) is one call to ``objects.allocation.replace_all``.
+
+``Joule-Build-Lease: <generation> <owner>`` (extension) on PUT or DELETE
+``/allocations/{consumer_uuid}``: write only while the consumer's build
+request is pending and held by ``<owner>`` at ``<generation>`` under a live
+lease, checked in the write's own transaction (a conductor whose lease was
+lost, or whose record was taken over, writes nothing: 409
+``placement.build_request.lease_lost``). Without the header nothing changes.
 """
 
 import flask
@@ -10,6 +17,7 @@ from placement import errors
 from placement import paging
 from placement import util
 from placement.objects import allocation as alloc_obj
+from placement.objects import build_request as build_request_obj
 from placement.objects import server_group as server_group_obj
 from placement.policies import allocation as policies
 from placement.schemas import allocation as schema
@@ -95,10 +103,48 @@ def consumer_write(consumer_uuid, data, conf):
     )
 
 
-def _write(writes, class_not_found_prefix):
+LEASE_HEADER = "Joule-Build-Lease"
+
+
+def _lease_guard(consumer_uuid):
+    """The guard the request's Joule-Build-Lease header asks for (a callable
+    run in the write's transaction), or None without the header.
+
+    :raise 400: a header that is not ``<generation> <owner>``.
+    """
+    value = flask.request.headers.get(LEASE_HEADER)
+    if value is None:
+        return None
+    generation, _, owner = value.strip().partition(" ")
+    owner = owner.strip()
+    if not generation.isdigit() or not owner:
+        raise errors.bad_request(
+            f"Malformed {LEASE_HEADER} header {value!r}: expected '<generation> <owner>' "
+            f"(the build request's generation and holder)"
+        )
+
+    def guard(conn):
+        build_request_obj.check_held(conn, consumer_uuid, owner, int(generation))
+
+    return guard
+
+
+def _refuse_lease_header():
+    if LEASE_HEADER in flask.request.headers:
+        raise errors.bad_request(
+            f"{LEASE_HEADER} guards one consumer's allocations: use it with PUT or "
+            f"DELETE /allocations/{{consumer_uuid}}"
+        )
+
+
+def _write(writes, class_not_found_prefix, guard=None):
     deps = util.deps()
     try:
-        alloc_obj.replace_all(deps.db, writes, deps.conf.placement.allocation_conflict_retry_count)
+        alloc_obj.replace_all(
+            deps.db, writes, deps.conf.placement.allocation_conflict_retry_count, before=guard
+        )
+    except build_request_obj.LeaseLost as exc:
+        raise errors.conflict(str(exc), errors.BUILD_REQUEST_LEASE_LOST)
     except alloc_obj.ConsumerGenerationConflict as exc:
         raise errors.conflict(str(exc), errors.CONCURRENT_UPDATE)
     except alloc_obj.ProviderNotFound as exc:
@@ -138,7 +184,8 @@ def set_allocations_for_consumer(consumer_uuid):
     consumer_uuid = util.normalize_uuid(consumer_uuid)
     data = util.extract_json(schema.put_schema(util.version()))
     write = consumer_write(consumer_uuid, data, util.deps().conf)
-    _write([write], f"Unable to allocate inventory for consumer {consumer_uuid}: ")
+    guard = _lease_guard(consumer_uuid)
+    _write([write], f"Unable to allocate inventory for consumer {consumer_uuid}: ", guard)
     return util.empty_response(204)
 
 
@@ -147,6 +194,7 @@ def set_allocations():
     if not util.want(1, 13):
         raise _not_found_version()
     util.context().can(policies.ALLOC_MANAGE)
+    _refuse_lease_header()
     data = util.extract_json(schema.post_schema(util.version()))
     conf = util.deps().conf
     writes = [consumer_write(uuid, body, conf) for uuid, body in data.items()]
@@ -160,7 +208,16 @@ def delete_allocations(consumer_uuid):
     :raise 404: the consumer holds no allocation.
     """
     util.context().can(policies.ALLOC_DELETE)
-    if not alloc_obj.delete_for_consumer(util.deps().db, consumer_uuid):
+    guard = None
+    if LEASE_HEADER in flask.request.headers:
+        if not util.is_uuid(consumer_uuid):
+            raise errors.bad_request(f"Malformed consumer_uuid: {consumer_uuid}")
+        guard = _lease_guard(util.normalize_uuid(consumer_uuid))
+    try:
+        deleted = alloc_obj.delete_for_consumer(util.deps().db, consumer_uuid, before=guard)
+    except build_request_obj.LeaseLost as exc:
+        raise errors.conflict(str(exc), errors.BUILD_REQUEST_LEASE_LOST)
+    if not deleted:
         raise errors.not_found(f"No allocations for consumer '{consumer_uuid}'")
     return util.empty_response(204)
 

@@ -818,15 +818,18 @@ def _replace_rows(conn, writes, existing, state, rc_ids, now):
         conn.execute(_INSERT_ALLOCATIONS, rows)
 
 
-def delete_for_consumer(db, consumer_uuid):
+def delete_for_consumer(db, consumer_uuid, before=None):
     """Remove every allocation of a consumer, and the consumer.
 
     Returns False when the consumer holds no allocation (nothing changes).
     Provider generations are left alone, as upstream: a release cannot
-    over-commit anything.
+    over-commit anything. ``before(conn)`` runs first in the same
+    transaction (a guard: what it raises leaves everything as it was).
     """
     try:
         with db.write() as conn:
+            if before is not None:
+                before(conn)
             # Remove (and so lock) the consumer row first, in the same order as
             # replace_all: a concurrent rewrite of this consumer waits, then
             # finds its generation guard matching nothing and starts over.

@@ -83,6 +83,42 @@ class Leased(Exception):
         self.instance_uuid = instance_uuid
 
 
+class LeaseLost(Exception):
+    """A write guarded by a build request's lease (``check_held``) from a
+    holder that no longer holds it: nothing was written."""
+
+    def __init__(self, instance_uuid, why):
+        super().__init__(f"build request {instance_uuid} is not held by the writer: {why}")
+        self.instance_uuid = instance_uuid
+
+
+def check_held(conn, instance_uuid, owner, generation):
+    """The guard of a conductor's write on an instance's claim, in the
+    write's own transaction: the instance's build request must be pending,
+    held by ``owner`` at ``generation`` (the one its last take or renewal
+    gave: a takeover since, even by the same owner, changed it) under a
+    lease that is still running by the database's clock. The row stays
+    locked until the transaction ends, so no take can slip in between this
+    check and the write it guards.
+
+    :raise LeaseLost: saying why; the caller writes nothing.
+    """
+    row = _rows_by_uuid(conn, [instance_uuid], lock=True).get(instance_uuid)
+    now = db_mod.now(conn, seconds=True)
+    if row is None:
+        raise LeaseLost(instance_uuid, "no such build request")
+    if row.status != PENDING:
+        raise LeaseLost(instance_uuid, f"it is {row.status}")
+    if row.owner != owner:
+        raise LeaseLost(instance_uuid, f"it is held by {row.owner or 'nobody'}")
+    if row.generation != generation:
+        raise LeaseLost(
+            instance_uuid, f"it is at generation {row.generation}, not {generation} (taken since)"
+        )
+    if row.lease_expires_at is None or row.lease_expires_at <= now:
+        raise LeaseLost(instance_uuid, "its lease has run out")
+
+
 def _to_dict(row):
     return {
         "instance_uuid": row.instance_uuid,

@@ -27,6 +27,7 @@ from conductor import submit
 from joule import request_spec as spec_mod
 from joule import rpc
 from placement import models
+from scheduler import claim as claim_mod
 from scheduler import conf as sconf
 from scheduler import worker as worker_mod
 from tests import builders
@@ -69,16 +70,7 @@ def _scheduled(cloud, super_conductor):
     held, claimed on its selected host, handed off; returns the cast's
     (instance, spec message, selections message)."""
     instance = str(uuid.uuid4())
-    spec = spec_mod.load_request_spec(
-        {
-            "version": "1.0",
-            "request_id": f"req-{instance[:8]}",
-            "project_id": "p",
-            "user_id": "u",
-            "resources": {"VCPU": 1, "MEMORY_MB": 512},
-            "instance_uuids": [instance],
-        }
-    )
+    spec = _spec_of(instance)
     wire = spec_mod.dump_request_spec(spec)
     gens = super_conductor.records.create_held(
         [
@@ -93,6 +85,20 @@ def _scheduled(cloud, super_conductor):
     selections = worker_mod.Scheduler(cloud["conf"], cloud["client"]).select_destinations(spec)
     assert super_conductor.records.take(instance, gens[instance], hand_off=True) is not None
     return instance, wire, spec_mod.dump_selections(spec.request_id, selections)
+
+
+def _spec_of(instance):
+    """The spec of a one-instance request for ``instance``."""
+    return spec_mod.load_request_spec(
+        {
+            "version": "1.0",
+            "request_id": f"req-{instance[:8]}",
+            "project_id": "p",
+            "user_id": "u",
+            "resources": {"VCPU": 1, "MEMORY_MB": 512},
+            "instance_uuids": [instance],
+        }
+    )
 
 
 def _allocated_on(cloud, instance):
@@ -533,3 +539,102 @@ def test_conductors_of_containers_sharing_a_hostname_and_pid_1_do_not_share_a_le
     b.build_instance(instance, wire, message)
     assert b.driver.built == [] and _allocated_on(cloud, instance) == claimed
     assert _record(cloud, instance)["owner"] == a.name
+
+
+# -- issue 23, finding 1: a conductor that lost its lease writes nothing --
+
+
+class _StallThenFail(driver_mod.SimulatedDriver):
+    """A build that stalls (the conductor paused past its lease) and fails."""
+
+    def __init__(self, state_dir):
+        super().__init__(state_dir=state_dir)
+        self.entered, self.go_on = threading.Event(), threading.Event()
+
+    def spawn(self, instance_uuid, selection):
+        self.entered.set()
+        assert self.go_on.wait(30)
+        raise driver_mod.BuildFailed("stalled, then failed")
+
+
+def test_a_conductor_whose_record_was_taken_over_mid_build_moves_no_claim(cloud, db, tmp_path):
+    super_c = cloud["conductor"]("super")
+    a, b = cloud["conductor"]("cond-a"), cloud["conductor"]("cond-b")
+    a.driver = a.cell_build.driver = _StallThenFail(b.driver.state_dir)
+    instance, wire, message = _scheduled(cloud, super_c)
+    first = spec_mod.load_selections(message).selections[0][0].host_uuid
+    building = threading.Thread(target=a.build_instance, args=(instance, wire, message))
+    building.start()
+    assert a.driver.entered.wait(30)
+    # A stalls past its lease (as a paused process would); B's sweep takes
+    # the record over and builds on the claimed host.
+    _expire(db, instance)
+    assert b.sweep_once() == 1
+    assert b.driver.host_of(instance) == first
+    # A's build fails at last: it must not move the claim to an alternate
+    # (the instance would run on one host with its allocation on another)
+    # nor release it, nor finish the record.
+    a.driver.go_on.set()
+    building.join(30)
+    assert _allocated_on(cloud, instance) == {first}
+    rec = _record(cloud, instance)
+    assert (rec["status"], rec["host_uuid"]) == ("placed", first)
+
+
+def test_a_claim_write_is_refused_once_the_lease_is_lost(cloud, db):
+    """The guard itself, as placement applies it: the generation and owner a
+    conductor holds, a live lease, checked in the write's transaction."""
+    super_c = cloud["conductor"]("super")
+    a = cloud["conductor"]("cond-a")
+    instance, _wire, message = _scheduled(cloud, super_c)
+    hosts = spec_mod.load_selections(message).selections[0]
+    gen = a.records.take(instance, _record(cloud, instance)["generation"])
+    client, spec = cloud["client"], _spec_of(instance)
+    alt = hosts[1].allocation_request
+    # An old generation (taken since, even by the same owner) is refused.
+    with pytest.raises(Exception) as refused:
+        claim_mod.move(client, instance, alt, spec, lease=(gen - 1, "cond-a"))
+    assert refused.value.code == "placement.build_request.lease_lost"
+    # Another owner's name is refused.
+    with pytest.raises(Exception) as refused:
+        claim_mod.unclaim(client, instance, lease=(gen, "cond-b"))
+    assert "held by cond-a" in refused.value.detail
+    assert _allocated_on(cloud, instance) == {hosts[0].host_uuid}
+    # The holder moves it.
+    claim_mod.move(client, instance, alt, spec, lease=(gen, "cond-a"))
+    assert _allocated_on(cloud, instance) == {hosts[1].host_uuid}
+    # Its lease runs out: nothing more is written, not even a release.
+    _expire(db, instance)
+    with pytest.raises(Exception) as refused:
+        claim_mod.unclaim(client, instance, lease=(gen, "cond-a"))
+    assert "lease has run out" in refused.value.detail
+    assert _allocated_on(cloud, instance) == {hosts[1].host_uuid}
+    # A malformed header is a 400 that changes nothing.
+    resp = client.request(
+        "DELETE",
+        f"/allocations/{instance}",
+        ok=(400,),
+        headers={"Joule-Build-Lease": "cond-a"},
+    )
+    assert "Malformed Joule-Build-Lease" in resp.json()["errors"][0]["detail"]
+    assert _allocated_on(cloud, instance) == {hosts[1].host_uuid}
+
+
+# -- issue 23, finding 7: a release deletes only the claim its writer made --
+
+
+def test_a_late_release_leaves_the_claim_a_retry_made(cloud):
+    super_c = cloud["conductor"]("super")
+    instance, _wire, message = _scheduled(cloud, super_c)
+    hosts = spec_mod.load_selections(message).selections[0]
+    client, spec = cloud["client"], _spec_of(instance)
+    mine = claim_mod.Claim(instance, hosts[0].allocation_request, spec)
+    # The claim is released and made again elsewhere by a retry...
+    claim_mod.unclaim(client, instance)
+    claim_mod.claim(client, instance, hosts[1].allocation_request, spec)
+    # ... then the first writer's unwind arrives late: it is left.
+    claim_mod.release(client, [mine])
+    assert _allocated_on(cloud, instance) == {hosts[1].host_uuid}
+    # Its own claim it does release.
+    claim_mod.release(client, [claim_mod.Claim(instance, hosts[1].allocation_request, spec)])
+    assert _allocated_on(cloud, instance) == set()

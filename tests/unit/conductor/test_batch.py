@@ -192,30 +192,52 @@ def test_batchers_share_a_flush_only_within_a_key():
 
 
 class _Records:
-    lease_seconds = 10
+    lease_seconds = 0.3
+    owner = "cond-a"
 
-    def __init__(self, answer):
-        self.answer = answer
+    def __init__(self, answers):
+        self.answers = list(answers)
         self.takes = []
 
     def take(self, instance, generation):
         self.takes.append((instance, generation))
-        return self.answer
+        return self.answers.pop(0) if self.answers else generation + 1
 
 
-def test_a_lease_asked_for_long_ago_is_renewed_before_it_is_trusted():
+def test_a_lease_is_renewed_in_the_background_while_the_build_runs():
     import time
 
-    # Taken (asked) 6 s ago on a 10 s lease: more than half gone, so keep()
-    # asks placement again instead of trusting the local clock.
-    records = _Records(answer=8)
-    lease = leases.Lease(records, "i", 7, taken_at=time.monotonic() - 6)
-    assert lease.keep() and records.takes == [("i", 7)] and lease.generation == 8
-    # Just renewed: trusted without asking.
-    assert lease.keep() and len(records.takes) == 1
-    # Renewal refused (taken over meanwhile): no longer ours.
-    lost = _Records(answer=None)
-    assert not leases.Lease(lost, "i", 7, taken_at=time.monotonic() - 6).keep()
+    # Asked a whole beat ago: renewed at once, then every third of the lease,
+    # each renewal at the generation the last one gave.
+    records = _Records([])
+    lease = leases.Lease(records, "i", 7, taken_at=time.monotonic() - 0.1)
+    with lease.kept_alive():
+        time.sleep(0.55)
+        assert lease.keep()
+    assert len(records.takes) >= 4
+    assert [g for _i, g in records.takes] == list(range(7, 7 + len(records.takes)))
+    assert lease.generation == 7 + len(records.takes)
+    # The heartbeat stopped with the block: the lease runs out by its own watch.
+    time.sleep(0.35)
+    assert not lease.keep()
+
+
+def test_a_refused_renewal_ends_the_hold_and_guarded_writes_are_not_sent():
+    import time
+
+    lost = _Records([None])
+    lease = leases.Lease(lost, "i", 7, taken_at=time.monotonic() - 0.1)
+    with lease.kept_alive():
+        time.sleep(0.05)
+    assert not lease.keep()
+    sent = []
+    with pytest.raises(leases.LeaseLost):
+        lease.write(lambda *a, **kw: sent.append((a, kw)), "x")
+    assert sent == []
+    # A live lease sends its generation and owner with the write.
+    held = leases.Lease(_Records([]), "j", 3)
+    held.write(lambda *a, **kw: sent.append((a, kw)), "x")
+    assert sent == [(("x",), {"lease": (3, "cond-a")})]
 
 
 def test_concurrent_flushes_never_exceed_the_limit():

@@ -186,6 +186,10 @@ class FakePlacement:
                         f"provider '{rp}': the root carries {eco}",
                     )
         self._release(old)
+        if not allocs:
+            # {"allocations": {}}: a release guarded by the generation.
+            self.consumers.pop(consumer, None)
+            return
         for rp, res in allocs.items():
             for rc, amount in res.items():
                 self.used[rp][rc] += amount
@@ -231,6 +235,18 @@ class FakePlacement:
             {rp: {"resources": res} for rp, res in cur["allocations"].items()},
             cur["generation"],
         )
+
+    def consumer_allocations(self, consumer):
+        cur = self.consumers.get(consumer)
+        if not cur:
+            return {"allocations": {}}
+        return {
+            "allocations": {rp: {"resources": res} for rp, res in cur["allocations"].items()},
+            "consumer_generation": cur["generation"],
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_type": "INSTANCE",
+        }
 
     def delete_allocations(self, consumer):
         self.calls.append(("DELETE", consumer))
