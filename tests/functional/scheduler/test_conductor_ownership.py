@@ -545,31 +545,37 @@ def test_conductors_of_containers_sharing_a_hostname_and_pid_1_do_not_share_a_le
 
 
 class _StallThenFail(driver_mod.SimulatedDriver):
-    """A build that stalls (the conductor paused past its lease) and fails."""
+    """The first build stalls (the conductor paused past its lease) and
+    fails; the next ones succeed."""
 
     def __init__(self, state_dir):
         super().__init__(state_dir=state_dir)
         self.entered, self.go_on = threading.Event(), threading.Event()
 
     def spawn(self, instance_uuid, selection):
+        if self.entered.is_set():
+            return super().spawn(instance_uuid, selection)
         self.entered.set()
         assert self.go_on.wait(30)
         raise driver_mod.BuildFailed("stalled, then failed")
 
 
-def test_a_conductor_whose_record_was_taken_over_mid_build_moves_no_claim(cloud, db, tmp_path):
+@pytest.mark.parametrize("taker", ["another conductor", "its own sweep"])
+def test_a_conductor_whose_record_was_taken_over_mid_build_moves_no_claim(cloud, db, taker):
     super_c = cloud["conductor"]("super")
     a, b = cloud["conductor"]("cond-a"), cloud["conductor"]("cond-b")
-    a.driver = a.cell_build.driver = _StallThenFail(b.driver.state_dir)
+    a.driver = a.cell_build.driver = a.sweeper.driver = _StallThenFail(b.driver.state_dir)
     instance, wire, message = _scheduled(cloud, super_c)
     first = spec_mod.load_selections(message).selections[0][0].host_uuid
     building = threading.Thread(target=a.build_instance, args=(instance, wire, message))
     building.start()
     assert a.driver.entered.wait(30)
-    # A stalls past its lease (as a paused process would); B's sweep takes
-    # the record over and builds on the claimed host.
+    # A stalls past its lease (as a paused process would); a sweep takes the
+    # record over (B's, or A's own: the same owner name) and builds on the
+    # claimed host.
     _expire(db, instance)
-    assert b.sweep_once() == 1
+    sweeper = b if taker == "another conductor" else a
+    assert sweeper.sweep_once() == 1
     assert b.driver.host_of(instance) == first
     # A's build fails at last: it must not move the claim to an alternate
     # (the instance would run on one host with its allocation on another)
