@@ -6,8 +6,11 @@
 A long-running RPC server: without ``--cell`` on topic ``conductor``
 (``build_instances``), with ``--cell NAME`` on topic ``conductor.NAME``
 (``build_instance``). Both take over the build requests of conductors that
-died (conductor.service). Run as many of each as you like. SIGTERM finishes
-the messages in hand and exits 0; a bad configuration is one line on stderr
+died (conductor.service). Run as many of each as you like. It takes off the
+bus no more messages than it has RPC threads, and acknowledges each once its
+work is owned (joule.rpc_server). SIGTERM stops taking messages (the rest
+stay on the queue), finishes those in hand within ``[rpc] stop_timeout``
+and exits 0; a bad configuration is one line on stderr
 and exit status 2, an unreachable bus or placement at start-up one line and
 exit status 3.
 """
@@ -64,12 +67,23 @@ def build_service(conf, transport, cell, name, client=None, driver=None):
         driver or make_driver(conf),
         name,
     )
+    # A message is acknowledged once its endpoint returned: by then its
+    # requests are recorded under this conductor's lease (and scheduled,
+    # handed off), or its builds finished, or it was answered; before, a
+    # conductor that dies leaves it on the queue for another one, which
+    # takes a message it finds recorded as the no-op it is (joule.rpc_server).
     if cell is None:
         svc.add_server(
-            rpc.topic(conf, rpc.CONDUCTOR_TOPIC), [cond_service.SuperConductorEndpoint(conductor)]
+            rpc.topic(conf, rpc.CONDUCTOR_TOPIC),
+            [cond_service.SuperConductorEndpoint(conductor)],
+            ack_when_done=True,
         )
     else:
-        svc.add_server(rpc.cell_topic(conf, cell), [cond_service.CellConductorEndpoint(conductor)])
+        svc.add_server(
+            rpc.cell_topic(conf, cell),
+            [cond_service.CellConductorEndpoint(conductor)],
+            ack_when_done=True,
+        )
     conductor.start_sweeping()
     svc.stop_hooks.append(conductor.stop_sweeping)
     svc.conductor = conductor

@@ -21,7 +21,9 @@ against the wire contract by its receiver.
 import importlib
 import importlib.metadata
 import logging
+import os
 import random
+import sys
 import threading
 import time
 import warnings
@@ -88,6 +90,18 @@ rpc_opts = [
         "the caller gives up: a scheduler worker that died takes its request "
         "with it, another one answers the retry.",
     ),
+    cfg.IntOpt(
+        "stop_timeout",
+        default=45,
+        min=1,
+        help="Seconds a service given SIGTERM has to finish the messages in "
+        "hand (it takes no new one, and those it held but had not started go "
+        "back to the queue at once), after which it exits anyway: a message it "
+        "did not finish was not acknowledged and goes to another process, and a "
+        "conductor's records are taken over by another's sweep after their "
+        "lease. Keep it below the unit's TimeoutStopSec (etc/systemd: 60 s "
+        "scheduler-worker, 90 s conductor-worker), which SIGKILLs.",
+    ),
     cfg.StrOpt(
         "topic_prefix",
         default="",
@@ -127,6 +141,19 @@ EXECUTOR_THREADS_HELP = (
     "overrides the derivation."
 )
 
+# What the samples say of rabbit_qos_prefetch_count (the services change its default).
+PREFETCH_HELP = (
+    "Messages RabbitMQ hands this process before it acknowledges them. "
+    "Unset, a service that serves a topic takes its [DEFAULT] "
+    "executor_thread_pool_size (as derived): it holds no more messages than "
+    "it has threads to work on them, and acknowledges a message only once "
+    "it is started (a call, or any message of a scheduler-worker) or its "
+    "work is owned (a conductor's cast: recorded in placement under its "
+    "lease, or finished), so what it has not taken stays on the queue for "
+    "another process when it is stopped or killed. 0 is oslo's unlimited "
+    "(a process would take every queued message at once)."
+)
+
 
 def _messaging_opts():
     """{group: [opts]} of oslo.messaging's public list_opts(), the groups the
@@ -158,6 +185,10 @@ def list_opts():
     by_name["control_exchange"].default = CONTROL_EXCHANGE
     by_name["executor_thread_pool_size"].default = EXECUTOR_THREADS
     by_name["executor_thread_pool_size"].help = EXECUTOR_THREADS_HELP
+    for opt in opts["oslo_messaging_rabbit"]:
+        if opt.dest == "rabbit_qos_prefetch_count":
+            opt.sample_default = "<[DEFAULT] executor_thread_pool_size>"
+            opt.help = PREFETCH_HELP
     # The driver's own options first, then the AMQP ones it shares, as the
     # samples have always listed them.
     rabbit = sorted(opts["oslo_messaging_rabbit"], key=lambda opt: opt.dest.startswith("amqp_"))
@@ -168,18 +199,42 @@ def list_opts():
     ]
 
 
-def executor_threads_configured(conf):
-    """Whether ``[DEFAULT] executor_thread_pool_size`` was set by the operator
-    (a configuration file, the environment, the command line or an
-    override), not left at a default."""
+def _configured(conf, name, group=None):
+    """Whether ``[group] name`` was set by the operator (a configuration
+    file, the environment, the command line or an override), not left at a
+    default."""
     try:
-        where = conf.get_location("executor_thread_pool_size")
-    except (AttributeError, cfg.NoSuchOptError):
+        where = conf.get_location(name, group)
+    except (AttributeError, cfg.NoSuchOptError, cfg.NoSuchGroupError):
         return False
     return where is not None and where.location not in (
         cfg.Locations.opt_default,
         cfg.Locations.set_default,
     )
+
+
+def executor_threads_configured(conf):
+    """Whether ``[DEFAULT] executor_thread_pool_size`` was set by the operator."""
+    return _configured(conf, "executor_thread_pool_size")
+
+
+def prefetch_configured(conf):
+    """Whether ``[oslo_messaging_rabbit] rabbit_qos_prefetch_count`` was set
+    by the operator."""
+    return _configured(conf, "rabbit_qos_prefetch_count", "oslo_messaging_rabbit")
+
+
+def derive_prefetch(conf):
+    """Make the executor's threads (``[DEFAULT] executor_thread_pool_size``,
+    as derived) the default of ``[oslo_messaging_rabbit]
+    rabbit_qos_prefetch_count`` unless the operator set it; return the value
+    in force. oslo's 0 is no limit: RabbitMQ would hand one process every
+    queued message (joule.rpc_server). Read when the server's connection is
+    made (at its start), so set before."""
+    group = "oslo_messaging_rabbit"
+    if not prefetch_configured(conf):
+        conf.set_default("rabbit_qos_prefetch_count", conf.executor_thread_pool_size, group=group)
+    return conf[group].rabbit_qos_prefetch_count
 
 
 def derive_executor_threads(conf, threads):
@@ -285,7 +340,21 @@ def run_service(prog, conf, placement, topic_name, build):
     transport = service_transport(conf, placement)
     svc = build(transport)
     metrics_http.SERVICE.labels(prog, topic_name).set(1)
-    svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic_name}")
+    if not svc.run_until_signalled(ready=f"{prog}: {svc.name} serving topic {topic_name}"):
+        # Past [rpc] stop_timeout: the rest of the work in hand is left. It
+        # is not lost (joule.service), and threads still working (a
+        # scheduler call retried, a build) would keep an ordinary exit
+        # waiting for them, past the unit's TimeoutStopSec and its SIGKILL.
+        LOG.warning(
+            "%s: work still in hand after [rpc] stop_timeout (%s s); exiting: "
+            "its messages were not acknowledged and are delivered again, its "
+            "records are taken over after their lease",
+            svc.name,
+            conf.rpc.stop_timeout,
+        )
+        logging.shutdown()
+        sys.stderr.flush()
+        os._exit(0)
     transport.cleanup()
     return 0
 
@@ -299,14 +368,18 @@ def cell_topic(conf, cell):
     return topic(conf, f"{CONDUCTOR_TOPIC}.{cell}")
 
 
-def make_server(conf, transport, topic_name, endpoints, server_name):
+def make_server(conf, transport, topic_name, endpoints, server_name, ack_when_done=False):
     """An RPC server on ``topic_name`` (already prefixed), run by
     oslo.messaging's threading executor (its only non-deprecated one) with
-    ``[DEFAULT] executor_thread_pool_size`` threads."""
+    ``[DEFAULT] executor_thread_pool_size`` threads, taking at most as many
+    messages off the bus as it has threads (derive_prefetch) and
+    acknowledging each as joule.rpc_server says (``ack_when_done``: a cast
+    once its endpoint returned)."""
+    from joule import rpc_server  # it imports this module's oslo_messaging
+
+    derive_prefetch(conf)
     target = oslo_messaging.Target(topic=topic_name, server=server_name)
-    return oslo_messaging.get_rpc_server(
-        transport, target, endpoints, access_policy=oslo_messaging.DefaultRPCAccessPolicy
-    )
+    return rpc_server.make(transport, target, endpoints, ack_when_done)
 
 
 def _client(transport, topic_name, timeout=None):

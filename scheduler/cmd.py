@@ -4,8 +4,10 @@
 
 A long-running RPC server answering ``select_destinations`` (see
 scheduler.service). Start as many as you like, on any machines that reach
-the bus and placement: they share the topic. SIGTERM finishes the requests
-in hand and exits 0. A bad configuration or an unknown filter is one line
+the bus and placement: they share the topic. It takes off the bus no more
+calls than it has threads (joule.rpc_server). SIGTERM stops taking calls
+(the rest stay on the queue), finishes those in hand within ``[rpc]
+stop_timeout`` and exits 0. A bad configuration or an unknown filter is one line
 on stderr and exit status 2; a bus or a placement that cannot be reached at
 start-up is one line and exit status 3.
 """

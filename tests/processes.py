@@ -2,8 +2,9 @@
 console script on a free port (stopped by its PID; ApiProcess however it
 is configured, PlacementApi configured by a file), placement-manage,
 scheduler workers as ``python -m scheduler.batch`` processes, a plain HTTP
-call to placement as an admin, and what they read back from a service's
-/metrics."""
+call to placement as an admin, what they read back from a service's
+/metrics, and the services started with their console scripts (Services:
+any number, stopped by PID; ready once they say they serve their topic)."""
 
 import json
 import os
@@ -214,3 +215,76 @@ def run_batches(tmp_path, url, batches, **env):
         assert p.returncode == 0, err[-2000:]
         summaries.append(json.loads(err.strip().splitlines()[-1]))
     return summaries
+
+
+class Services:
+    """Console-script processes of one test (``start(name, script, *args)``,
+    its output in ``<name>.log``), stopped by PID at the end."""
+
+    def __init__(self, tmp_path, env):
+        self.tmp_path = tmp_path
+        self.env = env
+        self.procs = []
+
+    def start(self, name, *args):
+        log = open(self.tmp_path / f"{name}.log", "ab")
+        proc = subprocess.Popen(
+            [os.path.join(BIN, args[0]), *args[1:]],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        proc.name = name
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self):
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_http(url, proc, timeout=90):
+    """Until ``url`` answers 200 (``proc`` serves it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"{proc.name} exited {proc.returncode}")
+        try:
+            if requests.get(url, timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    raise AssertionError(f"{url} did not answer")
+
+
+def wait_ready(tmp_path, proc, timeout=120):
+    """Until the service says it serves its topic (its queue is declared)."""
+    log = tmp_path / f"{proc.name}.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        if " serving topic " in text:
+            return
+        assert proc.poll() is None, (proc.name, text[-3000:])
+        time.sleep(0.2)
+    raise AssertionError(f"{proc.name} not ready: {log.read_text()[-2000:]}")
+
+
+def running_instances(state_dir):
+    """{instance: host} of the simulated hypervisors' state directory."""
+    out = {}
+    for name in os.listdir(state_dir):
+        if name.endswith(".tmp"):
+            continue
+        with open(os.path.join(state_dir, name), encoding="utf-8") as f:
+            out[name] = f.read().strip()
+    return out

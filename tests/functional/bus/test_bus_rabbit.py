@@ -34,68 +34,6 @@ PER_REQUEST = 5
 INSTANCES = REQUESTS * PER_REQUEST
 
 
-class Processes:
-    """Console-script processes of one test, stopped by PID at the end."""
-
-    def __init__(self, tmp_path, env):
-        self.tmp_path = tmp_path
-        self.env = env
-        self.procs = []
-
-    def start(self, name, *args):
-        log = open(self.tmp_path / f"{name}.log", "ab")
-        proc = subprocess.Popen(
-            [os.path.join(BIN, args[0]), *args[1:]],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=self.env,
-        )
-        proc.name = name
-        self.procs.append(proc)
-        return proc
-
-    def stop_all(self):
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def _wait_http(url, proc, timeout=90):
-    import requests
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"{proc.name} exited {proc.returncode}")
-        try:
-            if requests.get(url, timeout=5).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.3)
-    raise AssertionError(f"{url} did not answer")
-
-
-def _wait_ready(tmp_path, proc, timeout=120):
-    """Until the service says it serves its topic (its queue is declared)."""
-    log = tmp_path / f"{proc.name}.log"
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = log.read_text(errors="replace")
-        if " serving topic " in text:
-            return
-        assert proc.poll() is None, (proc.name, text[-3000:])
-        time.sleep(0.2)
-    raise AssertionError(f"{proc.name} not ready: {log.read_text()[-2000:]}")
-
-
 def _write_conf(path, vhost, placement_url, state_dir, **extra):
     lines = [
         "[DEFAULT]",
@@ -121,28 +59,18 @@ def _write_conf(path, vhost, placement_url, state_dir, **extra):
     path.write_text("\n".join(lines) + "\n")
 
 
-def _running(state_dir):
-    out = {}
-    for name in os.listdir(state_dir):
-        if name.endswith(".tmp"):
-            continue
-        with open(os.path.join(state_dir, name), encoding="utf-8") as f:
-            out[name] = f.read().strip()
-    return out
-
-
 def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost, tmp_path):
     # Room for all: 120 nodes x 64 VCPU = 7,680 VCPU for at most 2 x 2,000.
     bus.load_cluster(db, nodes=120, cores=64, cells=2)
     env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
-    procs = Processes(tmp_path, env)
+    procs = processes.Services(tmp_path, env)
     state_dir = tmp_path / "hypervisors"
     state_dir.mkdir()
     try:
         port = processes.free_port()
         api = procs.start("placement-api", "placement-api", "--port", str(port), "--workers", "2")
         placement_url = f"http://127.0.0.1:{port}"
-        _wait_http(placement_url + "/", api)
+        processes.wait_http(placement_url + "/", api)
         conf = tmp_path / "services.conf"
         _write_conf(conf, vhost, placement_url, state_dir)
         cf = ["--config-file", str(conf)]
@@ -154,7 +82,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
             for n in range(2)
         ]
         for proc in scheds + supers + cells:
-            _wait_ready(tmp_path, proc)
+            processes.wait_ready(tmp_path, proc)
 
         specs = tmp_path / "specs.jsonl"
         specs.write_text("\n".join(bus.spec_lines(REQUESTS, PER_REQUEST, vcpu=2)) + "\n")
@@ -185,7 +113,9 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
             for victim in (scheds[0], supers[0], cells[0]):
                 victim.send_signal(signal.SIGKILL)
                 victim.wait()
-            _wait_ready(tmp_path, procs.start("scheduler-restarted", "scheduler-worker", *cf))
+            processes.wait_ready(
+                tmp_path, procs.start("scheduler-restarted", "scheduler-worker", *cf)
+            )
             rc = submit.wait(timeout=1300)
         seconds = time.monotonic() - start
         lines = [json.loads(x) for x in out_path.read_text().splitlines() if x.strip()]
@@ -199,7 +129,7 @@ def test_many_services_survive_kills_and_place_everything_once(db, db_url, vhost
         assert summary["rescheduled"] > 0
         assert summary["placed"] >= INSTANCES * 0.95, summary
 
-        running = _running(state_dir)
+        running = processes.running_instances(state_dir)
         counts = bus.check_invariants(db, outcomes, running)
         assert counts["placed"] == summary["placed"]
         assert len(running) == counts["placed"]  # each built once, nothing else runs

@@ -1,0 +1,107 @@
+"""What a service takes off the bus: its prefetch follows its executor
+threads unless the operator set it, and the samples say so; a stop bounded
+by ``[rpc] stop_timeout`` (issue 23, finding 4). The behaviour on RabbitMQ
+is tested with real processes in tests/functional/bus/test_bus_intake.py."""
+
+import re
+import threading
+
+from conductor import cmd as conductor_cmd
+from conductor import conf as cconf
+from joule import rpc
+from joule import rpc_server
+from joule import service as service_mod
+from scheduler import cmd as scheduler_cmd
+from scheduler import conf as sconf
+
+RABBIT = "oslo_messaging_rabbit"
+
+
+def _conf(make, overrides=None):
+    return make(
+        overrides={(None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL, **(overrides or {})}
+    )
+
+
+def test_a_super_conductor_prefetches_its_derived_threads():
+    conf = _conf(cconf.make_conf)
+    svc = conductor_cmd.build_service(conf, rpc.transport_of(conf), None, "c1", client=object())
+    try:
+        assert conf.executor_thread_pool_size == cconf.super_executor_threads(conf) == 8
+        assert conf[RABBIT].rabbit_qos_prefetch_count == 8
+        assert not rpc.prefetch_configured(conf)
+        # A conductor acknowledges a cast once its endpoint returned.
+        assert [s._ack_when_done for s in svc.servers] == [True]
+    finally:
+        svc.conductor.stop_sweeping()
+
+
+def test_a_cell_conductor_prefetches_its_threads():
+    conf = _conf(cconf.make_conf, {(None, "executor_thread_pool_size"): 3})
+    svc = conductor_cmd.build_service(conf, rpc.transport_of(conf), "cell1", "c1", client=object())
+    try:
+        assert conf[RABBIT].rabbit_qos_prefetch_count == 3
+        assert [s._ack_when_done for s in svc.servers] == [True]
+    finally:
+        svc.conductor.stop_sweeping()
+
+
+def test_a_scheduler_worker_prefetches_its_batch_threads_and_acks_on_start():
+    conf = _conf(sconf.make_conf)
+    svc = scheduler_cmd.build_service(conf, rpc.transport_of(conf), "s1")
+    assert conf[RABBIT].rabbit_qos_prefetch_count == sconf.executor_threads(conf) == 128
+    assert [s._ack_when_done for s in svc.servers] == [False]
+
+
+def test_a_prefetch_the_operator_set_is_kept(monkeypatch):
+    conf = _conf(cconf.make_conf, {(RABBIT, "rabbit_qos_prefetch_count"): 2})
+    assert rpc.prefetch_configured(conf)
+    assert rpc.derive_prefetch(conf) == 2
+    monkeypatch.setenv("OS_OSLO_MESSAGING_RABBIT__RABBIT_QOS_PREFETCH_COUNT", "5")
+    conf = _conf(cconf.make_conf)
+    assert rpc.derive_prefetch(conf) == 5
+
+
+def test_the_samples_say_the_prefetch_follows_the_threads():
+    rabbit = dict(rpc.list_opts())["oslo_messaging_rabbit"]
+    (opt,) = [o for o in rabbit if o.dest == "rabbit_qos_prefetch_count"]
+    assert opt.sample_default == "<[DEFAULT] executor_thread_pool_size>"
+    assert "executor_thread_pool_size" in opt.help
+    # The options oslo.messaging registers stay as they are.
+    assert rpc.oslo_messaging.opts.list_opts()  # still listable
+    for path in ("etc/scheduler/conductor.conf.sample", "etc/scheduler/scheduler.conf.sample"):
+        text = open(path, encoding="utf-8").read()
+        assert "#rabbit_qos_prefetch_count = <[DEFAULT] executor_thread_pool_size>" in text
+
+
+def test_a_call_is_told_from_a_cast_by_the_caller_s_id():
+    class Message:
+        msg_id = "made-up"
+
+    cast, call = Message(), Message()
+    cast.orig_msg_id = None
+    call.orig_msg_id = "the caller's"
+    assert not rpc_server._is_call(cast) and rpc_server._is_call(call)
+
+
+def test_a_stop_gives_up_after_its_timeout():
+    conf = _conf(cconf.make_conf)
+    svc = service_mod.Service(conf, rpc.transport_of(conf), "s1")
+    release = threading.Event()
+    svc.stop_hooks.append(release.wait)
+    assert svc.stop(timeout=0.2) is False
+    release.set()
+    svc = service_mod.Service(conf, rpc.transport_of(conf), "s2")
+    assert svc.stop(timeout=5) is True
+    assert conf.rpc.stop_timeout == 45
+
+
+def test_the_stop_timeout_fits_in_every_bus_unit_s_stop_timeout():
+    conf = _conf(cconf.make_conf)
+    # The transport's cleanup and the exit after it: a few seconds at most.
+    margin = 10
+    for unit in ("scheduler-worker", "conductor-worker", "conductor-worker@"):
+        text = open(f"etc/systemd/{unit}.service", encoding="utf-8").read()
+        (seconds,) = re.findall(r"^TimeoutStopSec=(\d+)s$", text, re.M)
+        assert conf.rpc.stop_timeout + margin < int(seconds), unit
+        assert "stop_timeout" in text, unit  # its comment says what SIGTERM does
