@@ -8,8 +8,9 @@ what the record stands for (its claim, its finish) once it is somebody
 else's. Two shapes of that, one per side:
 
 - ``Lease``: one record during a cell conductor's build (conductor.cell_build),
-  renewed in the background (a heartbeat every third of the lease) while
-  the build runs;
+  renewed in the background while the build runs (a ``Heartbeat`` every
+  third of the lease, one thread and one bulk take for every build of the
+  conductor);
 - ``Held``: the records of one request while the super conductor waits for
   the scheduler (conductor.super_conductor), renewed in the background, in
   one bulk call, then handed off to the cell conductors.
@@ -29,6 +30,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 
 from conductor import records as records_mod
 from joule import placement_client as client_mod
@@ -119,28 +121,120 @@ class Lease:
 
     @contextlib.contextmanager
     def kept_alive(self):
-        """Renew every third of the lease while the block runs; a renewal
-        that fails for want of placement is tried again at the next beat
-        (the lease holds for three), one refused ends the hold."""
-        done = threading.Event()
-        interval = self.records.lease_seconds / 3
-
-        def loop():
-            while not done.wait(max(0.0, self.taken_at + interval - time.monotonic())):
-                try:
-                    if not self.renew():
-                        return
-                except records_mod.PLACEMENT_ERRORS as exc:
-                    LOG.warning("%s: lease renewal failed: %s", self.instance, exc)
-                    done.wait(min(interval, 1.0))
-
-        thread = threading.Thread(target=loop, name="lease-heartbeat", daemon=True)
-        thread.start()
+        """Renew every third of the lease while the block runs (the
+        conductor's Heartbeat); a renewal that fails for want of placement
+        is tried again a second later (the lease holds for three), one
+        refused ends the hold."""
+        beat = Heartbeat.of(self.records)
+        beat.add(self)
         try:
             yield self
         finally:
-            done.set()
-            thread.join()
+            beat.remove(self)
+            with self._lock:
+                pass  # a renewal in flight has finished: the generation is final
+
+
+class Heartbeat:
+    """The renewals of one conductor's builds in hand, in one thread: every
+    third of the lease, the leases due (and those due within half a beat)
+    are renewed in one bulk take. (A
+    thread per build cost a start and a join per instance, and a take per
+    renewal.) A lease busy with a guarded write is renewed right after it.
+    The thread ends once no build has been in hand for a while."""
+
+    _of = weakref.WeakKeyDictionary()
+    _of_lock = threading.Lock()
+    IDLE_SECONDS = 30.0
+    RETRY_SECONDS = 1.0
+
+    @classmethod
+    def of(cls, records):
+        with cls._of_lock:
+            beat = cls._of.get(records)
+            if beat is None:
+                beat = cls._of[records] = cls(records)
+            return beat
+
+    def __init__(self, records):
+        self.records = records
+        self._leases = set()
+        self._cond = threading.Condition()
+        self._thread = None
+
+    def add(self, lease):
+        with self._cond:
+            self._leases.add(lease)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="lease-heartbeat")
+                self._thread.daemon = True
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, lease):
+        with self._cond:
+            self._leases.discard(lease)
+
+    def _loop(self):
+        while True:
+            due = self._wait_for_due()
+            if due is None:
+                return
+            locked = [lease for lease in due if lease._lock.acquire(blocking=False)]
+            try:
+                asked = self._renew(locked)
+            finally:
+                for lease in locked:
+                    lease._lock.release()
+            if not asked:
+                time.sleep(self.RETRY_SECONDS)
+            elif len(locked) < len(due):
+                time.sleep(0.01)  # the busy ones, once their write is done
+
+    def _wait_for_due(self):
+        """The leases due for renewal (waiting until some are), or None once
+        idle for IDLE_SECONDS (the thread ends)."""
+        interval = self.records.lease_seconds / 3
+        with self._cond:
+            while True:
+                if not self._leases:
+                    self._cond.wait(self.IDLE_SECONDS)
+                    if not self._leases:
+                        self._thread = None
+                        return None
+                    continue
+                now = time.monotonic()
+                delay = min(lease.taken_at for lease in self._leases) + interval - now
+                if delay <= 0:
+                    # The ones due within half a beat come along: renewed a
+                    # little early, they share this take instead of each
+                    # having its own a moment later.
+                    soon = now + interval / 2
+                    return [x for x in self._leases if x.taken_at + interval <= soon]
+                self._cond.wait(delay)
+
+    def _renew(self, locked):
+        """One bulk take for the due leases ``locked`` (the ones not busy
+        writing); False when placement could not be asked."""
+        live = [lease for lease in locked if lease._still_held()]
+        with self._cond:
+            # A lost lease is never renewed again: stop looking at it.
+            self._leases.difference_update(x for x in locked if x not in live)
+        if not live:
+            return True
+        asked = time.monotonic()
+        try:
+            got = self.records.take_many({x.instance: x.generation for x in live})
+        except records_mod.PLACEMENT_ERRORS as exc:
+            LOG.warning("lease renewal of %d build(s) failed: %s", len(live), exc)
+            return False
+        for lease in live:
+            gen = got.get(lease.instance)
+            if gen is None:
+                lease._held = False
+            else:
+                lease.generation, lease.taken_at = gen, asked
+        return True
 
 
 class Held:

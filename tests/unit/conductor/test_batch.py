@@ -198,10 +198,15 @@ class _Records:
     def __init__(self, answers):
         self.answers = list(answers)
         self.takes = []
+        self.bulk = []
 
     def take(self, instance, generation):
         self.takes.append((instance, generation))
         return self.answers.pop(0) if self.answers else generation + 1
+
+    def take_many(self, generations):
+        self.bulk.append(sorted(generations))
+        return {i: self.take(i, g) for i, g in generations.items()}
 
 
 def test_a_lease_is_renewed_in_the_background_while_the_build_runs():
@@ -220,6 +225,26 @@ def test_a_lease_is_renewed_in_the_background_while_the_build_runs():
     # The heartbeat stopped with the block: the lease runs out by its own watch.
     time.sleep(0.35)
     assert not lease.keep()
+
+
+def test_the_builds_of_one_conductor_are_renewed_together_and_a_busy_one_after_its_write():
+    import time
+
+    records = _Records([])
+    a = leases.Lease(records, "a", 1, taken_at=time.monotonic() - 0.1)
+    b = leases.Lease(records, "b", 1, taken_at=time.monotonic() - 0.1)
+    with a.kept_alive(), b.kept_alive():
+        # b is busy with a guarded write while both are due: a is renewed
+        # alone, b as soon as its write is done, at the generation it wrote with.
+        def slow_write(**kw):
+            assert kw["lease"] == (1, "cond-a")
+            time.sleep(0.05)
+
+        b.write(slow_write)
+        time.sleep(0.25)
+    assert ["a", "b"] in records.bulk
+    assert records.bulk[0] in (["a"], ["a", "b"])
+    assert a.keep() and b.keep() and a.generation > 2 and b.generation > 2
 
 
 def test_a_refused_renewal_ends_the_hold_and_guarded_writes_are_not_sent():
