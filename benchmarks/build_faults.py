@@ -51,6 +51,7 @@ answer everything), the work directory then kept for its logs.
 """
 
 import argparse
+import collections
 import json
 import os
 import platform
@@ -60,6 +61,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -356,32 +358,76 @@ def inject(fault, infra, dep, seconds):
     return "no fault"
 
 
-def _count_lines(path):
+def _answers_so_far(path):
+    # Outcome and refusal lines carry a status; the summary does not.
     with open(path) as f:
-        return sum(1 for _ in f)
+        return f.read().count('"status"')
+
+
+class Injector(threading.Thread):
+    """The fault, beside build-submit (whose outcomes keep being timed)."""
+
+    def __init__(self, fault, infra, dep, seconds):
+        super().__init__(daemon=True)
+        self.args = (fault, infra, dep, seconds)
+        self.done = self.ended = self.at = None  # at: (answers in, seconds) when started
+
+    def run(self):
+        try:
+            self.done = inject(*self.args)
+        except Exception as exc:  # noqa: BLE001 - reported in the run's line
+            self.done = f"INJECTION FAILED: {exc!r}"
+        finally:
+            self.ended = time.monotonic()
+
+
+def _follow(proc, out_path, start, injector, third):
+    """Until build-submit exits; the time of its last answer."""
+    count, last = 0, start
+    while proc.poll() is None:
+        seen = _answers_so_far(out_path)
+        if seen != count:
+            count, last = seen, time.monotonic()
+        if injector is not None and injector.at is None and seen >= third:
+            injector.at = (seen, time.monotonic() - start)
+            injector.start()
+        time.sleep(0.2)
+    if _answers_so_far(out_path) != count:
+        last = time.monotonic()
+    return last
 
 
 def submit(dep, specs_path, fault, infra, args):
-    """Run build-submit; inject the fault once a third of the outcomes are
-    in. (exit status, JSON lines, seconds, what the fault did)."""
+    """Run build-submit, the fault injected once a third of the outcomes
+    are in. (exit status, JSON lines, {timings}, what the fault did)."""
     out_path = dep.workdir / "submit.out"
     seconds = args.fault_seconds or DOWN_SECONDS.get(fault, 0)
-    done = "no fault"
-    start = time.monotonic()
+    injector = None if fault == "none" else Injector(fault, infra, dep, seconds)
     command = [os.path.join(BIN, "build-submit"), *dep.cf, "--requests", str(specs_path)]
     command += ["--json", "--timeout", str(BUILD_SUBMIT_TIMEOUT), *args.submit_args]
+    start = time.monotonic()
     with open(out_path, "w") as out, open(dep.workdir / "submit.err", "w") as err:
         proc = subprocess.Popen(command, stdout=out, stderr=err, env=dep.procs.env)
-        while fault != "none" and proc.poll() is None:
-            at = _count_lines(out_path)
-            if at >= args.instances // 3:
-                done = f"{inject(fault, infra, dep, seconds)} (at {at} outcomes)"
-                break
-            time.sleep(0.2)
-        rc = proc.wait(timeout=BUILD_SUBMIT_TIMEOUT + 120)
-    elapsed = time.monotonic() - start
+        last = _follow(proc, out_path, start, injector, args.instances // 3)
+        rc = proc.wait()
+    exited = time.monotonic()
     lines = [json.loads(x) for x in out_path.read_text().splitlines() if x.strip()]
-    return rc, lines, elapsed, done
+    return rc, lines, {"last": last - start, "exit": exited - last}, _fault_text(injector, last)
+
+
+def _fault_text(injector, last):
+    if injector is None:
+        return "no fault"
+    if injector.at is None:
+        return "NOT INJECTED: build-submit finished before a third of the outcomes"
+    injector.join()
+    (seen, at), after = injector.at, last - injector.ended
+    tail = (
+        f"the last answer {after:.0f} s after the fault ended"
+        if after >= 0
+        else f"every answer in {-after:.0f} s before the fault ended"
+    )
+    return f"{injector.done} ({seen} answers in, {at:.0f} s after the start); {tail}"
 
 
 COUNTERS = (
@@ -505,25 +551,37 @@ def run_fault(fault, args, infra):
         netns = infra.get("netns") if fault == "netcut" else None
         dep.start_services(args, lambda host: infra["broker"].url(host, vhost), port, netns)
         requests = _specs(workdir / "specs.jsonl", args, fault)
-        rc, lines, elapsed, done = submit(dep, workdir / "specs.jsonl", fault, infra, args)
+        rc, lines, times, done = submit(dep, workdir / "specs.jsonl", fault, infra, args)
         counts = audit(dep, answers_of(lines, requests))
     finally:
         dep.procs.stop_all()
     summary = lines[-1] if lines and "instances" in lines[-1] else {}
-    ok = rc == 0 and summary.get("unanswered") == 0 and not any(counts.values())
-    return ok, _line(fault, ok, rc, summary, counts, elapsed, done)
+    # A fault that never came (the run was over first) proves nothing.
+    injected = not done.startswith(("NOT INJECTED", "INJECTION FAILED"))
+    ok = injected and rc == 0 and summary.get("unanswered") == 0 and not any(counts.values())
+    return ok, _line(fault, ok, rc, summary, counts, times, done) + _refusals(lines)
 
 
-def _line(fault, ok, rc, summary, counts, elapsed, done):
+def _refusals(lines):
+    """The refusals' errors and how often each was given, as printed."""
+    errors = collections.Counter(
+        str(line.get("error"))[:200] for line in lines if line.get("status") == "refused"
+    )
+    return "".join(f"\n    refused {n} x: {error}" for error, n in errors.most_common(5))
+
+
+def _line(fault, ok, rc, summary, counts, times, done):
     survived = "-" if fault == "none" else f"{1 if ok else 0}/1"
     figures = ", ".join(f"{k} {v}" for k, v in counts.items())
+    answered = (summary.get("placed") or 0) + (summary.get("failed") or 0)
     return (
         f"{fault}: {'OK' if ok else 'FAILED'}; faults survived {survived}; "
         f"{summary.get('instances')} instances: {summary.get('placed')} placed, "
         f"{summary.get('failed')} failed, {summary.get('refused')} requests refused, "
         f"{summary.get('unanswered')} unanswered, {summary.get('rescheduled')} rescheduled; "
-        f"{figures}; build-submit exit {rc}, {summary.get('instances_per_second')} "
-        f"instances/s ({elapsed:.0f} s); fault: {done}"
+        f"{figures}; {answered / max(times['last'], 1e-9):.1f} instances/s to the last answer "
+        f"({times['last']:.0f} s); build-submit exit {rc}, {times['exit']:.0f} s after its last "
+        f"answer (its own figure {summary.get('instances_per_second')}/s); fault: {done}"
     )
 
 
