@@ -6,7 +6,9 @@ then queues it for an executor thread. With an unlimited prefetch (its
 default) a process takes every queued message at once; what it has not
 started is lost when it is killed, and a SIGTERM makes it work through the
 whole buffer before it exits (issue 23, finding 4). This server changes
-three things, using only the driver's own pieces:
+three things, built from the driver's own pieces (its listener, message and
+connection classes; names private to oslo.messaging, read as of 18.3:
+tests/functional/bus/test_bus_intake.py fails on RabbitMQ if they change):
 
 - a message is acknowledged by the thread that handles it: a call when it
   starts (as oslo does, so a call is never run twice), a cast of a server
@@ -15,8 +17,9 @@ three things, using only the driver's own pieces:
   answered). A message not acknowledged yet counts against the channel's
   prefetch (``[oslo_messaging_rabbit] rabbit_qos_prefetch_count``, which
   the services default to their executor threads: joule.rpc), so a process
-  holds at most that many messages it has not finished (or started), and
-  its executor's queue holds no more than that;
+  holds at most that many messages it has not finished (or started); and a
+  message goes to the executor only when one of its threads is free, so
+  its queue holds none (one waiting there could not be given back);
 - a delivered message is never dropped as a "duplicate" of one this
   process saw: a redelivery is what brings back a message whose handler
   died, and every handler takes a message it has handled before as a no-op
@@ -41,6 +44,7 @@ outlives its process there, so there is nothing to keep on a queue.
 # silenced, which the driver modules below would otherwise raise.
 import logging  # noqa: I001
 import threading
+import time
 
 from joule.rpc import oslo_messaging
 from oslo_messaging._drivers import amqpdriver
@@ -53,6 +57,8 @@ LOG = logging.getLogger(__name__)
 # Seconds between two looks of the polling thread at the acks and requeues
 # the handling threads asked for, when no message arrives meanwhile.
 ACK_LATENCY = 0.05
+# Seconds a stopping server reads what the broker sent before its cancel.
+CANCEL_DRAIN_SECONDS = 0.5
 
 
 class _LateAckMessage(amqpdriver.AMQPIncomingMessage):
@@ -118,6 +124,7 @@ class BoundedRPCServer(rpc_server.RPCServer):
         self._stopping = threading.Event()
         self._listener = None
         self._conn = None
+        self._free_threads = None
 
     def _create_listener(self):
         driver = self.transport._driver
@@ -133,7 +140,34 @@ class BoundedRPCServer(rpc_server.RPCServer):
             conn.declare_topic_consumer(exchange_name=exchange, topic=queue, callback=listener)
         conn.declare_fanout_consumer(topic, listener)
         self._listener, self._conn = listener, conn
+        # The executor's threads (made just before this, by start()).
+        self._free_threads = threading.Semaphore(self.conf.executor_thread_pool_size)
         return driver_base.PollStyleListenerAdapter(listener, 1, None)
+
+    def _on_incoming(self, incoming):
+        """On the polling thread: hand a message to the executor only once
+        one of its threads is free, so nothing waits in the executor's queue
+        (where a stop could not give it back); meanwhile the acks asked for
+        are sent, and a stop gives the message back to the queue."""
+        if self._conn is None:
+            super()._on_incoming(incoming)
+            return
+        while not self._free_threads.acquire(timeout=ACK_LATENCY):
+            self._listener._message_operations_handler.process()
+            if self._stopping.is_set():
+                incoming[0].requeue()
+                return
+        try:
+            self._work_executor.submit(self._process_and_free, incoming)
+        except BaseException:
+            self._free_threads.release()
+            raise
+
+    def _process_and_free(self, incoming):
+        try:
+            self._process_incoming(incoming)
+        finally:
+            self._free_threads.release()
 
     def _process_incoming(self, incoming):
         message = incoming[0]
@@ -157,18 +191,38 @@ class BoundedRPCServer(rpc_server.RPCServer):
         """Stop taking messages; requeue those held and not started."""
         self._stopping.set()
         if self._conn is not None:
-            try:
-                # Cancelling the consumers first keeps the broker from
-                # sending more (a requeued message would come straight
-                # back). reset() takes the connection's lock, which the
-                # poll holds only while it reads (ACK_LATENCY at most).
-                self._conn.reset()
-            except Exception as exc:  # noqa: BLE001 - a lost connection requeues anyway
-                LOG.warning("consumers not cancelled: %s", exc)
+            self._cancel_consumers()
         super().stop()  # the poll ends; what it had taken goes to _process_incoming
         if self._listener is not None:
             for message in self._listener.unconsumed():
                 message.requeue()
+
+    def _cancel_consumers(self):
+        """Tell the broker to send this server nothing more, first (a
+        requeued message would come straight back). Under the connection's
+        lock, which the poll holds only while it reads (ACK_LATENCY at
+        most); without waiting for the broker's answer (the poll's thread
+        reads the socket, not this one: a wait here times out), and
+        forgetting the consumers, so a reconnection does not consume
+        again."""
+        conn = self._conn.connection
+        try:
+            with conn._connection_lock:
+                tags = list(conn._consumers.values())
+                conn._consumers.clear()
+                conn._new_tags.clear()
+                for tag in tags:
+                    conn.channel.basic_cancel(str(tag), nowait=True)
+                # What the broker sent before it saw the cancel is in the
+                # socket: read it into the listener, to be given back with
+                # the rest of what this server holds.
+                deadline = time.monotonic() + CANCEL_DRAIN_SECONDS
+                while time.monotonic() < deadline:
+                    conn.connection.drain_events(timeout=0.1)
+        except TimeoutError:
+            pass  # nothing more came
+        except Exception as exc:  # noqa: BLE001 - a lost connection requeues anyway
+            LOG.warning("consumers not cancelled: %s", exc)
 
     # oslo's server finds the steps it orders (start, stop, wait) by this
     # mark on the method; the ordering itself is done by the base's stop.

@@ -36,7 +36,7 @@ PREFETCH = 8
 STOP_TIMEOUT = 4  # [rpc] stop_timeout of these tests, seconds
 
 
-def _write_conf(path, vhost, placement_url, state_dir):
+def _write_conf(path, vhost, placement_url, state_dir, extra=()):
     # Shipped defaults but for the times: a scheduler call unanswered for
     # 3 s is tried again 20 times (what a super conductor holds without a
     # scheduler never finishes in the test), leases of 3 s swept every 0.5 s.
@@ -55,6 +55,7 @@ def _write_conf(path, vhost, placement_url, state_dir):
                 "call_timeout = 3",
                 "call_retries = 20",
                 f"stop_timeout = {STOP_TIMEOUT}",
+                *extra,
             ]
         )
         + "\n"
@@ -111,13 +112,14 @@ class _Run:
     one a message (never sent again: what a conductor loses stays lost),
     and the services the test starts."""
 
-    def __init__(self, db_url, vhost, tmp_path, requests):
+    def __init__(self, db_url, vhost, tmp_path, requests, extra=()):
         self.tmp_path = tmp_path
         self.env = dict(os.environ, OS_PLACEMENT_DATABASE__CONNECTION=db_url)
         self.procs = processes.Services(tmp_path, self.env)
         self.state_dir = tmp_path / "hypervisors"
         self.state_dir.mkdir()
         self.requests = requests
+        self.extra = extra
         self.submit = None
 
     def start_base(self, vhost):
@@ -126,7 +128,7 @@ class _Run:
         url = f"http://127.0.0.1:{port}"
         processes.wait_http(url + "/", api)
         conf = self.tmp_path / "services.conf"
-        _write_conf(conf, vhost, url, self.state_dir)
+        _write_conf(conf, vhost, url, self.state_dir, self.extra)
         self.cf = ["--config-file", str(conf)]
         self.service("cell1", "conductor-worker", "--cell", "cell1")
 
@@ -218,23 +220,31 @@ def test_a_killed_super_conductor_loses_none_of_the_queued_requests(db, db_url, 
 
 
 def test_sigterm_leaves_the_backlog_on_the_queue_and_exits_in_time(db, db_url, vhost, tmp_path):
+    """The operator's prefetch (12) is above the threads (8): 4 messages
+    wait in the conductor for a thread, and go back to the queue the moment
+    it is told to stop, while the 8 in hand are still being worked on."""
     bus.load_cluster(db, nodes=4, cores=64, cells=1)
-    requests = 20
-    run = _Run(db_url, vhost, tmp_path, requests)
+    requests, prefetch = 20, 12
+    extra = ["[oslo_messaging_rabbit]", f"rabbit_qos_prefetch_count = {prefetch}"]
+    run = _Run(db_url, vhost, tmp_path, requests, extra)
     try:
         stopped, before = run.backlog(db, vhost, "super-stopped")
         start = time.monotonic()
         stopped.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        stopping = _queue(vhost)
         try:
             rc = stopped.wait(timeout=STOP_TIMEOUT + 20)
         except subprocess.TimeoutExpired:
             rc = None
         seconds = time.monotonic() - start
-        # It held only what its threads work on; what it held cannot finish
-        # (no scheduler): it leaves it, in time; every message it did not
-        # finish is on the queue, the untaken ones and those whose requests
-        # it recorded (taken over after the lease).
-        assert (before, rc, seconds < STOP_TIMEOUT + 5, _queue(vhost)) == (
+        # It held only its prefetch; told to stop, it gave back at once
+        # what it had not started; what it had in hand cannot finish (no
+        # scheduler): it leaves it, in time; every message it did not finish
+        # is on the queue, the untaken ones and those whose requests it
+        # recorded (taken over after the lease).
+        assert (before, stopping, rc, seconds < STOP_TIMEOUT + 5, _queue(vhost)) == (
+            (requests - prefetch, prefetch),
             (requests - PREFETCH, PREFETCH),
             0,
             True,
