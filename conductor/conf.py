@@ -50,9 +50,21 @@ conductor_opts = [
         min=2,
         max=86400,
         help="How long a conductor holds a build request without renewing it (it "
-        "renews at a third of it while scheduling, at half of it while building). A "
+        "renews every third of it while scheduling and while building). A "
         "conductor that dies stops renewing; this long after, another one takes its "
         "build requests over.",
+    ),
+    cfg.FloatOpt(
+        "record_retry_seconds",
+        default=60.0,
+        min=0.0,
+        max=3600.0,
+        help="How long a super conductor keeps trying to record a request's build "
+        "requests while placement answers that its database is unavailable (503) "
+        "or does not answer at all, before it answers the request refused (0: "
+        "refused at once). Meanwhile the message stays on the bus unacknowledged: "
+        "a conductor stopped or killed leaves it for another. Covers a database "
+        "restart or failover.",
     ),
     cfg.FloatOpt(
         "sweep_interval",

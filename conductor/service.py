@@ -125,6 +125,7 @@ class Conductor:
             self.cell_build,
             self.batchers,
             abandoned_mod.Abandoned(abandoned_mod.watch_seconds(conf)),
+            record_retry_seconds=conf.conductor.record_retry_seconds,
         )
         self.sweeper = sweep_mod.Sweeper(
             conf, self.records, client, driver, self.reporter, self.cell_build, self.super_conductor

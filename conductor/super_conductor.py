@@ -23,6 +23,7 @@ cell (messages).
 """
 
 import collections
+import itertools
 import logging
 import time
 
@@ -31,6 +32,7 @@ from conductor import cell_build as cell_mod
 from conductor import leases
 from conductor import metrics
 from conductor import records as records_mod
+from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from joule import rpc
 from scheduler import claim as claim_mod
@@ -49,7 +51,17 @@ class SuperConductor:
         ``scheduling`` (None: one call per request) and ``build_casts``.
     """
 
-    def __init__(self, records, client, bus, reporter, cell_build, batchers, abandoned=None):
+    def __init__(
+        self,
+        records,
+        client,
+        bus,
+        reporter,
+        cell_build,
+        batchers,
+        abandoned=None,
+        record_retry_seconds=0.0,
+    ):
         self.records = records
         self.client = client
         self.bus = bus
@@ -60,6 +72,7 @@ class SuperConductor:
         # The instances failed because no scheduler answered in time, for
         # the sweep to release a claim a late scheduler made after all.
         self.abandoned = abandoned if abandoned is not None else abandoned_mod.Abandoned()
+        self.record_retry_seconds = record_retry_seconds
 
     def build_instances(self, spec, reply_topic=None):
         """Record the request's instances held by this conductor, then
@@ -74,7 +87,7 @@ class SuperConductor:
             for i in spec.instance_uuids
         ]
         try:
-            generations = self.records.create_held(items)
+            generations = self._record(spec, items)
         except records_mod.AlreadyRecorded:
             # A second delivery of a request already being handled (the
             # submitter re-sends what it does not see recorded).
@@ -86,6 +99,29 @@ class SuperConductor:
             )
             return
         self.schedule_and_dispatch(spec, generations, reply_topic)
+
+    def _record(self, spec, items):
+        """``records.create_held``, tried again while placement is not there
+        (its database unavailable: 503; or no answer) for up to
+        ``record_retry_seconds``: a database restart must not refuse the
+        requests that arrive meanwhile (the create is idempotent: a lost
+        answer is read back). Any other refusal is final at once."""
+        give_up = time.monotonic() + self.record_retry_seconds
+        for attempt in itertools.count():
+            try:
+                return self.records.create_held(items)
+            except records_mod.PLACEMENT_ERRORS as exc:
+                pause = min(RECORD_RETRY_BASE * 2**attempt, RECORD_RETRY_MAX)
+                if not _not_there(exc) or time.monotonic() + pause > give_up:
+                    raise
+                LOG.warning(
+                    "%s: build requests not recorded yet (%s); trying again in %.0f s",
+                    spec.request_id,
+                    exc,
+                    pause,
+                )
+                time.sleep(pause)
+        raise AssertionError("unreachable: the loop returns or raises")
 
     def schedule_and_dispatch(self, spec, generations, reply_topic):
         """Schedule the instances of ``generations`` (records this conductor
@@ -176,6 +212,20 @@ class SuperConductor:
         that fails raises in every request of it, as a lone cast would (the
         records are handed off, not lost: the sweep takes them over)."""
         self._build_casts.submit_many(cell, [(b, reply_topic) for b in builds])
+
+
+# The pauses between the tries of recording a request while placement is
+# not there: 1, 2, 4, 8, 8 ... seconds.
+RECORD_RETRY_BASE = 1.0
+RECORD_RETRY_MAX = 8.0
+
+
+def _not_there(exc):
+    """Whether placement could not take the write for now (it said so with a
+    503, or did not answer), rather than refusing it."""
+    if isinstance(exc, client_mod.PlacementUnreachable):
+        return True
+    return isinstance(exc, client_mod.ServerError) and exc.status == 503
 
 
 def select_many(bus, items):
