@@ -54,6 +54,14 @@ class RequestIntake:
             conf_mod.request_threads(conf), thread_name_prefix="request"
         )
         self._queueing = threading.Lock()
+        # The requests this process is handling now, by request id: a
+        # second delivery of one of them (RabbitMQ hands back a message
+        # whose acknowledgement was lost with a connection, possibly to
+        # this same process) is dropped here, before its create could be
+        # taken for this process's own (a lost answer is read back by
+        # owner: conductor.records).
+        self._handling = set()
+        self._handling_lock = threading.Lock()
 
     def build_instances(self, request_spec, reply_topic=None):
         problem = spec_mod.reply_topic_problem(reply_topic)
@@ -70,7 +78,17 @@ class RequestIntake:
             metrics.REFUSED.inc()
             self.reporter.request_refused(reply_topic, request_id, str(exc))
             return
-        self.super_conductor.build_instances(spec, reply_topic)
+        with self._handling_lock:
+            again = spec.request_id in self._handling
+            self._handling.add(spec.request_id)
+        if again:
+            LOG.info("%s: in hand already, dropping the duplicate", spec.request_id)
+            return
+        try:
+            self.super_conductor.build_instances(spec, reply_topic)
+        finally:
+            with self._handling_lock:
+                self._handling.discard(spec.request_id)
 
     def build_instances_many(self, request_specs, reply_topic=None):
         """Handle the requests of one message side by side (each exactly as
