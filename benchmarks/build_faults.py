@@ -662,7 +662,7 @@ def _machine():
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return (
         f"{platform.node()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}, "
-        f"commit {head.stdout.strip()}, {when}"
+        f"commit {head.stdout.strip() or 'unknown (not a git checkout)'}, {when}"
     )
 
 
