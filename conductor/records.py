@@ -106,14 +106,22 @@ class Records:
 
     def _read_back(self, items):
         """{instance_uuid: generation} when every record of ``items`` is in
-        placement, held by this owner; None otherwise."""
+        placement as this create left it (pending, held by this owner, never
+        taken since: generation 0); None otherwise. A record of ours that
+        moved on is from an earlier handling of the same request (a
+        redelivery), not this create's: it is not taken as created."""
         wanted = {r["instance_uuid"] for r in items}
         request_ids = sorted({r["request_id"] for r in items})
         ours = {}
         for start in range(0, len(request_ids), READ_BACK_IDS):
             chunk = request_ids[start : start + READ_BACK_IDS]
             for record in self.client.list_build_requests(request_id="in:" + ",".join(chunk)):
-                if record["instance_uuid"] in wanted and record.get("owner") == self.owner:
+                if (
+                    record["instance_uuid"] in wanted
+                    and record.get("owner") == self.owner
+                    and record.get("status") == "pending"
+                    and record.get("generation") == 0
+                ):
                     ours[record["instance_uuid"]] = record["generation"]
         return ours if len(ours) == len(wanted) else None
 

@@ -90,3 +90,17 @@ def test_another_owners_records_are_still_a_duplicate(live_server, db):
     with pytest.raises(records_mod.AlreadyRecorded):
         records_mod.Records(lossy, "super-1", 60).create_held(items)
     assert {r["owner"] for r in _records(client, items).values()} == {"super-2"}
+
+
+def test_our_records_of_an_earlier_handling_are_not_this_creates(live_server, db):
+    """A redelivered request whose records this conductor made and has
+    moved on since (renewed, here; handed off or finished alike) is a
+    duplicate, not "created": it must not be scheduled a second time."""
+    client = placement_client(live_server)
+    items = _items("req-again")
+    records = records_mod.Records(client, "super-1", 60)
+    first = records.create_held(items)
+    records.take_many(first)  # the first handling goes on (a renewal)
+    lossy = _LosesAnswers(client, after=False)
+    with pytest.raises(records_mod.AlreadyRecorded):
+        records_mod.Records(lossy, "super-1", 60).create_held(items)
