@@ -6,7 +6,7 @@ the ``postgres`` user, the network cut needs ``ip netns``):
     python -m benchmarks.build_faults [--fault none|rabbitmq|postgresql|
         placement-stall|netcut|all] [--instances 2000] [--inventory 5k | --nodes N]
         [--per-request 1] [--schedulers 2] [--supers 2] [--cell-conductors 1]
-        [--requests-per-message N] [--fault-seconds S] [--keep]
+        [--requests-per-message N] [--failure-rate R] [--fault-seconds S] [--keep]
 
 Each fault is one run on infrastructure of this benchmark's own, so that
 nothing shared is disturbed: a private PostgreSQL server
@@ -32,8 +32,11 @@ the fault is injected:
   its own, reaching the broker and placement over a veth pair; the link
   goes down for ``[conductor] lease_seconds`` + 20 s (80 s), then up.
 
-``--fault-seconds`` replaces the fault's duration; ``none`` injects nothing
-(the operator run: ``--fault none --inventory 5k --instances 1500``).
+``--failure-rate R`` makes that share of builds fail (``[conductor]
+simulated_failure_rate``; shipped 0), so that rescheduling and failed
+instances are exercised too. ``--fault-seconds`` replaces the fault's
+duration; ``none`` injects nothing (the operator run: ``--fault none
+--inventory 5k --instances 1500``).
 After build-submit finished, the audit reads its JSON lines, placement's
 database (allocations and build requests) and the simulated hypervisors'
 state, and counts: instances lost (never answered, or answered placed and
@@ -236,11 +239,12 @@ def _specs(path, args, fault):
     return {s["request_id"]: s["instance_uuids"] for s in specs}
 
 
-def _conf(path, transport_url, placement_url, state_dir):
+def _conf(path, transport_url, placement_url, state_dir, failure_rate=None):
+    failures = "" if failure_rate is None else f"simulated_failure_rate = {failure_rate}\n"
     path.write_text(
         f"[DEFAULT]\ntransport_url = {transport_url}\n"
         f"[placement]\nauth_type = noauth\nendpoint_override = {placement_url}\n"
-        f"[conductor]\nsimulated_state_dir = {state_dir}\n"
+        f"[conductor]\nsimulated_state_dir = {state_dir}\n{failures}"
     )
     return ["--config-file", str(path)]
 
@@ -292,6 +296,7 @@ class Deployment:
             broker_url("127.0.0.1"),
             f"http://127.0.0.1:{port}",
             self.state_dir,
+            args.failure_rate,
         )
         started = [
             self.procs.start(f"scheduler-{n}", "scheduler-worker", *self.cf)
@@ -312,6 +317,7 @@ class Deployment:
                 broker_url(addr),
                 f"http://{addr}:{port}",
                 self.state_dir,
+                args.failure_rate,
             )
             cmd = netns.command("conductor-worker", *ns_cf, "--cell", "cell1")
             started.append(self.procs.start("cell1-netns", *cmd))
@@ -603,6 +609,12 @@ def _parse(argv):
     p.add_argument(
         "--requests-per-message", type=int, default=None, help="build-submit's; its default"
     )
+    p.add_argument(
+        "--failure-rate",
+        type=float,
+        default=None,
+        help="[conductor] simulated_failure_rate (shipped: 0, no build fails)",
+    )
     p.add_argument("--fault-seconds", type=float, default=None, help="the fault's duration")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = p.parse_args(argv)
@@ -626,6 +638,8 @@ def _header(args, faults):
     base = override_lines("none")
     for line in base:
         print(f"  {line}")
+    if args.failure_rate is not None:
+        print(f"  conductors: [conductor] simulated_failure_rate = {args.failure_rate}")
     if "netcut" in faults:
         for line in override_lines("netcut")[len(base) :]:
             print(f"  netcut run only: {line}")
