@@ -93,19 +93,6 @@ class Lease:
         if not self.keep():
             raise LeaseLost(self.instance)
 
-    def renew(self):
-        """Renew now (one take at the generation held); False once lost."""
-        with self._lock:
-            if not self._still_held():
-                return False
-            asked = time.monotonic()
-            gen = self.records.take(self.instance, self.generation)
-            if gen is None:
-                self._held = False
-                return False
-            self.generation, self.taken_at = gen, asked
-            return True
-
     def write(self, write, *args, **kwargs):
         """Run a write on the record's claim guarded by this lease (placement
         refuses it once the record is not ours at this generation).

@@ -15,6 +15,7 @@ answered "lost" to its own caller and the others are sent again without it:
 a lost compare-and-set never applies, and never blocks, the rest.
 """
 
+import collections
 import logging
 
 from conductor import batch as batch_mod
@@ -35,6 +36,12 @@ LOST = (LEASED, FINISHED, CONCURRENT)
 PLACEMENT_ERRORS = (client_mod.PlacementError, client_mod.PlacementUnreachable)
 # Request ids per read-back listing (placement's request_id=in: limit).
 READ_BACK_IDS = 100
+# One finish of finish_many: the last two may be left out.
+_Finish = collections.namedtuple(
+    "_Finish",
+    "instance_uuid status host_uuid reason build_succeeded generation",
+    defaults=(False, None),
+)
 
 
 class AlreadyRecorded(Exception):
@@ -291,16 +298,15 @@ class Records:
         build_succeeded[, generation]]) tuples; one bool each, False for a
         record that is no longer ours."""
         items = []
-        for instance_uuid, status, host_uuid, reason, *more in finishes:
-            succeeded, generation = (list(more) + [False, None])[:2]
-            item = {"instance_uuid": instance_uuid, "status": status, "host_uuid": host_uuid}
+        for f in (_Finish(*finish) for finish in finishes):
+            item = {"instance_uuid": f.instance_uuid, "status": f.status, "host_uuid": f.host_uuid}
             item["owner"] = self.owner
-            if reason is not None:
-                item["reason"] = reason[:60000]
-            if succeeded:
+            if f.reason is not None:
+                item["reason"] = f.reason[:60000]
+            if f.build_succeeded:
                 item["build_succeeded"] = True
-            if generation is not None:
-                item["generation"] = generation
+            if f.generation is not None:
+                item["generation"] = f.generation
             items.append(item)
         done = self._finishes.submit_many(items)
         for item, ok in zip(items, done, strict=True):

@@ -121,7 +121,6 @@ class SuperConductor:
                     pause,
                 )
                 time.sleep(pause)
-        raise AssertionError("unreachable: the loop returns or raises")
 
     def schedule_and_dispatch(self, spec, generations, reply_topic):
         """Schedule the instances of ``generations`` (records this conductor
@@ -221,9 +220,9 @@ RECORD_RETRY_MAX = 8.0
 
 
 def _not_there(exc):
-    """Whether placement could not take the write for now (it said so with a
-    503, or did not answer), rather than refusing it."""
-    if isinstance(exc, client_mod.PlacementUnreachable):
+    """Whether placement could not take the write for now (not there for us,
+    or it said so with a 503), rather than refusing it."""
+    if isinstance(exc, client_mod.NOT_THERE):
         return True
     return isinstance(exc, client_mod.ServerError) and exc.status == 503
 

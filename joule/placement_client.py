@@ -41,6 +41,8 @@ from keystoneauth1 import session as ks_session
 from keystoneauth1 import token_endpoint
 from oslo_config import cfg
 
+from joule import vocabulary
+
 LOG = logging.getLogger(__name__)
 
 GROUP = "placement"
@@ -174,7 +176,6 @@ class ServerError(PlacementError):
 # no longer holds it, and the header that asks for the guard
 # (placement.handlers.allocation).
 LEASE_LOST = "placement.build_request.lease_lost"
-LEASE_HEADER = "Joule-Build-Lease"
 
 
 def lease_header(lease):
@@ -183,7 +184,7 @@ def lease_header(lease):
     if lease is None:
         return {}
     generation, owner = lease
-    return {LEASE_HEADER: f"{int(generation)} {owner}"}
+    return {vocabulary.LEASE_HEADER: f"{int(generation)} {owner}"}
 
 
 # Placement is not there for us (no answer, or our credentials refused),

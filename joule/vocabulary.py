@@ -60,3 +60,10 @@ def family_key(gpu_count, gpu_model, cpu_model):
     if cpu_model and cpu_model.strip():
         return f"cpu:{cpu_model}"
     return UNKNOWN_FAMILY
+
+
+# -- build request leases on the wire -------------------------------------------
+
+# The header of an allocation write guarded by a build request's lease:
+# "<generation> <owner>" (the conductors send it, placement checks it).
+LEASE_HEADER = "Joule-Build-Lease"

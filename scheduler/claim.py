@@ -190,10 +190,7 @@ def unclaim(client, consumer, lease=None):
     """Release every allocation of ``consumer``; safe to repeat.
     :raise placement_client.Conflict: (``lease`` given) the lease was lost.
     """
-    if lease is None:
-        client.delete_allocations(consumer)
-    else:
-        client.delete_allocations(consumer, lease=lease)
+    client.delete_allocations(consumer, lease=lease)
 
 
 def move(client, consumer, allocation_request, spec, lease=None):
@@ -209,7 +206,6 @@ def move(client, consumer, allocation_request, spec, lease=None):
 
 
 def _put(client, consumer, allocation_request, spec, consumer_generation, lease):
-    extra = {} if lease is None else {"lease": lease}
     client.put_allocations(
         consumer,
         allocation_request,
@@ -219,5 +215,5 @@ def _put(client, consumer, allocation_request, spec, consumer_generation, lease)
         workload_class=spec.workload_class,
         consumer_type=spec.consumer_type,
         server_group=spec.server_group,
-        **extra,
+        lease=lease,
     )

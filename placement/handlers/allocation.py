@@ -13,6 +13,7 @@ lost, or whose record was taken over, writes nothing: 409
 
 import flask
 
+from joule import vocabulary
 from placement import errors
 from placement import paging
 from placement import util
@@ -103,24 +104,21 @@ def consumer_write(consumer_uuid, data, conf):
     )
 
 
-LEASE_HEADER = "Joule-Build-Lease"
-
-
 def _lease_guard(consumer_uuid):
     """The guard the request's Joule-Build-Lease header asks for (a callable
     run in the write's transaction), or None without the header.
 
     :raise 400: a header that is not ``<generation> <owner>``.
     """
-    value = flask.request.headers.get(LEASE_HEADER)
+    value = flask.request.headers.get(vocabulary.LEASE_HEADER)
     if value is None:
         return None
     generation, _, owner = value.strip().partition(" ")
     owner = owner.strip()
     if not generation.isdigit() or not owner:
         raise errors.bad_request(
-            f"Malformed {LEASE_HEADER} header {value!r}: expected '<generation> <owner>' "
-            f"(the build request's generation and holder)"
+            f"Malformed {vocabulary.LEASE_HEADER} header {value!r}: expected "
+            f"'<generation> <owner>' (the build request's generation and holder)"
         )
 
     def guard(conn):
@@ -130,9 +128,9 @@ def _lease_guard(consumer_uuid):
 
 
 def _refuse_lease_header():
-    if LEASE_HEADER in flask.request.headers:
+    if vocabulary.LEASE_HEADER in flask.request.headers:
         raise errors.bad_request(
-            f"{LEASE_HEADER} guards one consumer's allocations: use it with PUT or "
+            f"{vocabulary.LEASE_HEADER} guards one consumer's allocations: use it with PUT or "
             f"DELETE /allocations/{{consumer_uuid}}"
         )
 
@@ -209,7 +207,7 @@ def delete_allocations(consumer_uuid):
     """
     util.context().can(policies.ALLOC_DELETE)
     guard = None
-    if LEASE_HEADER in flask.request.headers:
+    if vocabulary.LEASE_HEADER in flask.request.headers:
         if not util.is_uuid(consumer_uuid):
             raise errors.bad_request(f"Malformed consumer_uuid: {consumer_uuid}")
         guard = _lease_guard(util.normalize_uuid(consumer_uuid))

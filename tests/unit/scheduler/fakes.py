@@ -133,6 +133,7 @@ class FakePlacement:
         workload_class="standard",
         consumer_type="INSTANCE",
         server_group=None,
+        lease=None,
     ):
         self.calls.append(("PUT", consumer))
         allocs = {rp: dict(e["resources"]) for rp, e in allocation_request["allocations"].items()}
@@ -248,7 +249,7 @@ class FakePlacement:
             "consumer_type": "INSTANCE",
         }
 
-    def delete_allocations(self, consumer):
+    def delete_allocations(self, consumer, lease=None):
         self.calls.append(("DELETE", consumer))
         cur = self.consumers.pop(consumer, None)
         if cur:
