@@ -3,10 +3,9 @@ prompt with an acknowledgement when it does.
 
 An idle service looked at its connection 20 times a second (about half a
 millisecond of CPU each in oslo's and kombu's wrappers: 1.2 % of a core per
-server, and the scheduler's 20 % more CPU per instance in the issue-22
-benchmark pair). Holding nothing, no handler can ask for an ack and a
-delivery wakes the poll anyway, so it now waits up to
-``IDLE_POLL_SECONDS``; holding a message, it still looks every
+server; ``python -m benchmarks.rpc_idle`` measures it). Holding nothing,
+no handler can ask for an ack and a delivery wakes the poll anyway, so it
+now waits up to ``IDLE_POLL_SECONDS``; holding a message, it still looks every
 ``ACK_LATENCY`` seconds, so the ack a handler asks for leaves at once.
 
 The server runs in this process (it is the class under test), on the real
