@@ -28,6 +28,7 @@ import bisect
 from scheduler import weighers as weighers_mod
 from scheduler.weighers.normalize import bounds as value_bounds
 from scheduler.weighers.normalize import scale
+from scheduler.weighers.normalize import scale_all
 
 # The hosts a decision keeps, best first, for the alternates of its instance
 # (alternates.pick walks them until it has max_attempts - 1 in the cell).
@@ -49,6 +50,10 @@ class Ranker:
             (w, m) for w, m in weighers if getattr(w, "applies", None) is None or w.applies(state)
         ]
         self.names = [w.name for w, _m in self.active]
+        # The node label that overrides each weigher's multiplier.
+        self.label_keys = [
+            weighers_mod.MULTIPLIER_LABEL_PREFIX + w.multiplier_option for w, _m in self.active
+        ]
         self.minvals = [getattr(w, "minval", None) for w, _m in self.active]
         self.hosts = []
         self.index = {}
@@ -66,13 +71,17 @@ class Ranker:
     # -- hosts ---------------------------------------------------------------
 
     def add(self, hosts):
+        # Column by column: a kept walk adds the whole cluster at once.
         for host in hosts:
             self.index[host.uuid] = len(self.hosts)
             self.hosts.append(host)
-            for k, (weigher, multiplier) in enumerate(self.active):
-                self.raw[k].append(weigher.raw(host, self.state))
-                key = weighers_mod.MULTIPLIER_LABEL_PREFIX + weigher.multiplier_option
-                self.mult[k].append(weighers_mod.host_multiplier(host, key, multiplier))
+        state = self.state
+        host_multiplier = weighers_mod.host_multiplier
+        for k, (weigher, multiplier) in enumerate(self.active):
+            raw = weigher.raw
+            self.raw[k].extend([raw(host, state) for host in hosts])
+            key = self.label_keys[k]
+            self.mult[k].extend([host_multiplier(host, key, multiplier) for host in hosts])
         if hosts:
             self.fresh = False
 
@@ -111,17 +120,24 @@ class Ranker:
     def _rebuild(self, excluded):
         live = [i for i, h in enumerate(self.hosts) if h.uuid not in excluded]
         self.bounds = []
+        # Weigher by weigher over the live hosts, adding in the weighers'
+        # order: the same sums as ``_total`` gives one host at a time.
+        totals = [0.0] * len(self.hosts)
         for k in range(len(self.active)):
-            values = [self.raw[k][i] for i in live]
-            if values:
-                low, high = value_bounds(values, self.minvals[k])
-                self.bounds.append([low, values.count(low), high, values.count(high)])
-            else:
+            raw = self.raw[k]
+            values = [raw[i] for i in live]
+            if not values:
                 self.bounds.append([0, 0, 0, 0])
-        self.totals = [0.0] * len(self.hosts)
-        for i in live:
-            self.totals[i] = self._total(i)
-        self.keys = sorted((-self.totals[i], i) for i in live)
+                continue
+            low, high = value_bounds(values, self.minvals[k])
+            self.bounds.append([low, values.count(low), high, values.count(high)])
+            if high == low:
+                continue  # every part is 0: no total moves
+            mult = self.mult[k]
+            for i, value in zip(live, scale_all(values, low, high), strict=True):
+                totals[i] += mult[i] * value
+        self.totals = totals
+        self.keys = sorted((-totals[i], i) for i in live)
         self.excluded = set(excluded)
         self.fresh = True
 

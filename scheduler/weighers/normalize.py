@@ -4,7 +4,8 @@ Nova's min-max normalization: the best raw value maps to 1, the worst to 0,
 and when all hosts are equal every host gets 0 (the weigher cannot tell them
 apart, so it must not move the ranking). ``reverse`` is for lower-is-better
 values. Nowhere else normalizes: the ranking keeps each weigher's bounds
-(``bounds``) and scales one host at a time (``scale``) with these.
+(``bounds``), scales a whole column of hosts at once (``scale_all``) and one
+host at a time (``scale``) with these.
 """
 
 
@@ -27,9 +28,21 @@ def scale(value, low, high, reverse=False):
     return (value - low) / span
 
 
+def scale_all(values, low, high):
+    """``scale`` of every value of ``values`` (the same numbers, bit for bit),
+    in one pass: a ranking of 5,000 hosts scales a column per weigher at
+    every rebuild, where a call per value was a fifth of its time."""
+    span = high - low
+    if span == 0:
+        return [0.0] * len(values)
+    return [(v - low) / span for v in values]
+
+
 def normalize(values, reverse=False, minval=None):
     """Every value of ``values`` normalized together."""
     if not values:
         return []
     low, high = bounds(values, minval)
+    if not reverse:
+        return scale_all(values, low, high)
     return [scale(v, low, high, reverse) for v in values]
