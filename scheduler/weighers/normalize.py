@@ -31,7 +31,8 @@ def scale(value, low, high, reverse=False):
 def scale_all(values, low, high):
     """``scale`` of every value of ``values`` (the same numbers, bit for bit),
     in one pass: a ranking of 5,000 hosts scales a column per weigher at
-    every rebuild, where a call per value was a fifth of its time."""
+    every rebuild, where a call per value was about 40 % of a rebuild's
+    CPU (yappi, the 5k bus benchmark)."""
     span = high - low
     if span == 0:
         return [0.0] * len(values)
