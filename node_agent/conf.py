@@ -148,16 +148,96 @@ agent_opts = [
     ),
 ]
 
+# The node's compute service (node_agent.compute): builds over compute.<host>.
+compute_opts = [
+    cfg.BoolOpt(
+        "compute",
+        default=False,
+        help="Serve this node's compute topic (compute.<host>) on the bus and run "
+        "the instances the cell conductors build here through [agent] driver. "
+        "False: the agent only registers, heartbeats and applies caps.",
+    ),
+    cfg.StrOpt(
+        "driver",
+        default="fake",
+        help="Compute driver, by its joule.agent.drivers entry point: fake "
+        "(instances that run nothing, with failure injection: the demo and tests) "
+        "or exec (the workload's command under a cgroup whose CPU quota and memory "
+        "limit are the instance's claim).",
+    ),
+    cfg.StrOpt(
+        "state_dir",
+        default="/var/lib/joule/agent",
+        help="Where the agent keeps a record of every instance it runs (and the "
+        "exec driver the exit status of each): a restarted agent finds them there.",
+    ),
+    cfg.StrOpt(
+        "instance_log_dir",
+        help="exec driver: where each instance's standard output and error go "
+        "(<instance uuid>.log). Unset: <state_dir>/logs.",
+    ),
+    cfg.StrOpt(
+        "cgroup_root",
+        default="/sys/fs/cgroup",
+        help="exec driver: where the cgroup tree is mounted (v2: the unified "
+        "hierarchy; v1: the directory holding the cpu and memory hierarchies).",
+    ),
+    cfg.StrOpt(
+        "cgroup_parent",
+        default="joule",
+        help="exec driver: the group (relative to each hierarchy's root) under "
+        "which every instance gets a group of its own, named by its uuid. Agents "
+        "sharing one cgroup tree need distinct parents.",
+    ),
+    cfg.FloatOpt(
+        "start_grace",
+        default=1.0,
+        min=0.0,
+        help="exec driver: seconds a started command is watched before its build "
+        "is answered; one that exits non-zero within them failed to start (the "
+        "build moves to an alternate host).",
+    ),
+    cfg.FloatOpt(
+        "delete_grace",
+        default=10.0,
+        min=0.0,
+        help="Seconds between SIGTERM and SIGKILL when an instance is deleted.",
+    ),
+    cfg.FloatOpt(
+        "instance_poll_interval",
+        default=1.0,
+        min=0.05,
+        help="Seconds between looks at the running instances; an instance that "
+        "ended is reported to its cell's conductors at the next look.",
+    ),
+    cfg.FloatOpt(
+        "fake_failure_rate",
+        default=0.0,
+        min=0.0,
+        max=1.0,
+        help="fake driver: probability that a build fails (exercises the move to an alternate).",
+    ),
+    cfg.BoolOpt(
+        "fake_fails",
+        default=False,
+        help="fake driver: every build on this node fails.",
+    ),
+    cfg.IntOpt(
+        "fake_seed",
+        help="fake driver: seed of the failure draws, for reproducible runs.",
+    ),
+]
+
 
 def register_opts(conf):
     conf.register_group(cfg.OptGroup(agent_group.name, title=agent_group.title))
-    conf.register_opts(agent_opts, group=agent_group.name)
+    conf.register_opts(agent_opts + compute_opts, group=agent_group.name)
     placement_client.register_opts(conf)
 
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return [(agent_group, agent_opts)] + placement_client.list_opts()
+    return [(agent_group, agent_opts + compute_opts)] + placement_client.list_opts()
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="node-agent"):

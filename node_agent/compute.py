@@ -1,0 +1,219 @@
+"""The agent's compute service: the instances of this node, built, watched
+and deleted through its driver, served on the bus as ``compute.<host>``.
+
+This is to the agent what nova-compute's manager is to nova: a cell
+conductor casts nothing at it, it calls ``build_instance`` with the
+instance's claim on this host and its workload and waits (within its
+deadline) for the answer, ``running`` or ``failed`` with why; a failed
+build moves the claim to the next alternate on the conductor's side. The
+agent never writes allocations: an instance that ends is reported to the
+conductors of its cell (``instances_ended``), which release its claim in
+a write guarded by the consumer generation.
+
+Every instance has a record on disk (node_agent.instance_store) from the
+moment its start is asked, so an agent restarted while its instances run
+finds them again: those still running are watched on, those that ended
+meanwhile are reported with how they ended (the exec driver's supervisor
+kept the exit status), and a record whose instance cannot be told about
+(its process is gone and left no status) is reported ``errored`` with that
+reason. An ended instance's record is kept until its end is acknowledged,
+so a report lost with a conductor is sent again.
+"""
+
+import logging
+import threading
+import time
+
+from node_agent import instance_store
+from node_agent.drivers import StartFailed
+
+LOG = logging.getLogger(__name__)
+
+# RPC version of compute.<host>: 1.0 build_instance, delete_instance,
+# show_instance, list_instances.
+COMPUTE_RPC_VERSION = "1.0"
+
+
+class Compute:
+    """The instances of one node."""
+
+    def __init__(self, store, driver, gpu_indices=(), delete_grace=10.0):
+        self.store = store
+        self.driver = driver
+        self.gpu_indices = list(gpu_indices)
+        self.delete_grace = delete_grace
+        self._lock = threading.Lock()
+        self._instances = {}
+        self._starting = set()
+
+    # -- start-up --------------------------------------------------------------
+
+    def recover(self):
+        """Read the records left by an earlier run of the agent: (running
+        again, ended meanwhile) uuids; records that cannot be read are named
+        in the log and left on disk for an operator."""
+        found, broken = self.store.load_all()
+        for name in broken:
+            LOG.error("instance record %s cannot be read; left as it is", name)
+        running, ended = [], []
+        for instance in found:
+            if not instance.ended:
+                try:
+                    alive = self.driver.recover(instance)
+                except Exception as exc:  # a driver's failure must not lose the record
+                    LOG.exception("%s: cannot be recovered", instance.uuid)
+                    alive = False
+                    instance.state, instance.reason = instance_store.LOST, f"not recovered: {exc}"
+                    instance.ended_at = time.time()
+                if not alive:
+                    self.store.save(instance)
+            self._instances[instance.uuid] = instance
+            (ended if instance.ended else running).append(instance.uuid)
+        if found:
+            LOG.info(
+                "found %d instance record(s): %d running, %d ended",
+                len(found),
+                len(running),
+                len(ended),
+            )
+        return running, ended
+
+    # -- the calls -------------------------------------------------------------
+
+    def build(self, uuid, resources, workload=None):
+        """Start instance ``uuid`` with ``resources`` (its claim on this
+        host: resource class -> amount) running ``workload`` (a dict, or
+        None for a driver that needs none). Returns its public record; a
+        failed start is ``{"state": "failed", "reason": ...}`` and leaves
+        nothing behind. A second build of an instance this node has is
+        answered with what it is: never started twice."""
+        with self._lock:
+            known = self._instances.get(uuid)
+            if known is not None:
+                return known.public()
+            if uuid in self._starting:
+                return {"instance_uuid": uuid, "state": "starting"}
+            gpus = self._take_gpus(int(resources.get("PGPU", 0)))
+            if gpus is None:
+                return _failed(uuid, f"asks for {resources.get('PGPU')} GPU(s), none free here")
+            self._starting.add(uuid)
+        instance = instance_store.Instance(
+            uuid, dict(resources), instance_store.Workload.from_dict(workload), gpus
+        )
+        try:
+            self.store.save(instance)
+            self.driver.start(instance)
+        except StartFailed as exc:
+            self.store.forget(uuid)
+            with self._lock:
+                self._starting.discard(uuid)
+            LOG.info("%s: start failed: %s", uuid, exc)
+            return _failed(uuid, str(exc))
+        except Exception:
+            self.store.forget(uuid)
+            with self._lock:
+                self._starting.discard(uuid)
+            raise
+        self.store.save(instance)
+        with self._lock:
+            self._starting.discard(uuid)
+            self._instances[uuid] = instance
+        LOG.info("%s: %s", uuid, instance.state)
+        return instance.public()
+
+    def _take_gpus(self, count):
+        """``count`` device indices no running instance has, or None."""
+        if count <= 0:
+            return []
+        used = {g for i in self._instances.values() if not i.ended for g in i.gpus}
+        free = [g for g in self.gpu_indices if g not in used]
+        return free[:count] if len(free) >= count else None
+
+    def delete(self, uuid, grace=None):
+        """End instance ``uuid`` (SIGTERM, SIGKILL after ``grace`` seconds);
+        its public record, or None when this node does not have it."""
+        with self._lock:
+            instance = self._instances.get(uuid)
+        if instance is None:
+            return None
+        self.driver.stop(instance, self.delete_grace if grace is None else grace)
+        if instance.ended_at is None:
+            instance.ended_at = time.time()
+        self.store.save(instance)
+        return instance.public()
+
+    def show(self, uuid):
+        with self._lock:
+            instance = self._instances.get(uuid)
+        return None if instance is None else instance.public()
+
+    def list(self):
+        with self._lock:
+            return [i.public() for i in self._instances.values()]
+
+    def limits(self, uuid):
+        with self._lock:
+            instance = self._instances.get(uuid)
+        return None if instance is None else self.driver.limits(instance)
+
+    def running_count(self, schedulable_class=None):
+        with self._lock:
+            return sum(1 for i in self._instances.values() if not i.ended)
+
+    # -- watching --------------------------------------------------------------
+
+    def watch_once(self):
+        """Poll every running instance; the public records of those that
+        ended now or earlier and whose end is not acknowledged yet."""
+        with self._lock:
+            instances = list(self._instances.values())
+        ended = []
+        for instance in instances:
+            if not instance.ended:
+                try:
+                    if not self.driver.poll(instance):
+                        continue
+                except Exception:  # one broken poll must not stop the watch
+                    LOG.exception("%s: poll failed", instance.uuid)
+                    continue
+                if instance.ended_at is None:
+                    instance.ended_at = time.time()
+                self.store.save(instance)
+                LOG.info("%s: %s (%s)", instance.uuid, instance.state, instance.reason)
+            ended.append(instance.public())
+        return ended
+
+    def acknowledge(self, uuids):
+        """Forget ended instances whose end was recorded by a conductor."""
+        with self._lock:
+            for uuid in uuids:
+                instance = self._instances.get(uuid)
+                if instance is not None and instance.ended:
+                    del self._instances[uuid]
+                    self.store.forget(uuid)
+
+
+def _failed(uuid, reason):
+    return {"instance_uuid": uuid, "state": "failed", "reason": reason}
+
+
+class ComputeEndpoint:
+    """``compute.<host>`` on the bus."""
+
+    def __init__(self, compute):
+        import oslo_messaging
+
+        self.target = oslo_messaging.Target(version=COMPUTE_RPC_VERSION)
+        self.compute = compute
+
+    def build_instance(self, ctxt, instance_uuid, resources, workload=None):
+        return self.compute.build(instance_uuid, resources, workload)
+
+    def delete_instance(self, ctxt, instance_uuid, grace=None):
+        return self.compute.delete(instance_uuid, grace)
+
+    def show_instance(self, ctxt, instance_uuid):
+        return self.compute.show(instance_uuid)
+
+    def list_instances(self, ctxt):
+        return self.compute.list()
