@@ -39,7 +39,7 @@ from joule import vocabulary
 
 # Versions of the messages this code speaks; bump MINOR when adding an
 # optional field, MAJOR when changing what an existing field means.
-REQUEST_SPEC_VERSION = "1.3"
+REQUEST_SPEC_VERSION = "1.4"
 SELECTIONS_VERSION = "1.0"
 BUILD_RESULT_VERSION = "1.0"
 
@@ -402,6 +402,72 @@ class SchedulerHintsSchema(_Strict):
         return {k: list(v) for k, v in dataclasses.asdict(hints).items() if v}
 
 
+# Bounds on a workload (what an exec instance runs): an argv, an
+# environment and a working directory the agent passes to the kernel as
+# they are, so no NUL anywhere and sizes a command line can hold.
+MAX_WORKLOAD_ARGS = 256
+MAX_WORKLOAD_ENV = 256
+MAX_WORKLOAD_TEXT = 4096
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,254}$")
+
+
+def _no_nul(what):
+    def check(value):
+        if "\0" in value:
+            raise marshmallow.ValidationError(f"{what} must not hold a NUL character")
+        if len(value) > MAX_WORKLOAD_TEXT:
+            raise marshmallow.ValidationError(
+                f"{what} is at most {MAX_WORKLOAD_TEXT} characters, got {len(value)}"
+            )
+
+    return check
+
+
+def _absolute(value):
+    if not value.startswith("/"):
+        raise marshmallow.ValidationError(f"must be an absolute path, got {value!r}")
+
+
+class WorkloadSchema(_Strict):
+    """What an instance runs where its driver runs commands (the node
+    agent's exec driver): ``command`` an argv (the program is looked up in
+    the environment's PATH), ``env`` added to the agent's base environment,
+    ``cwd`` the working directory (default ``/``)."""
+
+    command = fields.List(
+        fields.String(validate=_no_nul("a command argument")),
+        required=True,
+        validate=validate.Length(
+            min=1, max=MAX_WORKLOAD_ARGS, error="must list 1 to {max} arguments"
+        ),
+    )
+    env = fields.Dict(
+        keys=fields.String(
+            validate=validate.Regexp(
+                ENV_NAME_PATTERN,
+                error="environment name {input!r} must match [A-Za-z_][A-Za-z0-9_]*",
+            )
+        ),
+        values=fields.String(validate=_no_nul("an environment value")),
+        load_default=dict,
+        validate=validate.Length(max=MAX_WORKLOAD_ENV, error="at most {max} variables"),
+    )
+    cwd = fields.String(load_default=None, allow_none=True, validate=[_no_nul("cwd"), _absolute])
+
+    @marshmallow.post_load
+    def _make(self, data, **kwargs):
+        return Workload(tuple(data["command"]), dict(data["env"]), data["cwd"])
+
+    @marshmallow.pre_dump
+    def _wire(self, workload, **kwargs):
+        out = {"command": list(workload.command)}
+        if workload.env:
+            out["env"] = dict(workload.env)
+        if workload.cwd is not None:
+            out["cwd"] = workload.cwd
+        return out
+
+
 class RequestSpecSchema(Message):
     """One scheduling request. Fields, types and defaults are documented in
     docs/architecture.md ("The request spec"); keep the two in step."""
@@ -475,6 +541,9 @@ class RequestSpecSchema(Message):
         validate=_id(ID_MAX, "availability zone"),
         metadata={"since": "1.3"},
     )
+    workload = fields.Nested(
+        WorkloadSchema, load_default=None, allow_none=True, metadata={"since": "1.4"}
+    )
 
     @marshmallow.validates_schema
     def _check(self, data, **kwargs):
@@ -527,6 +596,7 @@ class RequestSpecSchema(Message):
             server_group=data["server_group"],
             scheduler_hints=data["scheduler_hints"] or SchedulerHints(),
             availability_zone=data["availability_zone"],
+            workload=data["workload"],
         )
 
     @marshmallow.pre_dump
@@ -555,6 +625,8 @@ class RequestSpecSchema(Message):
             out["scheduler_hints"] = spec.scheduler_hints  # Nested dumps it
         if spec.availability_zone is not None:
             out["availability_zone"] = spec.availability_zone
+        if spec.workload is not None:
+            out["workload"] = spec.workload  # Nested dumps it
         return out
 
 
@@ -681,6 +753,19 @@ class Group:
 
 
 @dataclasses.dataclass(frozen=True)
+class Workload:
+    """What an instance runs (WorkloadSchema): an argv, environment, cwd."""
+
+    command: tuple
+    env: dict = dataclasses.field(default_factory=dict, hash=False)
+    cwd: str | None = None
+
+    def to_agent(self):
+        """The form the node agent's build takes."""
+        return {"command": list(self.command), "env": dict(self.env), "cwd": self.cwd}
+
+
+@dataclasses.dataclass(frozen=True)
 class SchedulerHints:
     same_host: tuple = ()
     different_host: tuple = ()
@@ -710,6 +795,7 @@ class RequestSpec:
     server_group: str | None = None  # since 1.1
     scheduler_hints: SchedulerHints = SchedulerHints()  # since 1.2
     availability_zone: str | None = None  # since 1.3
+    workload: "Workload | None" = None  # since 1.4
 
     @property
     def unnumbered(self):

@@ -437,3 +437,44 @@ def test_instance_uuids_derive_from_the_request_id_so_a_resubmission_names_the_s
         rs.load_request_spec(base(num_instances=2)).instance_uuids
         != rs.load_request_spec(base(num_instances=2)).instance_uuids
     )
+
+
+# -- workload (1.4) ---------------------------------------------------------------
+
+
+def _workload_spec(workload, version="1.4"):
+    return specs.request_spec(version=version, workload=workload)
+
+
+def test_a_workload_loads_and_dumps_back_the_same():
+    workload = {"command": ["sleep", "30"], "env": {"MODE": "batch"}, "cwd": "/tmp"}
+    spec = rs.load_request_spec(_workload_spec(workload))
+    assert spec.workload == rs.Workload(("sleep", "30"), {"MODE": "batch"}, "/tmp")
+    assert rs.dump_request_spec(spec)["workload"] == workload
+    assert spec.workload.to_agent() == workload
+    # A spec without one dumps without one (an older receiver takes it).
+    plain = rs.load_request_spec(specs.request_spec())
+    assert plain.workload is None and "workload" not in rs.dump_request_spec(plain)
+
+
+def test_a_workload_in_a_message_older_than_1_4_is_refused():
+    with pytest.raises(rs.InvalidRequestSpec, match="new in request_spec 1.4"):
+        rs.load_request_spec(_workload_spec({"command": ["true"]}, version="1.3"))
+
+
+@pytest.mark.parametrize(
+    "workload, problem",
+    [
+        ({}, "Missing data for required field"),
+        ({"command": []}, "must list 1 to 256 arguments"),
+        ({"command": "sleep 30"}, "Not a valid list"),
+        ({"command": ["a\0b"]}, "must not hold a NUL"),
+        ({"command": ["x" * 5000]}, "at most 4096 characters"),
+        ({"command": ["true"], "env": {"1BAD": "x"}}, "must match"),
+        ({"command": ["true"], "cwd": "relative/dir"}, "must be an absolute path"),
+        ({"command": ["true"], "shell": True}, "workload.shell: unknown field"),
+    ],
+)
+def test_a_bad_workload_is_refused_with_its_reason(workload, problem):
+    with pytest.raises(rs.InvalidRequestSpec, match=problem):
+        rs.load_request_spec(_workload_spec(workload))
