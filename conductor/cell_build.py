@@ -163,7 +163,7 @@ class CellBuild:
             lease.check()
             result.attempts += 1
             try:
-                self.driver.spawn(instance, current)
+                self.driver.spawn(instance, current, spec)
             except driver_mod.AlreadyBuilt as exc:
                 # Runs already (a build before a takeover completed): that is
                 # where it is; never build it again.

@@ -44,8 +44,11 @@ cli_opts = [
 ]
 
 
-def make_driver(conf):
+def make_driver(conf, transport=None, client=None):
+    """The compute driver of ``[conductor] compute_driver``."""
     c = conf.conductor
+    if c.compute_driver == "agent":
+        return driver_mod.AgentDriver(rpc.ComputeAPI(conf, transport), client, c.build_timeout)
     return driver_mod.SimulatedDriver(
         c.simulated_failure_rate,
         c.simulated_failing_hosts,
@@ -60,12 +63,9 @@ def build_service(conf, transport, cell, name, client=None, driver=None):
         # Its messages in hand follow its request threads (unless set).
         rpc.derive_executor_threads(conf, conf_mod.super_executor_threads(conf))
     svc = service_mod.Service(conf, transport, name)
+    client = client or sconf.placement_client_of(conf)
     conductor = cond_service.Conductor(
-        conf,
-        client or sconf.placement_client_of(conf),
-        transport,
-        driver or make_driver(conf),
-        name,
+        conf, client, transport, driver or make_driver(conf, transport, client), name
     )
     # A message is acknowledged once its endpoint returned: by then its
     # requests are recorded under this conductor's lease (and scheduled,

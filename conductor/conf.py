@@ -14,8 +14,24 @@ conductor_opts = [
     cfg.StrOpt(
         "compute_driver",
         default="simulated",
-        choices=[("simulated", "Builds succeed instantly unless a failure is injected.")],
+        choices=[
+            ("simulated", "Builds succeed instantly unless a failure is injected."),
+            (
+                "agent",
+                "Each build is sent to the selected host's node agent (compute.<host> "
+                "on the bus), which runs the instance through its own [agent] driver.",
+            ),
+        ],
         help="The compute driver that builds instances on their hosts.",
+    ),
+    cfg.FloatOpt(
+        "build_timeout",
+        default=60.0,
+        min=1.0,
+        help="agent driver: seconds a build waits for the host's agent to answer; "
+        "past them the build counts as failed (the agent is told to delete the "
+        "instance, in case it started it late) and the claim moves to the next "
+        "alternate.",
     ),
     cfg.FloatOpt(
         "simulated_failure_rate",

@@ -1,17 +1,23 @@
 """Compute drivers: what actually builds an instance on a host.
 
-The conductor needs ``spawn(instance_uuid, selection)`` that returns on
-success and raises ``BuildFailed`` with a reason otherwise, and
-``host_of(instance_uuid)``: where the instance runs, or None. The latter is
-what a conductor taking over a dead one's build asks the hypervisors: did
-the build it was doing complete? The shipped ``SimulatedDriver`` builds
-nothing; it fails on chosen hosts, at a rate, or both, reproducibly from a
-seed, so tests and the demo exercise the reschedule path.
+The conductor needs ``spawn(instance_uuid, selection, spec)`` that returns
+on success and raises ``BuildFailed`` with a reason otherwise, and
+``host_of(instance_uuid, hosts)``: where the instance runs, or None. The
+latter is what a conductor taking over a dead one's build asks the
+hypervisors: did the build it was doing complete?
+
+``SimulatedDriver`` builds nothing; it fails on chosen hosts, at a rate, or
+both, reproducibly from a seed, so tests and the demo exercise the
+reschedule path. ``AgentDriver`` sends the build to the selected host's node
+agent (``compute.<host>``) and waits for its answer, as nova's conductor
+hands a build to the host's nova-compute.
 """
 
 import os
 import random
 import threading
+
+from joule import rpc
 
 
 class BuildFailed(Exception):
@@ -29,10 +35,12 @@ class AlreadyBuilt(Exception):
 class ComputeDriver:
     name = "abstract"
 
-    def spawn(self, instance_uuid, selection):  # pragma: no cover - interface
+    def spawn(self, instance_uuid, selection, spec=None):  # pragma: no cover - interface
         raise NotImplementedError
 
-    def host_of(self, instance_uuid):  # pragma: no cover - interface
+    def host_of(self, instance_uuid, hosts=()):  # pragma: no cover - interface
+        """Where the instance runs, or None; ``hosts`` (uuids): where it may
+        (its claim's hosts), for a driver that has to ask each host."""
         raise NotImplementedError
 
 
@@ -64,7 +72,7 @@ class SimulatedDriver(ComputeDriver):
         if state_dir:
             os.makedirs(state_dir, exist_ok=True)
 
-    def spawn(self, instance_uuid, selection):
+    def spawn(self, instance_uuid, selection, spec=None):
         with self._lock:
             if (
                 selection.host_uuid in self.failing_hosts
@@ -100,7 +108,7 @@ class SimulatedDriver(ComputeDriver):
         finally:
             os.unlink(tmp)
 
-    def host_of(self, instance_uuid):
+    def host_of(self, instance_uuid, hosts=()):
         if not self.state_dir:
             with self._lock:
                 return self._running.get(instance_uuid)
@@ -109,3 +117,89 @@ class SimulatedDriver(ComputeDriver):
                 return f.read().strip() or None
         except FileNotFoundError:
             return None
+
+
+class AgentDriver(ComputeDriver):
+    """Builds through the node agents (joule.rpc.ComputeAPI).
+
+    The agent is addressed by its host's name (its provider name), which a
+    selection carries; a selection without one (a record taken over, known
+    by its claim's provider only) has its name read from placement once.
+    A build the agent did not answer within ``timeout`` seconds failed; the
+    agent is told to delete it (it may have started it late), so the claim
+    can move to an alternate with nothing left running behind it.
+    """
+
+    name = "agent"
+
+    def __init__(self, api, placement, timeout, ask_timeout=10.0):
+        self.api = api
+        self.placement = placement
+        self.timeout = timeout
+        self.ask_timeout = ask_timeout
+        self._names = {}
+        self._lock = threading.Lock()
+
+    def _host_name(self, host_uuid, known=None):
+        return known or self._root(host_uuid)[1]
+
+    def _root(self, provider_uuid):
+        """(uuid, name) of the root of ``provider_uuid``'s tree: the host
+        (a child provider, a GPU say, is on its root's host)."""
+        with self._lock:
+            root = self._names.get(provider_uuid)
+        if root is None:
+            provider = self.placement.get_provider(provider_uuid)
+            root_uuid = provider.get("root_provider_uuid") or provider_uuid
+            if root_uuid != provider_uuid:
+                provider = self.placement.get_provider(root_uuid)
+            root = (root_uuid, provider["name"])
+            with self._lock:
+                self._names[provider_uuid] = root
+        return root
+
+    def spawn(self, instance_uuid, selection, spec=None):
+        host = self._host_name(selection.host_uuid, selection.host_name)
+        resources = claimed_resources(selection.allocation_request)
+        workload = spec.workload.to_agent() if spec is not None and spec.workload else None
+        try:
+            answer = self.api.build_instance(host, instance_uuid, resources, workload, self.timeout)
+        except rpc.Unanswered as exc:
+            self._forget_late_start(host, instance_uuid)
+            raise BuildFailed(str(exc)) from None
+        if answer.get("state") == "failed":
+            raise BuildFailed(answer.get("reason") or "the agent refused the build")
+
+    def _forget_late_start(self, host, instance_uuid):
+        try:
+            self.api.delete_instance(host, instance_uuid, self.ask_timeout, grace=0)
+        except rpc.Unanswered:
+            pass  # the agent is away; what it runs is reported when it is back
+
+    def host_of(self, instance_uuid, hosts=()):
+        """The host (root provider uuid) among ``hosts``' whose agent has
+        the instance; an agent that does not answer is taken as not having
+        it (its instances are reported when it is back)."""
+        asked = set()
+        for provider_uuid in hosts:
+            root_uuid, name = self._root(provider_uuid)
+            if root_uuid in asked:
+                continue
+            asked.add(root_uuid)
+            try:
+                record = self.api.show_instance(name, instance_uuid, self.ask_timeout)
+            except rpc.Unanswered:
+                continue
+            if record is not None:
+                return root_uuid
+        return None
+
+
+def claimed_resources(allocation_request):
+    """Resource class -> amount over every provider of an allocation
+    request (the host's root and its children are all on the host)."""
+    total = {}
+    for entry in allocation_request["allocations"].values():
+        for rc, amount in entry["resources"].items():
+            total[rc] = total.get(rc, 0) + amount
+    return total

@@ -43,11 +43,32 @@ def _in_hand(conductor, what):
         LOG.warning("%s: %s", what, exc)
 
 
+# The most ended instances one instances_ended message may carry.
+MAX_ENDED = 1000
+
+
+def _instances_ended(conductor, host, host_uuid, instances):
+    """The ``instances_ended`` call of either topic: the uuids dealt with.
+    A message that is not a list of at most MAX_ENDED records is refused
+    whole (nothing is released), with the reason logged."""
+    if not isinstance(instances, list) or len(instances) > MAX_ENDED:
+        LOG.warning(
+            "instances_ended from %r refused: instances must be a list of at most %d",
+            host,
+            MAX_ENDED,
+        )
+        return []
+    records = [i for i in instances if isinstance(i, dict)]
+    with _handled("instances_ended"), conductor.working():
+        return conductor.instances_ended(host, host_uuid, records)
+
+
 class SuperConductorEndpoint:
     """Topic ``conductor``. 1.0: ``build_instances`` (one request); 1.1:
-    ``build_instances_many`` (several requests of one submitter)."""
+    ``build_instances_many`` (several requests of one submitter); 1.2:
+    ``instances_ended`` (a node agent of a node without a cell)."""
 
-    target = oslo_messaging.Target(version="1.1")
+    target = oslo_messaging.Target(version="1.2")
 
     def __init__(self, conductor):
         self.conductor = conductor
@@ -62,17 +83,21 @@ class SuperConductorEndpoint:
         with _handled("build_instances_many"):
             self.conductor.build_instances_many(request_specs, reply_topic)
 
+    def instances_ended(self, ctxt, host, host_uuid, instances):
+        return _instances_ended(self.conductor, host, host_uuid, instances)
+
 
 class CellConductorEndpoint:
     """Topic ``conductor.<cell>``. 1.0: ``build_instance`` (one instance);
     1.1: ``build_many`` (instances going to this cell, each with the
     generation it was handed off at, one reply topic per message); 1.2: a
     build of ``build_many`` may carry its own ``reply_topic`` (builds of
-    several submitters in one message). A conductor serves every older
-    form, so cell conductors are upgraded before super conductors (whose
-    messages are 1.2 only when their builds' reply topics differ)."""
+    several submitters in one message); 1.3: ``instances_ended`` (the node
+    agents of the cell). A conductor serves every older form, so cell
+    conductors are upgraded before super conductors (whose messages are 1.2
+    only when their builds' reply topics differ)."""
 
-    target = oslo_messaging.Target(version="1.2")
+    target = oslo_messaging.Target(version="1.3")
 
     def __init__(self, conductor):
         self.conductor = conductor
@@ -89,3 +114,6 @@ class CellConductorEndpoint:
     def build_many(self, ctxt, builds, reply_topic=None):
         with _handled("build_many"), _in_hand(self.conductor, "build_many"):
             self.conductor.build_many(builds, reply_topic)
+
+    def instances_ended(self, ctxt, host, host_uuid, instances):
+        return _instances_ended(self.conductor, host, host_uuid, instances)

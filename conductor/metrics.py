@@ -22,6 +22,12 @@ LATE_CLAIMS_RELEASED = prom.Counter(
     "Claims the sweep released on instances failed because no scheduler "
     "answered in time (a scheduler claimed after the call was given up).",
 )
+INSTANCES_ENDED = prom.Counter(
+    "joule_conductor_instances_ended",
+    "Instances their node agent reported ended whose claim this conductor "
+    "released, by how they ended (finished, errored, deleted, lost).",
+    ["state"],
+)
 REFUSED = prom.Counter(
     "joule_conductor_requests_refused",
     "Request specs refused by the wire contract (nothing recorded).",

@@ -43,6 +43,7 @@ import functools
 from conductor import abandoned as abandoned_mod
 from conductor import batchers as batchers_mod
 from conductor import cell_build as cell_mod
+from conductor import instance_ends as ends_mod
 from conductor import intake as intake_mod
 from conductor import outcomes as outcomes_mod
 from conductor import super_conductor as super_mod
@@ -134,6 +135,7 @@ class Conductor:
             conf, self.super_conductor, self.reporter, self.in_hand
         )
         self.build_intake = intake_mod.BuildIntake(self.cell_build)
+        self.instance_ends = ends_mod.InstanceEnds(self.records, client)
 
     def working(self):
         """Count a message (or a build) in hand while the block runs."""
@@ -160,6 +162,11 @@ class Conductor:
         self.build_intake.build_many(builds, reply_topic)
 
     # -- every conductor ----------------------------------------------------------
+
+    def instances_ended(self, host, host_uuid, instances):
+        """Release the claims of instances a node agent reports ended; the
+        uuids dealt with (conductor.instance_ends)."""
+        return self.instance_ends.ended(host, host_uuid, instances)
 
     def sweep_once(self):
         """Take over and finish expired records; return how many were taken."""

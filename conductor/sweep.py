@@ -103,8 +103,8 @@ class Sweeper:
                 generation=lease.generation,
             )
             return
-        running_on = self.driver.host_of(instance)
         allocations, _gen = self.client.get_allocations(instance)
+        running_on = self.driver.host_of(instance, tuple(allocations))
         if running_on is not None:
             if running_on not in allocations:
                 LOG.error(
@@ -149,7 +149,7 @@ class Sweeper:
         if record is None or record["status"] != outcomes_mod.FAILED:
             abandoned.forget(instance)  # somebody else's to judge
             return 0
-        running_on = self.driver.host_of(instance)
+        running_on = self.driver.host_of(instance, tuple(allocations))
         if running_on is not None:
             LOG.error("%s: failed, yet it runs on %s; its claim is left", instance, running_on)
             abandoned.forget(instance)

@@ -802,6 +802,13 @@ class PlacementClient:
         providers = found["resource_providers"]
         return providers[0] if providers else None
 
+    def get_provider(self, uuid):
+        """GET /resource_providers/{uuid}: the provider (uuid, name, ...).
+
+        :raise PlacementError: 404 when there is none.
+        """
+        return self._json("GET", url_path("resource_providers", uuid))
+
     def create_provider(self, name):
         """POST /resource_providers: a new root provider; returns it."""
         return self._json("POST", url_path("resource_providers"), json={"name": name})

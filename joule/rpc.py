@@ -59,6 +59,9 @@ LOG = logging.getLogger(__name__)
 
 SCHEDULER_TOPIC = "scheduler"
 CONDUCTOR_TOPIC = "conductor"
+# A node agent's compute service: compute.<host> (node_agent.compute).
+COMPUTE_TOPIC = "compute"
+COMPUTE_RPC_VERSION = "1.0"
 RPC_VERSION = "1.0"
 # The services' default: the local RabbitMQ. The demo (one process) uses
 # IN_MEMORY_TRANSPORT_URL.
@@ -368,6 +371,11 @@ def cell_topic(conf, cell):
     return topic(conf, f"{CONDUCTOR_TOPIC}.{cell}")
 
 
+def compute_topic(conf, host):
+    """The topic of the node agent of ``host`` (its provider name)."""
+    return topic(conf, f"{COMPUTE_TOPIC}.{host}")
+
+
 def make_server(conf, transport, topic_name, endpoints, server_name, ack_when_done=False):
     """An RPC server on ``topic_name`` (already prefixed), run by
     oslo.messaging's threading executor (its only non-deprecated one) with
@@ -635,6 +643,27 @@ class ConductorAPI:
             {}, "build_many", builds=builds, reply_topic=reply_topic
         )
 
+    def instances_ended(self, cell, host, host_uuid, instances, timeout):
+        """Report ended instances of ``host`` to the conductors of ``cell``
+        (RPC 1.3; a node without a cell: the super conductors, 1.2); the
+        uuids they dealt with.
+
+        :raise Unanswered: no conductor answered within ``timeout``.
+        """
+        if cell is None:
+            client = self._super.prepare(version="1.2", timeout=timeout)
+        else:
+            client = self._cell_client(cell).prepare(version="1.3", timeout=timeout)
+        try:
+            return client.call(
+                {}, "instances_ended", host=host, host_uuid=host_uuid, instances=instances
+            )
+        except oslo_messaging.MessagingTimeout:
+            raise Unanswered(
+                f"no conductor of {cell or 'the super conductors'} answered "
+                f"instances_ended within {timeout:g} s"
+            ) from None
+
     def _cell_client(self, cell):
         with self._lock:
             client = self._cells.get(cell)
@@ -710,3 +739,65 @@ class OutcomeAPI:
             client.cast({}, method, **kwargs)
         except oslo_messaging.MessagingException as exc:
             LOG.warning("outcome to %s not sent: %s", reply_topic, exc)
+
+
+# Clients kept per compute host (ComputeAPI): one target each on the shared
+# transport, forgotten when idle as the outcome topics are.
+COMPUTE_HOSTS_MAX = 4096
+COMPUTE_HOST_IDLE_SECONDS = 600.0
+
+
+class ComputeAPI:
+    """Client of the node agents' compute topics (``compute.<host>``): calls,
+    each answered by the agent of that host within ``timeout`` seconds.
+
+    :raise Unanswered: (every method) no agent answered in time.
+    """
+
+    def __init__(self, conf, transport):
+        self.conf = conf
+        self._transport = transport
+        self._lock = threading.Lock()
+        self._clients = idle_cache.IdleCache(
+            lambda host: oslo_messaging.get_rpc_client(
+                transport,
+                oslo_messaging.Target(topic=compute_topic(conf, host), version=COMPUTE_RPC_VERSION),
+            ),
+            COMPUTE_HOSTS_MAX,
+            COMPUTE_HOST_IDLE_SECONDS,
+        )
+
+    def _call(self, host, timeout, method, **kwargs):
+        with self._lock:
+            client = self._clients.get(host)
+        try:
+            return client.prepare(timeout=timeout).call({}, method, **kwargs)
+        except oslo_messaging.MessagingTimeout:
+            raise Unanswered(
+                f"the agent of {host} did not answer {method} within {timeout:g} s"
+            ) from None
+
+    def build_instance(self, host, instance_uuid, resources, workload, timeout):
+        """Start the instance on ``host``: its record (``state`` running,
+        finished, or failed with a ``reason``)."""
+        return self._call(
+            host,
+            timeout,
+            "build_instance",
+            instance_uuid=instance_uuid,
+            resources=resources,
+            workload=workload,
+        )
+
+    def delete_instance(self, host, instance_uuid, timeout, grace=None):
+        """End the instance on ``host``; its record, or None (not there)."""
+        return self._call(
+            host, timeout, "delete_instance", instance_uuid=instance_uuid, grace=grace
+        )
+
+    def show_instance(self, host, instance_uuid, timeout):
+        """The instance's record on ``host``, or None (not there)."""
+        return self._call(host, timeout, "show_instance", instance_uuid=instance_uuid)
+
+    def list_instances(self, host, timeout):
+        return self._call(host, timeout, "list_instances")

@@ -29,10 +29,14 @@ import threading
 from joule import config
 from joule import metrics_http
 from joule import placement_client
+from joule import rpc
 from joule import startup
 from node_agent import agent as agent_mod
+from node_agent import cgroups
+from node_agent import compute_service
 from node_agent import conf as conf_mod
 from node_agent import discovery
+from node_agent import drivers
 from node_agent import metrics as metrics_mod
 from node_agent import power as power_mod
 from node_agent import provider_config
@@ -184,15 +188,30 @@ def _run(argv):
         metrics_http.start(conf.agent.metrics_host, conf.agent.metrics_port, metrics.registry)
         # The node must be readable before the service starts; placement may
         # come later (the passes retry).
-        agent_mod.discover(conf.agent)
+        node = agent_mod.discover(conf.agent)
     except discovery.DiscoveryError as exc:
         raise config.ConfigError(f"cannot discover the node: {exc}") from None
-    _serve(conf, agent)
+    compute = _compute_service(conf, agent, node) if conf.agent.compute else None
+    _serve(conf, agent, compute)
     return 0
 
 
-def _serve(conf, agent):
-    """Pass every report_interval until SIGTERM or SIGINT."""
+def _compute_service(conf, agent, node):
+    """The compute service of ``[agent] compute``: the bus checked (exit 3
+    when unreachable), the driver loaded and the instance records read
+    back (a driver that cannot work here is a configuration error)."""
+    rpc.check_reachable(conf)
+    try:
+        compute = compute_service.make_compute(conf, node)
+    except (drivers.UnknownDriver, cgroups.CgroupError, OSError) as exc:
+        raise config.ConfigError(f"[agent] driver {conf.agent.driver}: {exc}") from None
+    return compute_service.ComputeService(conf, rpc.transport_of(conf), compute, lambda: agent.uuid)
+
+
+def _serve(conf, agent, compute=None):
+    """Pass every report_interval until SIGTERM or SIGINT; with ``compute``,
+    serve the node's compute topic meanwhile (its instances run on after
+    the agent stops: a restarted agent finds them again)."""
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
@@ -202,7 +221,18 @@ def _serve(conf, agent):
         conf.agent.report_interval,
         agent.client.endpoint,
     )
-    agent.run_forever(stop)
+    if compute is not None:
+        compute.start()
+        print(
+            f"{PROG}: {compute.service.name} serving topic {compute.topic}",
+            file=sys.stderr,
+            flush=True,
+        )
+    try:
+        agent.run_forever(stop)
+    finally:
+        if compute is not None:
+            compute.stop()
 
 
 if __name__ == "__main__":

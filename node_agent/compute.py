@@ -24,14 +24,11 @@ import logging
 import threading
 import time
 
+from joule import rpc
 from node_agent import instance_store
 from node_agent.drivers import StartFailed
 
 LOG = logging.getLogger(__name__)
-
-# RPC version of compute.<host>: 1.0 build_instance, delete_instance,
-# show_instance, list_instances.
-COMPUTE_RPC_VERSION = "1.0"
 
 
 class Compute:
@@ -203,7 +200,8 @@ class ComputeEndpoint:
     def __init__(self, compute):
         import oslo_messaging
 
-        self.target = oslo_messaging.Target(version=COMPUTE_RPC_VERSION)
+        # 1.0: build_instance, delete_instance, show_instance, list_instances.
+        self.target = oslo_messaging.Target(version=rpc.COMPUTE_RPC_VERSION)
         self.compute = compute
 
     def build_instance(self, ctxt, instance_uuid, resources, workload=None):

@@ -14,6 +14,7 @@ from oslo_config import cfg
 
 from joule import config
 from joule import placement_client
+from joule import rpc
 
 agent_group = cfg.OptGroup("agent", title="Node agent")
 
@@ -233,11 +234,15 @@ def register_opts(conf):
     conf.register_group(cfg.OptGroup(agent_group.name, title=agent_group.title))
     conf.register_opts(agent_opts + compute_opts, group=agent_group.name)
     placement_client.register_opts(conf)
+    # The bus, for the compute service ([agent] compute).
+    rpc.register_opts(conf)
 
 
 def list_opts():
     """Entry point of oslo-config-generator (``oslo.config.opts``)."""
-    return [(agent_group, agent_opts + compute_opts)] + placement_client.list_opts()
+    return (
+        [(agent_group, agent_opts + compute_opts)] + placement_client.list_opts() + rpc.list_opts()
+    )
 
 
 def make_conf(args=None, default_config_files=None, overrides=None, project="node-agent"):

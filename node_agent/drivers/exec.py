@@ -10,8 +10,11 @@ instance's record. The status file is what lets an agent restarted while
 its instances ran still tell how each one ended: the processes are in a
 session of their own and outlive the agent.
 
-Standard output and error go to ``<log_dir>/<uuid>.log``. A claim with
-PGPU gets ``CUDA_VISIBLE_DEVICES`` naming the devices the agent gave it.
+Standard output and error go to ``<log_dir>/<uuid>.log``. The command's
+environment is a PATH, the workload's own variables, and
+``JOULE_INSTANCE_UUID`` and ``JOULE_HOST`` (as Nomad sets ``NOMAD_*``); a
+claim with PGPU gets ``CUDA_VISIBLE_DEVICES`` naming the devices the agent
+gave it.
 
 A start fails (the build moves to an alternate host) when the command or
 its working directory is not there, or when the command exits non-zero
@@ -79,6 +82,7 @@ class ExecDriver(Driver):
         self.log_dir = opts.instance_log_dir or os.path.join(opts.state_dir, "logs")
         os.makedirs(self.log_dir, exist_ok=True)
         self.start_grace = opts.start_grace
+        self.host = opts.host
         self._children = {}  # uuid -> Popen, for the instances this process started
 
     def limits(self, instance):
@@ -89,7 +93,12 @@ class ExecDriver(Driver):
         workload = instance.workload
         if workload is None or not workload.command:
             raise StartFailed("the exec driver needs a workload with a command")
-        env = {"PATH": BASE_PATH, **workload.env, "JOULE_INSTANCE_UUID": instance.uuid}
+        env = {
+            "PATH": BASE_PATH,
+            **workload.env,
+            "JOULE_INSTANCE_UUID": instance.uuid,
+            "JOULE_HOST": self.host,
+        }
         if instance.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in instance.gpus)
         cwd = workload.cwd or "/"

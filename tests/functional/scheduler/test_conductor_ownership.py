@@ -552,7 +552,7 @@ class _StallThenFail(driver_mod.SimulatedDriver):
         super().__init__(state_dir=state_dir)
         self.entered, self.go_on = threading.Event(), threading.Event()
 
-    def spawn(self, instance_uuid, selection):
+    def spawn(self, instance_uuid, selection, spec=None):
         if self.entered.is_set():
             return super().spawn(instance_uuid, selection)
         self.entered.set()
