@@ -19,6 +19,7 @@ import logging
 
 from conductor import metrics
 from conductor import records as records_mod
+from joule import placement_client as client_mod
 from scheduler import claim as claim_mod
 
 LOG = logging.getLogger(__name__)
@@ -48,24 +49,42 @@ class InstanceEnds:
 
     def _one(self, host, host_uuid, uuid, instance):
         record = self.records.get(uuid)
-        allocations, _gen = self.client.get_allocations(uuid)
+        state, why = instance.get("state"), instance.get("reason")
         ours = (
             record is not None
             and record["status"] == PLACED
             and host_uuid is not None
             and record["host_uuid"] == host_uuid
-            and host_uuid in allocations
         )
-        state, why = instance.get("state"), instance.get("reason")
-        if not ours:
+        if not ours or state not in ENDS:
             LOG.info(
-                "%s %s on %s, which does not hold its claim (record %s); nothing released",
+                "%s %s on %s, where it is not placed (record %s); nothing released",
                 uuid,
                 state,
                 host,
                 record and record["status"],
             )
             return
+        # The end first, then the release: a release lost with its answer
+        # is made again when the agent reports again (the end is recorded
+        # once; the same end again changes nothing).
+        try:
+            self.client.set_instance_state(uuid, state, host_uuid, _exit_status(instance), why)
+        except client_mod.Conflict as exc:
+            LOG.warning("%s: end not recorded: %s", uuid, exc.detail)
+        allocations, _gen = self.client.get_allocations(uuid)
+        if host_uuid not in allocations:
+            return  # released already (or never held here)
         outcome = claim_mod.release_own(self.client, uuid, allocations)
-        metrics.INSTANCES_ENDED.labels(state or "unknown").inc()
+        metrics.INSTANCES_ENDED.labels(state).inc()
         LOG.info("%s %s on %s%s: claim %s", uuid, state, host, f" ({why})" if why else "", outcome)
+
+
+ENDS = ("finished", "errored", "deleted", "lost")
+
+
+def _exit_status(instance):
+    status = instance.get("exit_status")
+    if isinstance(status, bool) or not isinstance(status, int) or not -255 <= status <= 255:
+        return None
+    return status

@@ -708,6 +708,26 @@ class PlacementClient:
             body["reason"] = reason[:60000]
         self.request("PUT", url_path("build_requests", instance_uuid), json=body, retry=True)
 
+    def get_build_request(self, instance_uuid):
+        """GET /build_requests/{uuid}: the record.
+
+        :raise PlacementError: 404 when there is none.
+        """
+        return self._json("GET", url_path("build_requests", instance_uuid))
+
+    def set_instance_state(self, instance_uuid, state, host_uuid, exit_status=None, reason=None):
+        """PUT /build_requests/{uuid}/instance_state: how the placed instance
+        ended on ``host_uuid``; the record.
+
+        :raise Conflict: it ended otherwise already, or is not placed there.
+        """
+        body = {"state": state, "host_uuid": host_uuid, "exit_status": exit_status}
+        if reason is not None:
+            body["reason"] = reason[:4096]
+        return self._json(
+            "PUT", url_path("build_requests", instance_uuid, "instance_state"), json=body
+        )
+
     def list_build_requests(self, **filters):
         """Every build request the filters select (all the pages)."""
         params = {k: v for k, v in filters.items() if v is not None}

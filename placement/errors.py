@@ -33,6 +33,8 @@ BUILD_REQUEST_EXISTS = "placement.build_request.duplicate"
 BUILD_REQUEST_FINISHED = "placement.build_request.invalid_transition"
 BUILD_REQUEST_LEASED = "placement.build_request.leased"
 BUILD_REQUEST_INVALID_SPEC = "placement.build_request.invalid_spec"
+# An instance's end reported for a record that is not placed on that host.
+BUILD_REQUEST_NOT_THERE = "placement.build_request.not_placed_there"
 # A claim write guarded by a build request's lease (the Joule-Build-Lease
 # header) from a conductor that no longer holds it.
 BUILD_REQUEST_LEASE_LOST = "placement.build_request.lease_lost"

@@ -283,6 +283,12 @@ build_requests = Table(
     Column("owner", String(255), nullable=True),
     Column("lease_expires_at", DateTime, nullable=True),
     Column("generation", Integer, nullable=False, default=0, server_default="0"),
+    # How a placed instance ended (migration 0006), as its node agent
+    # reported it: finished | errored | deleted | lost; null while it runs.
+    Column("instance_state", String(16), nullable=True),
+    Column("exit_status", Integer, nullable=True),
+    Column("state_reason", Text, nullable=True),
+    Column("state_updated_at", DateTime, nullable=True),
     *_timestamps(),
     Index("ix_build_requests_status_workload_class", "status", "workload_class"),
     Index("ix_build_requests_status_lease_expires_at", "status", "lease_expires_at"),

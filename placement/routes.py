@@ -120,6 +120,9 @@ ROUTES = {
     "/build_requests/<instance_uuid>/lease": {
         "PUT": build_request.put_lease,
     },
+    "/build_requests/<instance_uuid>/instance_state": {
+        "PUT": build_request.put_instance_state,
+    },
     "/scheduling_reports": {
         "POST": scheduling_report.post_reports,
     },

@@ -67,6 +67,7 @@ SCHEMAS = [
     ("BuildRequestFinish", "build_request.PUT_BUILD_REQUEST", None),
     ("BuildRequestsFinish", "build_request.PUT_BUILD_REQUESTS", None),
     ("BuildRequestLease", "build_request.PUT_LEASE", None),
+    ("BuildRequestInstanceState", "build_request.PUT_INSTANCE_STATE", None),
     ("BuildRequestLeases", "build_request.PUT_LEASES", None),
     ("SchedulingReportPut", "scheduling_report.PUT_REPORT", None),
     ("SchedulingReportsPost", "scheduling_report.POST_REPORTS", None),

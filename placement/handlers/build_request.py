@@ -16,7 +16,7 @@ from placement.schemas import build_request as schema
 
 def _serialize(item):
     out = dict(item)
-    for key in ("created_at", "updated_at", "lease_expires_at"):
+    for key in ("created_at", "updated_at", "lease_expires_at", "state_updated_at"):
         out[key] = out[key].isoformat() + "Z" if out[key] is not None else None
     return out
 
@@ -37,6 +37,13 @@ def _one_error(exc):
             f"No build request for instance(s) {exc}.",
             errors.BUILD_REQUEST_NOT_FOUND,
             extra=_named(exc.uuids),
+        )
+    if isinstance(exc, br_obj.NotRunningThere):
+        return errors.ApiError(
+            409,
+            f"{str(exc).capitalize()}.",
+            errors.BUILD_REQUEST_NOT_THERE,
+            extra={"instance_uuid": exc.instance_uuid},
         )
     if isinstance(exc, br_obj.Duplicate):
         return errors.ApiError(
@@ -85,6 +92,7 @@ def _api_error(exc):
 
 _OBJECT_ERRORS = (
     br_obj.NotFound,
+    br_obj.NotRunningThere,
     br_obj.Duplicate,
     br_obj.InvalidTransition,
     br_obj.GenerationConflict,
@@ -317,3 +325,23 @@ def put_leases():
         {"build_requests": [_serialize(i) for i in taken]},
         last_modified=util.last_modified_of(taken),
     )
+
+
+def put_instance_state(instance_uuid):
+    """Record how a placed instance ended on its host (its node agent's
+    report, through a conductor): once; the same end again is a no-op."""
+    util.context().can(policies.UPDATE)
+    instance_uuid = _instance_uuid(instance_uuid)
+    body = util.extract_json(schema.PUT_INSTANCE_STATE)
+    try:
+        item = br_obj.set_instance_state(
+            util.deps().db,
+            instance_uuid,
+            body["state"],
+            util.normalize_uuid(body["host_uuid"]),
+            body.get("exit_status"),
+            body.get("reason"),
+        )
+    except _OBJECT_ERRORS as exc:
+        raise _api_error(exc)
+    return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))

@@ -35,6 +35,8 @@ PENDING = "pending"
 PLACED = "placed"
 FAILED = "failed"
 STATUSES = (PENDING, PLACED, FAILED)
+# How a placed instance ended (set_instance_state); null while it runs.
+INSTANCE_ENDS = ("finished", "errored", "deleted", "lost")
 
 _T = models.build_requests
 _F = models.build_failures
@@ -131,6 +133,10 @@ def _to_dict(row):
         "owner": row.owner,
         "lease_expires_at": row.lease_expires_at,
         "generation": row.generation,
+        "instance_state": row.instance_state,
+        "exit_status": row.exit_status,
+        "state_reason": row.state_reason,
+        "state_updated_at": row.state_updated_at,
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
@@ -572,6 +578,57 @@ def update_many(db, items):
         )
         rows = _rows_by_uuid(conn, uuids)
     return [_to_dict(rows[u]) for u in uuids]
+
+
+class NotRunningThere(Exception):
+    """The instance is not placed on the host that reports its end."""
+
+    def __init__(self, instance_uuid, why):
+        super().__init__(f"instance {instance_uuid} {why}")
+        self.instance_uuid = instance_uuid
+
+
+def set_instance_state(db, instance_uuid, state, host_uuid, exit_status=None, reason=None):
+    """Record how the placed instance ``instance_uuid`` ended on
+    ``host_uuid``: ``state`` one of INSTANCE_ENDS, once. The same end
+    again is accepted (a report repeated after a lost answer) and changes
+    nothing; another end of an ended instance is an InvalidTransition.
+    Bumps the generation, as every write does.
+
+    :raise NotFound: no build request for it.
+    :raise NotRunningThere: it is not placed, or placed on another host.
+    :raise InvalidTransition: it ended already, otherwise.
+    """
+    with db.write() as conn:
+        row = _rows_by_uuid(conn, [instance_uuid], lock=True).get(instance_uuid)
+        if row is None:
+            raise NotFound(instance_uuid)
+        if row.status != PLACED:
+            raise NotRunningThere(instance_uuid, f"is {row.status}, not placed")
+        if row.host_uuid != host_uuid:
+            raise NotRunningThere(instance_uuid, f"is placed on {row.host_uuid}, not {host_uuid}")
+        if row.instance_state is not None:
+            same = (row.instance_state, row.exit_status) == (state, exit_status)
+            if same:
+                return _to_dict(row)
+            raise InvalidTransition(
+                instance_uuid, f"{row.instance_state} already", f"{state} as well"
+            )
+        now = db_mod.now(conn, seconds=True)
+        conn.execute(
+            _T.update()
+            .where(_T.c.id == row.id)
+            .values(
+                instance_state=state,
+                exit_status=exit_status,
+                state_reason=reason,
+                state_updated_at=now,
+                updated_at=now,
+                generation=row.generation + 1,
+            )
+        )
+        row = _rows_by_uuid(conn, [instance_uuid])[instance_uuid]
+    return _to_dict(row)
 
 
 def _clear_failed_builds(conn, now, host_uuids):

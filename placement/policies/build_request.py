@@ -25,10 +25,12 @@ def list_rules():
         r(
             UPDATE,
             adm,
-            "Extension: create build requests, take or hand off their lease, record their outcome.",
+            "Extension: create build requests, take or hand off their lease, record their "
+            "outcome and how their instance ended.",
             "POST /build_requests",
             "PUT /build_requests",
             "PUT /build_requests/{instance_uuid}",
             "PUT /build_requests/{instance_uuid}/lease",
+            "PUT /build_requests/{instance_uuid}/instance_state",
         ),
     ]

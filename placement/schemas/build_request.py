@@ -149,6 +149,20 @@ REQUEST_IDS = {
     "pattern": f"^in:{_ID_BODY}(,{_ID_BODY})*$",
 }
 
+# PUT /build_requests/{instance_uuid}/instance_state: how a placed instance
+# ended, reported for the host it was placed on.
+PUT_INSTANCE_STATE = {
+    "type": "object",
+    "properties": {
+        "state": {"type": "string", "enum": ["finished", "errored", "deleted", "lost"]},
+        "host_uuid": UUID,
+        "exit_status": {"type": ["integer", "null"], "minimum": -255, "maximum": 255},
+        "reason": {"type": ["string", "null"], "maxLength": 4096},
+    },
+    "required": ["state", "host_uuid"],
+    "additionalProperties": False,
+}
+
 LIST_QUERY = {
     "type": "object",
     "properties": {

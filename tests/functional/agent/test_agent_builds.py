@@ -257,6 +257,15 @@ def test_instances_run_on_their_hosts_within_their_claims_and_free_them(cloud):
         base = os.path.join(CGROUP_ROOT, "memory", cloud.parent, host)
         if os.path.isdir(base):
             assert [e.name for e in os.scandir(base) if e.is_dir()] == []
-    hog_host = names[host_of[instance[hog[0]["request_id"]]]]
-    agent_log = (cloud.tmp / f"{hog_host}.log").read_text()
-    assert "killed by its memory limit (48 MiB)" in agent_log
+    # Each has exactly one end, recorded on its build request.
+    ends = {i: cloud.client.get_build_request(i) for i in instance.values()}
+    for spec in sleepers + picky:
+        rec = ends[instance[spec["request_id"]]]
+        assert (rec["status"], rec["instance_state"], rec["exit_status"]) == (
+            "placed",
+            "finished",
+            0,
+        )
+    hogged = ends[instance[hog[0]["request_id"]]]
+    assert (hogged["instance_state"], hogged["exit_status"]) == ("errored", 137)
+    assert hogged["state_reason"].startswith("killed by its memory limit (48 MiB)")
