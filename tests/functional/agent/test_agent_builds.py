@@ -28,6 +28,8 @@ from tests.functional.agent.conftest import CGROUP_ROOT
 BIN = os.path.dirname(sys.executable)
 HOSTS = ("node-0", "node-1", "node-2")
 SLACK = 60.0
+# Seconds after which a silent agent's host is taken for down.
+DOWN_TIME = 4
 
 
 def _until(what, check, timeout=SLACK, every=0.2):
@@ -116,6 +118,8 @@ class Cloud:
                     "build_timeout = 20",
                     "[filter_scheduler]",
                     "write_reports = false",
+                    "[scheduler]",
+                    f"service_down_time = {DOWN_TIME}",
                 ]
             )
             + "\n"
@@ -155,6 +159,27 @@ class Cloud:
             for o in map(json.loads, res.stdout.splitlines())
             if "instance_uuid" in o
         }
+
+    def server(self, *args, check=True):
+        """``joule-server ARGS -f json``: its parsed output (or the result)."""
+        res = subprocess.run(
+            [
+                os.path.join(BIN, "joule-server"),
+                "--config-file",
+                str(self.conf),
+                *args,
+                "-f",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+        )
+        if not check:
+            return res
+        assert res.returncode == 0, res.stdout + res.stderr
+        return json.loads(res.stdout) if res.stdout.lstrip().startswith(("{", "[")) else res.stdout
 
     def logs(self):
         return "\n".join(
@@ -269,3 +294,79 @@ def test_instances_run_on_their_hosts_within_their_claims_and_free_them(cloud):
     hogged = ends[instance[hog[0]["request_id"]]]
     assert (hogged["instance_state"], hogged["exit_status"]) == ("errored", 137)
     assert hogged["state_reason"].startswith("killed by its memory limit (48 MiB)")
+
+
+def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
+    long_runner = _spec("long", "sleep 60")
+    survivor = _spec("survivor", "sleep 25")
+    ends_meanwhile = _spec("meanwhile", "sleep 10; exit 4")
+    specs = [long_runner, survivor, ends_meanwhile]
+    # All three on one host, so that killing its agent concerns them all.
+    for spec in specs:
+        spec["scheduler_hints"] = {"force_hosts": ["node-1"]}
+    outcomes = cloud.submit(specs)
+    long_i, survivor_i, meanwhile_i = (s["instance_uuids"][0] for s in specs)
+    assert {o["status"] for o in outcomes.values()} == {"placed"}
+    rows = {r["instance_uuid"]: r for r in cloud.server("list")}
+    assert {rows[i]["state"] for i in (long_i, survivor_i, meanwhile_i)} == {"running"}
+    assert rows[long_i]["host"] == "node-1"
+    assert rows[long_i]["claim"] == {outcomes[long_i]["host_uuid"]: {"VCPU": 1, "MEMORY_MB": 64}}
+
+    # Deleted while it runs: SIGTERM, the end recorded, the claim released.
+    res = cloud.server("delete", long_i, "--grace", "1", check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    shown = cloud.server("show", long_i)
+    assert (shown["state"], shown["claim"]) == ("deleted", {})
+    assert cloud.server("delete", long_i, check=False).returncode == 0  # ended already: said so
+
+    # kill -9 of the agent: its instances run on; the host's state is
+    # unknown (never finished) while the agent is silent.
+    agent = cloud.agents["node-1"]
+    agent.kill()
+    agent.wait()
+    _until(
+        "the silent host's instances shown unknown",
+        lambda: cloud.server("show", survivor_i)["state"] == "unknown",
+        timeout=DOWN_TIME + 30,
+    )
+    _until("the meanwhile instance to exit", lambda: _exited(cloud, meanwhile_i), timeout=20)
+    assert cloud.server("show", meanwhile_i)["state"] == "unknown"
+    assert cloud.client.get_allocations(meanwhile_i)[0]  # nothing released while unknown
+
+    # Restarted: the survivor is found running again, the one that ended
+    # meanwhile is reported with its exit status; each claim released once.
+    cloud.start_agent("node-1")
+    _until(
+        "the meanwhile end recorded",
+        lambda: cloud.server("show", meanwhile_i)["state"] == "errored",
+        timeout=30,
+    )
+    meanwhile = cloud.server("show", meanwhile_i)
+    assert (meanwhile["exit_status"], meanwhile["claim"]) == (4, {})
+    _until(
+        "the survivor running again",
+        lambda: cloud.server("show", survivor_i)["state"] == "running",
+        timeout=30,
+    )
+    _until(
+        "the survivor to finish",
+        lambda: cloud.server("show", survivor_i)["state"] == "finished",
+        timeout=40,
+    )
+    assert cloud.server("show", survivor_i)["claim"] == {}
+    audit = processes.manage(
+        cloud.env["OS_PLACEMENT_DATABASE__CONNECTION"], "allocations", "audit", env=cloud.env
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    unknown = cloud.server("show", str(uuid.uuid4()), check=False)
+    assert unknown.returncode == 1 and "no instance" in unknown.stderr
+
+
+def _exited(cloud, instance):
+    """Whether no process of ``instance`` is left in node-1's cgroups."""
+    for controller in ("memory", ""):
+        path = os.path.join(CGROUP_ROOT, controller, cloud.parent, "node-1", instance)
+        if os.path.isdir(path):
+            with open(os.path.join(path, "cgroup.procs")) as procs:
+                return procs.read().split() == []
+    return True
