@@ -163,7 +163,14 @@ class AgentDriver(ComputeDriver):
         resources = claimed_resources(selection.allocation_request)
         workload = spec.workload.to_agent() if spec is not None and spec.workload else None
         try:
-            answer = self.api.build_instance(host, instance_uuid, resources, workload, self.timeout)
+            answer = self.api.build_instance(
+                host,
+                instance_uuid,
+                resources,
+                workload,
+                self.timeout,
+                workload_class=spec.workload_class if spec is not None else None,
+            )
         except rpc.Unanswered as exc:
             self._forget_late_start(host, instance_uuid)
             raise BuildFailed(str(exc)) from None

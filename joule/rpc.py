@@ -777,7 +777,9 @@ class ComputeAPI:
                 f"the agent of {host} did not answer {method} within {timeout:g} s"
             ) from None
 
-    def build_instance(self, host, instance_uuid, resources, workload, timeout):
+    def build_instance(
+        self, host, instance_uuid, resources, workload, timeout, workload_class=None
+    ):
         """Start the instance on ``host``: its record (``state`` running,
         finished, or failed with a ``reason``)."""
         return self._call(
@@ -787,6 +789,7 @@ class ComputeAPI:
             instance_uuid=instance_uuid,
             resources=resources,
             workload=workload,
+            workload_class=workload_class,
         )
 
     def delete_instance(self, host, instance_uuid, timeout, grace=None):

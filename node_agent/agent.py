@@ -77,6 +77,9 @@ class Agent:
         self.power = None
         self.twin = None
         self.status = None
+        # With the compute service: a callable giving its instance counts
+        # (node_agent.compute.Compute.counts), sent in every heartbeat.
+        self.instances = None
         self._registered_at = None
         self._refresh_failing = None
         self.last_result = None
@@ -176,6 +179,8 @@ class Agent:
 
     def _apply(self, twin, watts):
         self.status = self.power.status(twin, watts)
+        if self.status is not None and self.instances is not None:
+            self.status["instances"] = self.instances()
         if self.metrics is not None and self.status is not None:
             self.metrics.record_status(self.status)
         return self.status

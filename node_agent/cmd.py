@@ -205,6 +205,7 @@ def _compute_service(conf, agent, node):
         compute = compute_service.make_compute(conf, node)
     except (drivers.UnknownDriver, cgroups.CgroupError, OSError) as exc:
         raise config.ConfigError(f"[agent] driver {conf.agent.driver}: {exc}") from None
+    agent.instances = compute.counts
     return compute_service.ComputeService(conf, rpc.transport_of(conf), compute, lambda: agent.uuid)
 
 

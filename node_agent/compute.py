@@ -77,7 +77,7 @@ class Compute:
 
     # -- the calls -------------------------------------------------------------
 
-    def build(self, uuid, resources, workload=None):
+    def build(self, uuid, resources, workload=None, workload_class=None):
         """Start instance ``uuid`` with ``resources`` (its claim on this
         host: resource class -> amount) running ``workload`` (a dict, or
         None for a driver that needs none). Returns its public record; a
@@ -95,7 +95,11 @@ class Compute:
                 return _failed(uuid, f"asks for {resources.get('PGPU')} GPU(s), none free here")
             self._starting.add(uuid)
         instance = instance_store.Instance(
-            uuid, dict(resources), instance_store.Workload.from_dict(workload), gpus
+            uuid,
+            dict(resources),
+            instance_store.Workload.from_dict(workload),
+            workload_class,
+            gpus,
         )
         try:
             self.store.save(instance)
@@ -153,9 +157,16 @@ class Compute:
             instance = self._instances.get(uuid)
         return None if instance is None else self.driver.limits(instance)
 
-    def running_count(self, schedulable_class=None):
+    def counts(self):
+        """What the agent's heartbeat says of its instances (the power
+        controller's downgrade guard reads ``running_performance``): the
+        running ones, and those of them that are performance work."""
         with self._lock:
-            return sum(1 for i in self._instances.values() if not i.ended)
+            running = [i for i in self._instances.values() if not i.ended]
+        return {
+            "running": len(running),
+            "running_performance": sum(1 for i in running if i.workload_class == "performance"),
+        }
 
     # -- watching --------------------------------------------------------------
 
@@ -204,8 +215,8 @@ class ComputeEndpoint:
         self.target = oslo_messaging.Target(version=rpc.COMPUTE_RPC_VERSION)
         self.compute = compute
 
-    def build_instance(self, ctxt, instance_uuid, resources, workload=None):
-        return self.compute.build(instance_uuid, resources, workload)
+    def build_instance(self, ctxt, instance_uuid, resources, workload=None, workload_class=None):
+        return self.compute.build(instance_uuid, resources, workload, workload_class)
 
     def delete_instance(self, ctxt, instance_uuid, grace=None):
         return self.compute.delete(instance_uuid, grace)

@@ -48,6 +48,7 @@ class Instance:
     uuid: str
     resources: dict  # resource class -> amount claimed on this host
     workload: Workload | None = None
+    workload_class: str | None = None  # performance | standard, as the spec said
     gpus: list = dataclasses.field(default_factory=list)  # device indices
     state: str = RUNNING
     exit_status: int | None = None
@@ -80,6 +81,7 @@ class Instance:
         return {
             "instance_uuid": self.uuid,
             "state": self.state,
+            "workload_class": self.workload_class,
             "exit_status": self.exit_status,
             "reason": self.reason,
             "resources": dict(self.resources),

@@ -282,7 +282,8 @@ class Controller:
         # The guard always needs running consumers, whatever the policy.
         usages = self.client.workload_usages()
         running_by_node = {
-            n["name"]: int(usages.get(n["uuid"], {}).get("performance", 0)) for n in nodes
+            n["name"]: max(int(usages.get(n["uuid"], {}).get("performance", 0)), _agent_running(n))
+            for n in nodes
         }
         running = sum(int(u.get("performance", 0)) for u in usages.values())
         return Demand(running_by_node, running, self._pending())
@@ -366,3 +367,15 @@ class Controller:
             except Exception:  # keep the service alive; the next tick starts afresh
                 LOG.exception("reconcile failed, retrying in %ss", interval)
             stop_event.wait(interval)
+
+
+def _agent_running(node):
+    """Performance instances the node's agent says run there (its twin
+    status, when the agent runs its compute service), or 0: an instance
+    that still runs after its claim went, or before placement shows it,
+    is held by the guard as much as a consumer with an allocation."""
+    status = (node.get("twin") or {}).get("status") or {}
+    try:
+        return int((status.get("instances") or {}).get("running_performance", 0))
+    except (TypeError, ValueError, AttributeError):
+        return 0

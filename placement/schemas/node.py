@@ -145,6 +145,20 @@ POST_HEARTBEAT = {
                 "profile": {"type": ["string", "null"], "enum": [*vocabulary.PROFILES, None]},
                 "cpu": _PART_STATUS,
                 "gpu": _PART_STATUS,
+                # The agent's compute service: its instances running now.
+                "instances": {
+                    "type": "object",
+                    "properties": {
+                        "running": {"type": "integer", "minimum": 0, "maximum": 0x7FFFFFFF},
+                        "running_performance": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "maximum": 0x7FFFFFFF,
+                        },
+                    },
+                    "required": ["running", "running_performance"],
+                    "additionalProperties": False,
+                },
             },
             "additionalProperties": False,
         },

@@ -114,8 +114,23 @@ def test_heartbeat_errors(client, db):
         {"twin_status": {"unknown": 1}},
         {"other": 1},
         {"twin_status": {"cpu": {"method": "rapl", "result": "applied", "domains": [{}]}}},
+        {"twin_status": {"instances": {"running": 1}}},
+        {"twin_status": {"instances": {"running": -1, "running_performance": 0}}},
+        {"twin_status": {"instances": {"running": 1, "running_performance": 0, "x": 1}}},
     ):
         resp = client.post(f"/nodes/{rp}/heartbeat", json=bad)
         assert resp.status_code == 400, bad
         assert resp.get_json()["errors"][0]["code"] == "placement.undefined_code"
     assert client.get(f"/nodes/{rp}").get_json()["heartbeat_at"] is None
+
+
+def test_the_agents_instance_counts_travel_in_the_twin_status(client, db):
+    rp = _node(client, db, "cn3")
+    assert client.put(f"/nodes/{rp}/twin", json={"profile": "performance"}).status_code == 201
+    status = {**STATUS, "instances": {"running": 3, "running_performance": 2}}
+    resp = client.post(f"/nodes/{rp}/heartbeat", json={"twin_status": status})
+    assert resp.status_code == 200, resp.get_json()
+    assert client.get(f"/nodes/{rp}/twin").get_json()["status"]["instances"] == {
+        "running": 3,
+        "running_performance": 2,
+    }

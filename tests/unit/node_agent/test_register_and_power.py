@@ -525,3 +525,16 @@ def test_a_limit_the_kernel_rounded_is_not_rewritten(tmp_path, monkeypatch):
     assert power._write(str(path), 41_666_667) is True
     assert power._write(str(path), 41_666_667) is False
     assert power._write(str(path), 50_000_000) is True
+
+
+def test_the_heartbeat_says_how_many_instances_run_with_the_compute_service(tmp_path):
+    agent, fake, _sys, _clock = _agent("intel", tmp_path)
+    agent.run_pass()
+    _twin(fake, agent, cpu=300.0)
+    assert "instances" not in agent.run_pass()  # no compute service: not said
+    counts = {"running": 2, "running_performance": 1}
+    agent.instances = lambda: dict(counts)
+    _twin(fake, agent, cpu=300.0, generation=1)
+    status = agent.run_pass()
+    assert status["instances"] == counts
+    assert fake.twins[agent.uuid]["status"]["instances"] == counts

@@ -458,3 +458,25 @@ def test_nodes_whose_agent_is_silent_are_not_managed_and_reported(caplog):
     result = ctl.tick()
     assert result.down == [] and "silent" in _classes(client)
     assert metrics.value("joulie_policy_down_nodes") == 0
+
+
+def test_performance_instances_the_agent_reports_running_hold_the_guard():
+    """An instance still running after its claim went (or before placement
+    shows it) keeps its node's performance caps, as an allocation does."""
+    nodes = [_node(f"n-{i}") for i in range(4)]
+    client = FakeClient(nodes)
+    ctl, _ = _controller(client, static_hp_frac=1.0)
+    ctl.tick()  # every node performance
+    reported = {"running": 2, "running_performance": 1}
+    client.nodes[1]["twin"]["status"] = {"instances": reported}
+    client.nodes[2]["twin"]["status"] = {"instances": {"running": 3, "running_performance": 0}}
+    ctl, _ = _controller(client, static_hp_frac=0.0)
+    result = ctl.tick()
+    twins = {n["name"]: n["twin"] for n in client.nodes}
+    assert twins["n-1"]["schedulable_class"] == "draining"
+    assert twins["n-1"]["cpu_cap_watts"] == 400.0  # performance caps kept
+    assert result.running == 0  # demand: the allocations' count, as before
+    # Standard instances and a status without counts hold nothing (the
+    # seed's one performance node per family stays).
+    others = sorted(twins[name]["schedulable_class"] for name in ("n-0", "n-2", "n-3"))
+    assert others == ["eco", "eco", "performance"]
