@@ -1,14 +1,18 @@
 """Builds through the node agents, every service a real process over
-RabbitMQ, on SQLite and PostgreSQL placement.
+RabbitMQ, on SQLite and PostgreSQL placement (issue 25's acceptance).
 
 Three ``node-agent`` processes (distinct hosts, each with its own cgroup
 parent in the machine's cgroup tree, the ``exec`` driver) register their
 nodes; a scheduler worker, a super conductor and a cell conductor with
-``[conductor] compute_driver = agent`` build what ``build-submit`` sends:
-commands that sleep and exit 0, commands that exit 1 at start on one host
-(their builds move to an alternate), commands that exceed their memory
-limit. While they run, each instance's cgroup limits are its claim; once
-they ended, no allocation is left and the allocations audit is clean.
+``[conductor] compute_driver = agent`` build what ``build-submit`` sends.
+A stream of 200 real commands (sleeping and exiting 0, exiting 1 at start
+on two hosts of three so that they move to an alternate, exceeding their
+memory limit, deleted with ``joule-server delete`` while they run): each
+running instance's cgroup limits are its claim, each instance ends once
+with the state its command earned, no allocation is left and the
+allocations audit is clean. Then the lifecycle: ``joule-server``'s list,
+show and delete, and ``kill -9`` of an agent with running instances and its
+restart.
 """
 
 import json
@@ -28,6 +32,8 @@ from tests.functional.agent.conftest import CGROUP_ROOT
 BIN = os.path.dirname(sys.executable)
 HOSTS = ("node-0", "node-1", "node-2")
 SLACK = 60.0
+# The stream of the acceptance test (JOULE_AGENT_TEST_INSTANCES for a quick look).
+STREAM = int(os.environ.get("JOULE_AGENT_TEST_INSTANCES", "200"))
 # Seconds after which a silent agent's host is taken for down.
 DOWN_TIME = 4
 
@@ -94,6 +100,9 @@ class Cloud:
                     "start_grace = 0.5",
                     "delete_grace = 2",
                     "instance_poll_interval = 0.2",
+                    # Room for the stream's 200 instances at once on three
+                    # 4-CPU nodes (sleeping commands, mostly).
+                    "initial_cpu_allocation_ratio = 64",
                 ]
             )
             + "\n"
@@ -231,71 +240,6 @@ def cloud(tmp_path, empty_db_url, vhost, cgroup_parent):
         c.procs.stop_all()
 
 
-def test_instances_run_on_their_hosts_within_their_claims_and_free_them(cloud):
-    uuids = {host: cloud.client.find_provider(host)["uuid"] for host in HOSTS}
-    sleepers = [
-        _spec(f"sleep{n}", "sleep 6", memory_mb=64 + 16 * n, vcpu=1 + n % 2) for n in range(4)
-    ]
-    # Fail at start everywhere but node-2: builds that land elsewhere first
-    # move to an alternate (with three hosts every alternate list holds it).
-    picky = [_spec(f"picky{n}", 'test "$JOULE_HOST" = node-2 || exit 1; sleep 3') for n in range(6)]
-    hog = [
-        _spec(
-            "hog",
-            "sleep 1; python3 -c 'x = bytearray(300 * 2**20); import time; time.sleep(9)'",
-            memory_mb=48,
-        )
-    ]
-    specs = sleepers + picky + hog
-    outcomes = cloud.submit(specs)
-    instance = {s["request_id"]: s["instance_uuids"][0] for s in specs}
-    assert len(outcomes) == len(specs)
-    assert all(o["status"] == "placed" for o in outcomes.values()), outcomes
-    host_of = {i: o["host_uuid"] for i, o in outcomes.items()}
-    names = {u: n for n, u in uuids.items()}
-
-    # While they run: each cgroup's limits are the instance's claim.
-    for spec in sleepers:
-        inst = instance[spec["request_id"]]
-        vcpus, memory_mb = _cgroup_limits(cloud.parent, names[host_of[inst]], inst)
-        assert (vcpus, memory_mb) == (spec["resources"]["VCPU"], spec["resources"]["MEMORY_MB"])
-        allocations, _ = cloud.client.get_allocations(inst)
-        assert {rp: a["resources"] for rp, a in allocations.items()} == {
-            host_of[inst]: spec["resources"]
-        }
-    for spec in picky:
-        inst = instance[spec["request_id"]]
-        assert names[host_of[inst]] == "node-2"
-    # (1 in 3 builds starts on node-2 at once: all six doing so is 1 in 729.)
-    assert sum(outcomes[instance[s["request_id"]]]["rescheduled"] for s in picky) >= 1
-
-    # Once every instance ended, nothing is held and nothing runs.
-    def all_released():
-        return all(not cloud.client.get_allocations(i)[0] for i in instance.values())
-
-    _until("every claim released", all_released, timeout=90)
-    audit = processes.manage(
-        cloud.env["OS_PLACEMENT_DATABASE__CONNECTION"], "allocations", "audit", env=cloud.env
-    )
-    assert audit.returncode == 0, audit.stdout + audit.stderr
-    for host in HOSTS:
-        base = os.path.join(CGROUP_ROOT, "memory", cloud.parent, host)
-        if os.path.isdir(base):
-            assert [e.name for e in os.scandir(base) if e.is_dir()] == []
-    # Each has exactly one end, recorded on its build request.
-    ends = {i: cloud.client.get_build_request(i) for i in instance.values()}
-    for spec in sleepers + picky:
-        rec = ends[instance[spec["request_id"]]]
-        assert (rec["status"], rec["instance_state"], rec["exit_status"]) == (
-            "placed",
-            "finished",
-            0,
-        )
-    hogged = ends[instance[hog[0]["request_id"]]]
-    assert (hogged["instance_state"], hogged["exit_status"]) == ("errored", 137)
-    assert hogged["state_reason"].startswith("killed by its memory limit (48 MiB)")
-
-
 def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
     long_runner = _spec("long", "sleep 60")
     survivor = _spec("survivor", "sleep 25")
@@ -370,3 +314,91 @@ def _exited(cloud, instance):
             with open(os.path.join(path, "cgroup.procs")) as procs:
                 return procs.read().split() == []
     return True
+
+
+def test_a_stream_of_real_commands_ends_each_once_and_frees_every_claim(cloud):
+    """The issue's acceptance stream: 200 instances of real commands, some
+    sleeping and exiting 0, some exiting 1 at start on two hosts of three
+    (moved to an alternate), some over their memory limit, some deleted
+    while they run."""
+    kinds = []
+    for n in range(STREAM):
+        if n % 10 < 5:
+            kinds.append(("sleep", _spec(f"s{n}", f"sleep {1 + n % 3}", memory_mb=32 + n % 4 * 16)))
+        elif n % 10 < 7:
+            kinds.append(
+                ("picky", _spec(f"p{n}", 'test "$JOULE_HOST" = node-2 || exit 1; sleep 1'))
+            )
+        elif n % 10 == 7:
+            hog = "python3 -c 'x = bytearray(200 * 2**20); import time; time.sleep(5)'"
+            kinds.append(("hog", _spec(f"h{n}", f"sleep 0.6; {hog}", memory_mb=40)))
+        else:
+            kinds.append(("deleted", _spec(f"d{n}", "sleep 120", vcpu=1 + n % 2)))
+    specs = [s for _k, s in kinds]
+    inst = [s["instance_uuids"][0] for s in specs]
+    outcomes = cloud.submit(specs)
+    assert sorted(outcomes) == sorted(inst)
+    assert {o["status"] for o in outcomes.values()} == {"placed"}, [
+        o["reason"] for o in outcomes.values() if o["status"] != "placed"
+    ]
+    names = {cloud.client.find_provider(h)["uuid"]: h for h in HOSTS}
+    # The long runners all run now: their cgroup limits are their claim.
+    deleted = [(i, s) for (k, s), i in zip(kinds, inst, strict=True) if k == "deleted"]
+    for i, spec in deleted:
+        host = names[outcomes[i]["host_uuid"]]
+        assert _cgroup_limits(cloud.parent, host, i) == (
+            spec["resources"]["VCPU"],
+            spec["resources"]["MEMORY_MB"],
+        )
+    picky = [i for (k, _s), i in zip(kinds, inst, strict=True) if k == "picky"]
+    assert {names[outcomes[i]["host_uuid"]] for i in picky} == {"node-2"}
+    # Two in three start elsewhere first, and move (all starting on node-2
+    # at once is 1 in 3 to the power of 40).
+    assert sum(outcomes[i]["rescheduled"] for i in picky) >= 1
+    for i, spec in deleted:
+        claim = {rp: a["resources"] for rp, a in cloud.client.get_allocations(i)[0].items()}
+        assert claim == {outcomes[i]["host_uuid"]: spec["resources"]}
+    # Deleted while they run, several at once.
+    procs = [
+        subprocess.Popen(
+            [
+                os.path.join(BIN, "joule-server"),
+                "--config-file",
+                str(cloud.conf),
+                "delete",
+                i,
+                "--grace",
+                "1",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=cloud.env,
+        )
+        for i, _spec_ in deleted
+    ]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0, out
+
+    _until(
+        "every claim released",
+        lambda: all(not cloud.client.get_allocations(i)[0] for i in inst),
+        timeout=120,
+        every=1.0,
+    )
+    want = {"sleep": "finished", "picky": "finished", "hog": "errored", "deleted": "deleted"}
+    records = {r["instance_uuid"]: r for r in cloud.client.list_build_requests()}
+    for (kind, _s), i in zip(kinds, inst, strict=True):
+        rec = records[i]
+        assert (rec["status"], rec["instance_state"]) == ("placed", want[kind]), (kind, rec)
+        if kind == "hog":
+            assert rec["state_reason"].startswith("killed by its memory limit (40 MiB)"), rec
+    audit = processes.manage(
+        cloud.env["OS_PLACEMENT_DATABASE__CONNECTION"], "allocations", "audit", env=cloud.env
+    )
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    for host in HOSTS:
+        base = os.path.join(CGROUP_ROOT, "memory", cloud.parent, host)
+        if os.path.isdir(base):
+            assert [e.name for e in os.scandir(base) if e.is_dir()] == []
