@@ -171,7 +171,8 @@ class AgentDriver(ComputeDriver):
                 self.timeout,
                 workload_class=spec.workload_class if spec is not None else None,
             )
-        except rpc.Unanswered as exc:
+        except (rpc.Unanswered, rpc.AgentFailed) as exc:
+            # It may have started it all the same (late, or before failing).
             self._forget_late_start(host, instance_uuid)
             raise BuildFailed(str(exc)) from None
         if answer.get("state") == "failed":
@@ -180,7 +181,7 @@ class AgentDriver(ComputeDriver):
     def _forget_late_start(self, host, instance_uuid):
         try:
             self.api.delete_instance(host, instance_uuid, self.ask_timeout, grace=0)
-        except rpc.Unanswered:
+        except (rpc.Unanswered, rpc.AgentFailed):
             pass  # the agent is away; what it runs is reported when it is back
 
     def host_of(self, instance_uuid, hosts=()):
@@ -195,7 +196,7 @@ class AgentDriver(ComputeDriver):
             asked.add(root_uuid)
             try:
                 record = self.api.show_instance(name, instance_uuid, self.ask_timeout)
-            except rpc.Unanswered:
+            except (rpc.Unanswered, rpc.AgentFailed):
                 continue
             if record is not None:
                 return root_uuid

@@ -146,7 +146,7 @@ class Instances:
         timeout = (grace if grace is not None else 10.0) + DELETE_SLACK
         try:
             answer = self.compute.delete_instance(row["host"], instance_uuid, timeout, grace=grace)
-        except rpc.Unanswered as exc:
+        except (rpc.Unanswered, rpc.AgentFailed) as exc:
             return 1, f"not deleted: {exc}"
         if answer is None:
             return 1, f"the agent of {row['host']} does not run {instance_uuid}"

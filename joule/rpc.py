@@ -741,6 +741,10 @@ class OutcomeAPI:
             LOG.warning("outcome to %s not sent: %s", reply_topic, exc)
 
 
+class AgentFailed(Exception):
+    """A node agent answered a call with an error of its own."""
+
+
 # Clients kept per compute host (ComputeAPI): one target each on the shared
 # transport, forgotten when idle as the outcome topics are.
 COMPUTE_HOSTS_MAX = 4096
@@ -752,6 +756,7 @@ class ComputeAPI:
     each answered by the agent of that host within ``timeout`` seconds.
 
     :raise Unanswered: (every method) no agent answered in time.
+    :raise AgentFailed: (every method) the agent raised handling the call.
     """
 
     def __init__(self, conf, transport):
@@ -776,6 +781,8 @@ class ComputeAPI:
             raise Unanswered(
                 f"the agent of {host} did not answer {method} within {timeout:g} s"
             ) from None
+        except oslo_messaging.RemoteError as exc:
+            raise AgentFailed(f"the agent of {host} failed {method}: {exc.exc_type}: {exc.value}")
 
     def build_instance(
         self, host, instance_uuid, resources, workload, timeout, workload_class=None

@@ -21,6 +21,7 @@ so a report lost with a conductor is sent again.
 """
 
 import logging
+import re
 import threading
 import time
 
@@ -42,6 +43,8 @@ class Compute:
         self._lock = threading.Lock()
         self._instances = {}
         self._starting = set()
+        # One lock per instance: a delete and the watch never end it both.
+        self._busy = {}
 
     # -- start-up --------------------------------------------------------------
 
@@ -137,11 +140,17 @@ class Compute:
             instance = self._instances.get(uuid)
         if instance is None:
             return None
-        self.driver.stop(instance, self.delete_grace if grace is None else grace)
-        if instance.ended_at is None:
-            instance.ended_at = time.time()
-        self.store.save(instance)
+        with self._lock_of(uuid):
+            if not instance.ended:
+                self.driver.stop(instance, self.delete_grace if grace is None else grace)
+                if instance.ended_at is None:
+                    instance.ended_at = time.time()
+                self.store.save(instance)
         return instance.public()
+
+    def _lock_of(self, uuid):
+        with self._lock:
+            return self._busy.setdefault(uuid, threading.Lock())
 
     def show(self, uuid):
         with self._lock:
@@ -177,19 +186,30 @@ class Compute:
             instances = list(self._instances.values())
         ended = []
         for instance in instances:
-            if not instance.ended:
-                try:
-                    if not self.driver.poll(instance):
-                        continue
-                except Exception:  # one broken poll must not stop the watch
-                    LOG.exception("%s: poll failed", instance.uuid)
+            lock = self._lock_of(instance.uuid)
+            if not lock.acquire(blocking=False):
+                continue  # being deleted: it is looked at once that is done
+            try:
+                if not instance.ended and not self._poll(instance):
                     continue
-                if instance.ended_at is None:
-                    instance.ended_at = time.time()
-                self.store.save(instance)
-                LOG.info("%s: %s (%s)", instance.uuid, instance.state, instance.reason)
+            finally:
+                lock.release()
             ended.append(instance.public())
         return ended
+
+    def _poll(self, instance):
+        """Whether ``instance`` ended now (its record saved if so)."""
+        try:
+            if not self.driver.poll(instance):
+                return False
+        except Exception:  # one broken poll must not stop the watch
+            LOG.exception("%s: poll failed", instance.uuid)
+            return False
+        if instance.ended_at is None:
+            instance.ended_at = time.time()
+        self.store.save(instance)
+        LOG.info("%s: %s (%s)", instance.uuid, instance.state, instance.reason)
+        return True
 
     def acknowledge(self, uuids):
         """Forget ended instances whose end was recorded by a conductor."""
@@ -198,7 +218,42 @@ class Compute:
                 instance = self._instances.get(uuid)
                 if instance is not None and instance.ended:
                     del self._instances[uuid]
+                    self._busy.pop(uuid, None)
                     self.store.forget(uuid)
+
+
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def build_problem(instance_uuid, resources, workload, workload_class):
+    """What is wrong with a build message, or None. The conductor sends
+    what the request spec's contract checked; this keeps a message from
+    anything else from breaking the agent or leaving a record behind."""
+    if not isinstance(instance_uuid, str) or not _UUID.match(instance_uuid):
+        return "instance_uuid must be a lower-case uuid"
+    if not isinstance(resources, dict) or not all(
+        isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
+        for k, v in resources.items()
+    ):
+        return "resources must map resource classes to amounts"
+    if workload_class not in (None, "performance", "standard"):
+        return f"unknown workload class {workload_class!r}"
+    if workload is None:
+        return None
+    if not isinstance(workload, dict) or set(workload) - {"command", "env", "cwd"}:
+        return "workload must be an object of command, env and cwd"
+    command, env = workload.get("command"), workload.get("env") or {}
+    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
+        return "workload.command must be a non-empty list of strings"
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        return "workload.env must map names to strings"
+    if workload.get("cwd") is not None and not isinstance(workload["cwd"], str):
+        return "workload.cwd must be a string"
+    if any("\0" in a for a in command) or any("\0" in k + v for k, v in env.items()):
+        return "workload must not hold a NUL character"
+    return None
 
 
 def _failed(uuid, reason):
@@ -216,6 +271,10 @@ class ComputeEndpoint:
         self.compute = compute
 
     def build_instance(self, ctxt, instance_uuid, resources, workload=None, workload_class=None):
+        problem = build_problem(instance_uuid, resources, workload, workload_class)
+        if problem is not None:
+            LOG.warning("build of %r refused: %s", instance_uuid, problem)
+            return _failed(instance_uuid, f"bad build message: {problem}")
         return self.compute.build(instance_uuid, resources, workload, workload_class)
 
     def delete_instance(self, ctxt, instance_uuid, grace=None):

@@ -69,3 +69,24 @@ def test_counts_fake_ends_and_a_restart(tmp_path):
     assert again.show(short) is None
     assert again.delete(perf)["state"] == "deleted"
     assert again.counts() == {"running": 2, "running_performance": 0}
+
+
+def test_a_bad_build_message_is_refused_and_leaves_nothing(tmp_path):
+    endpoint = compute_mod.ComputeEndpoint(_compute(tmp_path))
+    good = _new()
+    for args in (
+        ("not-a-uuid", {"VCPU": 1}, None, None),
+        (good, ["VCPU"], None, None),
+        (good, {"VCPU": -1}, None, None),
+        (good, {"VCPU": True}, None, None),
+        (good, {"VCPU": 1}, {"command": "sleep 1"}, None),
+        (good, {"VCPU": 1}, {"command": ["a\0b"]}, None),
+        (good, {"VCPU": 1}, {"command": ["true"], "env": {"A": 1}}, None),
+        (good, {"VCPU": 1}, {"command": ["true"], "shell": True}, None),
+        (good, {"VCPU": 1}, None, "urgent"),
+    ):
+        rec = endpoint.build_instance({}, *args)
+        assert rec["state"] == "failed" and rec["reason"].startswith("bad build message"), args
+    assert endpoint.list_instances({}) == []
+    assert endpoint.compute.store.load_all() == ([], [])
+    assert endpoint.build_instance({}, good, {"VCPU": 1})["state"] == "running"
