@@ -32,6 +32,11 @@ class AlreadyBuilt(Exception):
         self.host_uuid = host_uuid
 
 
+class HostsUnknown(Exception):
+    """Where the instance runs cannot be told now: an agent that may have it
+    did not answer. A takeover waits rather than build it a second time."""
+
+
 class ComputeDriver:
     name = "abstract"
 
@@ -186,9 +191,12 @@ class AgentDriver(ComputeDriver):
 
     def host_of(self, instance_uuid, hosts=()):
         """The host (root provider uuid) among ``hosts``' whose agent has
-        the instance; an agent that does not answer is taken as not having
-        it (its instances are reported when it is back)."""
-        asked = set()
+        the instance (built there: running, or ended and not yet reported),
+        or None when every one answered that it does not.
+
+        :raise HostsUnknown: none has it, and an agent did not answer.
+        """
+        asked, silent = set(), []
         for provider_uuid in hosts:
             root_uuid, name = self._root(provider_uuid)
             if root_uuid in asked:
@@ -196,10 +204,13 @@ class AgentDriver(ComputeDriver):
             asked.add(root_uuid)
             try:
                 record = self.api.show_instance(name, instance_uuid, self.ask_timeout)
-            except (rpc.Unanswered, rpc.AgentFailed):
+            except (rpc.Unanswered, rpc.AgentFailed) as exc:
+                silent.append(str(exc))
                 continue
             if record is not None:
                 return root_uuid
+        if silent:
+            raise HostsUnknown("; ".join(silent))
         return None
 
 

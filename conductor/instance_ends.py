@@ -11,8 +11,10 @@ reschedule elsewhere) is never deleted. An instance whose claim is
 elsewhere (a late start on a host the build had already given up) has
 nothing of its own to release: its report is taken as it is. The report
 is answered with the instances it has dealt with, which the agent then
-forgets; a placement error leaves an instance out, and the agent reports
-it again at its next look.
+forgets; an instance whose record is still pending (its end came before
+its build's finish), a report from an agent that has not registered its
+host yet, and a placement error are left out, and the agent reports them
+again at its next look.
 """
 
 import logging
@@ -24,6 +26,8 @@ from scheduler import claim as claim_mod
 
 LOG = logging.getLogger(__name__)
 PLACED = "placed"
+PENDING = "pending"
+NOT_THERE = "placement.build_request.not_placed_there"
 
 
 class InstanceEnds:
@@ -40,23 +44,25 @@ class InstanceEnds:
             if not isinstance(uuid, str):
                 continue
             try:
-                self._one(host, host_uuid, uuid, instance)
+                if self._one(host, host_uuid, uuid, instance):
+                    done.append(uuid)
             except records_mod.PLACEMENT_ERRORS as exc:
                 LOG.warning("%s ended on %s; not recorded yet (%s)", uuid, host, exc)
-                continue
-            done.append(uuid)
         return done
 
     def _one(self, host, host_uuid, uuid, instance):
-        record = self.records.get(uuid)
+        """Whether the end of ``uuid`` is dealt with for good (the agent may
+        forget it); False: not yet, the agent reports it again."""
         state, why = instance.get("state"), instance.get("reason")
-        ours = (
-            record is not None
-            and record["status"] == PLACED
-            and host_uuid is not None
-            and record["host_uuid"] == host_uuid
-        )
-        if not ours or state not in ENDS:
+        if host_uuid is None:
+            return False  # an agent not registered yet: its host is not known
+        record = self.records.get(uuid)
+        if record is not None and record["status"] == PENDING:
+            # The end came before the build's finish (a command that ended
+            # within its start window, a finish delayed): judged once the
+            # record is final.
+            return False
+        if record is None or record["status"] != PLACED or record["host_uuid"] != host_uuid:
             LOG.info(
                 "%s %s on %s, where it is not placed (record %s); nothing released",
                 uuid,
@@ -64,20 +70,29 @@ class InstanceEnds:
                 host,
                 record and record["status"],
             )
-            return
+            return True
+        if state not in ENDS:
+            LOG.warning("%s: end %r from %s is not an end; ignored", uuid, state, host)
+            return True
         # The end first, then the release: a release lost with its answer
         # is made again when the agent reports again (the end is recorded
         # once; the same end again changes nothing).
         try:
             self.client.set_instance_state(uuid, state, host_uuid, _exit_status(instance), why)
         except client_mod.Conflict as exc:
-            LOG.warning("%s: end not recorded: %s", uuid, exc.detail)
+            if exc.code == NOT_THERE:
+                LOG.info("%s: no longer placed on %s; nothing released", uuid, host)
+                return True
+            # Ended otherwise already (recorded from an earlier report).
+            LOG.warning("%s: end not recorded again: %s", uuid, exc.detail)
         allocations, _gen = self.client.get_allocations(uuid)
         if host_uuid not in allocations:
-            return  # released already (or never held here)
+            return True  # released already (or never held here)
         outcome = claim_mod.release_own(self.client, uuid, allocations)
-        metrics.INSTANCES_ENDED.labels(state).inc()
+        if outcome == claim_mod.RELEASED:
+            metrics.INSTANCES_ENDED.labels(state).inc()
         LOG.info("%s %s on %s%s: claim %s", uuid, state, host, f" ({why})" if why else "", outcome)
+        return True
 
 
 ENDS = ("finished", "errored", "deleted", "lost")

@@ -39,8 +39,10 @@ from scheduler import conf as sconf
 
 PROG = "joule-server"
 COLUMNS = ("instance_uuid", "request_id", "state", "host", "exit_status", "reason")
-# Seconds an agent's delete is waited for, beyond its grace.
+# Seconds an agent's delete is waited for, beyond its grace; without
+# --grace, beyond this bound on the agents' [agent] delete_grace.
 DELETE_SLACK = 30.0
+DEFAULT_GRACE_BOUND = 60.0
 
 
 def _parser():
@@ -90,7 +92,8 @@ class Instances:
     def view(self, record):
         """An instance's row from its build request."""
         host_uuid = record.get("host_uuid")
-        name, down = self.hosts().get(host_uuid, (host_uuid, False)) if host_uuid else (None, False)
+        # A host placement lists no node for (gone since) cannot be asked.
+        name, down = self.hosts().get(host_uuid, (host_uuid, True)) if host_uuid else (None, False)
         status = record["status"]
         reason = record.get("reason")
         if status == "pending":
@@ -102,7 +105,11 @@ class Instances:
         else:
             state = "unknown" if down else "running"
             if down:
-                reason = f"the agent of {name} has not reported for over {self.down_time:g} s"
+                reason = (
+                    f"the agent of {name} has not reported for over {self.down_time:g} s"
+                    if name != host_uuid
+                    else f"placement has no node {host_uuid}"
+                )
         allocations = {}
         if status == "placed":
             allocations, _gen = self.client.get_allocations(record["instance_uuid"])
@@ -143,7 +150,8 @@ class Instances:
             return 1, f"instance {instance_uuid} is {row['state']}: nothing runs to delete"
         if row["state"] not in ("running", "unknown"):
             return 0, f"instance {instance_uuid} has ended already ({row['state']})"
-        timeout = (grace if grace is not None else 10.0) + DELETE_SLACK
+        # The agent's own grace (its [agent] delete_grace) is not known here.
+        timeout = (grace if grace is not None else DEFAULT_GRACE_BOUND) + DELETE_SLACK
         try:
             answer = self.compute.delete_instance(row["host"], instance_uuid, timeout, grace=grace)
         except (rpc.Unanswered, rpc.AgentFailed) as exc:
@@ -179,7 +187,16 @@ def _print(rows, fmt, one=False):
 
 
 def main(argv=None):
-    return startup.run(PROG, lambda: _run(argv), unavailable=(rpc.BusUnreachable,))
+    def body():
+        try:
+            return _run(argv)
+        except client_mod.PlacementError as exc:
+            if isinstance(exc, client_mod.NOT_THERE):
+                raise
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 1
+
+    return startup.run(PROG, body, unavailable=(rpc.BusUnreachable,))
 
 
 def _run(argv):

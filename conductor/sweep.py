@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 
+from conductor import driver as driver_mod
 from conductor import leases
 from conductor import metrics
 from conductor import outcomes as outcomes_mod
@@ -104,7 +105,13 @@ class Sweeper:
             )
             return
         allocations, _gen = self.client.get_allocations(instance)
-        running_on = self.driver.host_of(instance, tuple(allocations))
+        try:
+            running_on = self.driver.host_of(instance, tuple(allocations))
+        except driver_mod.HostsUnknown as exc:
+            # Built or not, it cannot be told: never build it a second time
+            # on a guess. The lease runs out and a later sweep asks again.
+            LOG.warning("%s: taken over, but left for a later sweep: %s", instance, exc)
+            return
         if running_on is not None:
             if running_on not in allocations:
                 LOG.error(
@@ -149,7 +156,10 @@ class Sweeper:
         if record is None or record["status"] != outcomes_mod.FAILED:
             abandoned.forget(instance)  # somebody else's to judge
             return 0
-        running_on = self.driver.host_of(instance, tuple(allocations))
+        try:
+            running_on = self.driver.host_of(instance, tuple(allocations))
+        except driver_mod.HostsUnknown:
+            return 0  # watched on: asked again at the next sweep
         if running_on is not None:
             LOG.error("%s: failed, yet it runs on %s; its claim is left", instance, running_on)
             abandoned.forget(instance)

@@ -25,6 +25,7 @@ import re
 import threading
 import time
 
+from joule import request_spec as spec_mod
 from joule import rpc
 from node_agent import instance_store
 from node_agent.drivers import StartFailed
@@ -42,7 +43,8 @@ class Compute:
         self.delete_grace = delete_grace
         self._lock = threading.Lock()
         self._instances = {}
-        self._starting = set()
+        self._starting = {}  # uuid -> GPU indices reserved for it
+        self._doomed = set()  # deleted while starting
         # One lock per instance: a delete and the watch never end it both.
         self._busy = {}
 
@@ -86,7 +88,9 @@ class Compute:
         None for a driver that needs none). Returns its public record; a
         failed start is ``{"state": "failed", "reason": ...}`` and leaves
         nothing behind. A second build of an instance this node has is
-        answered with what it is: never started twice."""
+        answered with what it is: never started twice. A delete that came
+        while it was starting ends it as soon as it runs (answered failed:
+        the build was given up)."""
         with self._lock:
             known = self._instances.get(uuid)
             if known is not None:
@@ -96,7 +100,7 @@ class Compute:
             gpus = self._take_gpus(int(resources.get("PGPU", 0)))
             if gpus is None:
                 return _failed(uuid, f"asks for {resources.get('PGPU')} GPU(s), none free here")
-            self._starting.add(uuid)
+            self._starting[uuid] = gpus  # the devices are reserved from now
         instance = instance_store.Instance(
             uuid,
             dict(resources),
@@ -104,32 +108,47 @@ class Compute:
             workload_class,
             gpus,
         )
+        started = False
         try:
             self.store.save(instance)
             self.driver.start(instance)
+            self.store.save(instance)
+            started = True
         except StartFailed as exc:
             self.store.forget(uuid)
-            with self._lock:
-                self._starting.discard(uuid)
             LOG.info("%s: start failed: %s", uuid, exc)
             return _failed(uuid, str(exc))
         except Exception:
+            # Whatever the driver started must not run on unwatched.
+            LOG.exception("%s: start broke; ending what it started", uuid)
+            self._end_quietly(instance)
             self.store.forget(uuid)
-            with self._lock:
-                self._starting.discard(uuid)
             raise
-        self.store.save(instance)
-        with self._lock:
-            self._starting.discard(uuid)
-            self._instances[uuid] = instance
+        finally:
+            with self._lock:
+                self._starting.pop(uuid, None)
+                doomed = uuid in self._doomed
+                self._doomed.discard(uuid)
+                if started:
+                    self._instances[uuid] = instance
+        if doomed and started:
+            self.delete(uuid, 0)
+            return _failed(uuid, "deleted while it was starting (its build was given up)")
         LOG.info("%s: %s", uuid, instance.state)
         return instance.public()
 
+    def _end_quietly(self, instance):
+        try:
+            self.driver.stop(instance, 0)
+        except Exception:  # noqa: BLE001 - best effort after a failure already raised
+            LOG.exception("%s: could not be ended", instance.uuid)
+
     def _take_gpus(self, count):
-        """``count`` device indices no running instance has, or None."""
+        """``count`` device indices no running or starting instance has, or None."""
         if count <= 0:
             return []
         used = {g for i in self._instances.values() if not i.ended for g in i.gpus}
+        used.update(g for gpus in self._starting.values() for g in gpus)
         free = [g for g in self.gpu_indices if g not in used]
         return free[:count] if len(free) >= count else None
 
@@ -138,6 +157,9 @@ class Compute:
         its public record, or None when this node does not have it."""
         with self._lock:
             instance = self._instances.get(uuid)
+            if instance is None and uuid in self._starting:
+                self._doomed.add(uuid)  # ended by its build once it runs
+                return {"instance_uuid": uuid, "state": "deleted", "reason": "while starting"}
         if instance is None:
             return None
         with self._lock_of(uuid):
@@ -242,18 +264,40 @@ def build_problem(instance_uuid, resources, workload, workload_class):
         return None
     if not isinstance(workload, dict) or set(workload) - {"command", "env", "cwd"}:
         return "workload must be an object of command, env and cwd"
-    command, env = workload.get("command"), workload.get("env") or {}
-    if not isinstance(command, list) or not command or not all(isinstance(a, str) for a in command):
-        return "workload.command must be a non-empty list of strings"
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    # The request spec's own bounds (joule.request_spec, WorkloadSchema).
+    command, env, cwd = workload.get("command"), workload.get("env") or {}, workload.get("cwd")
+    if (
+        not isinstance(command, list)
+        or not 1 <= len(command) <= spec_mod.MAX_WORKLOAD_ARGS
+        or not all(_text_ok(a) for a in command)
     ):
-        return "workload.env must map names to strings"
-    if workload.get("cwd") is not None and not isinstance(workload["cwd"], str):
-        return "workload.cwd must be a string"
-    if any("\0" in a for a in command) or any("\0" in k + v for k, v in env.items()):
-        return "workload must not hold a NUL character"
+        return (
+            f"workload.command must be 1 to {spec_mod.MAX_WORKLOAD_ARGS} strings "
+            f"of at most {spec_mod.MAX_WORKLOAD_TEXT} characters, no NUL"
+        )
+    if (
+        not isinstance(env, dict)
+        or len(env) > spec_mod.MAX_WORKLOAD_ENV
+        or not all(
+            isinstance(k, str) and spec_mod.ENV_NAME_PATTERN.match(k) and _text_ok(v)
+            for k, v in env.items()
+        )
+    ):
+        return "workload.env must map names matching [A-Za-z_][A-Za-z0-9_]* to strings"
+    if cwd is not None and not (_text_ok(cwd) and cwd.startswith("/")):
+        return "workload.cwd must be an absolute path"
     return None
+
+
+def _text_ok(value):
+    """A string the kernel can take: no NUL, encodable, not too long."""
+    if not isinstance(value, str) or "\0" in value or len(value) > spec_mod.MAX_WORKLOAD_TEXT:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _failed(uuid, reason):

@@ -3,9 +3,11 @@
 Serves ``compute.<host>`` (node_agent.compute.ComputeEndpoint) beside the
 agent's passes, and watches the running instances every ``[agent]
 instance_poll_interval``: an instance that ended is reported to the
-conductors of the node's cell (``instances_ended``, a call: the records
-are forgotten once a conductor answered that it recorded them, and
-reported again at the next look otherwise), which release its claim.
+conductors of the node's cell (``instances_ended``, a call, at most
+REPORT_CHUNK per message, only once the agent knows its provider uuid:
+the records are forgotten once a conductor answered that it dealt with
+them, and reported again at the next look otherwise), which release its
+claim.
 """
 
 import logging
@@ -21,6 +23,8 @@ LOG = logging.getLogger(__name__)
 PROG = "node-agent"
 # Seconds a report of ended instances waits for a conductor.
 REPORT_TIMEOUT = 30.0
+# Ends per report (a conductor refuses more than 1,000 in one message).
+REPORT_CHUNK = 200
 
 
 def make_compute(conf, node=None):
@@ -74,21 +78,22 @@ class ComputeService:
     def report_once(self):
         """Report the ended instances not acknowledged yet; how many were."""
         ended = self.compute.watch_once()
-        if not ended:
-            return 0
-        try:
-            recorded = self.conductors.instances_ended(
-                self.conf.agent.cell,
-                self.conf.agent.host,
-                self.host_uuid(),
-                ended,
-                REPORT_TIMEOUT,
-            )
-        except rpc.Unanswered as exc:
-            if str(exc) != self._failing:
-                LOG.warning("%d ended instance(s) not reported: %s", len(ended), exc)
-            self._failing = str(exc)
-            return 0
-        self._failing = None
-        self.compute.acknowledge(recorded)
+        host_uuid = self.host_uuid()
+        if not ended or host_uuid is None:
+            return 0  # (not registered yet: the conductors could not judge them)
+        recorded = []
+        for start in range(0, len(ended), REPORT_CHUNK):
+            chunk = ended[start : start + REPORT_CHUNK]
+            try:
+                done = self.conductors.instances_ended(
+                    self.conf.agent.cell, self.conf.agent.host, host_uuid, chunk, REPORT_TIMEOUT
+                )
+            except (rpc.Unanswered, rpc.oslo_messaging.MessagingException) as exc:
+                if str(exc) != self._failing:
+                    LOG.warning("%d ended instance(s) not reported: %s", len(ended), exc)
+                self._failing = str(exc)
+                break
+            self._failing = None
+            self.compute.acknowledge(done)
+            recorded += done
         return len(recorded)

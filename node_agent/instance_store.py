@@ -106,11 +106,19 @@ class Store:
     def save(self, instance):
         path = self.path(instance.uuid)
         tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump(instance.to_dict(), handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        text = json.dumps(instance.to_dict(), sort_keys=True)  # fails before any write
+        try:
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
 
     def load_all(self):
         """Every record on disk; an unreadable one is skipped (and named)."""

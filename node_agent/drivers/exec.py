@@ -23,6 +23,7 @@ and is finished. Later, an exit 0 is ``finished``, any other ``errored``
 with its status, and an exit the kernel's OOM killer caused says so.
 """
 
+import logging
 import os
 import shutil
 import signal
@@ -34,6 +35,8 @@ from node_agent import instance_store
 from node_agent.drivers import Driver
 from node_agent.drivers import StartFailed
 
+LOG = logging.getLogger(__name__)
+
 # The supervisor: join the cgroup (every hierarchy), run the command, keep
 # its exit status; the variables it reads are not passed on.
 _SUPERVISOR = (
@@ -41,6 +44,8 @@ _SUPERVISOR = (
     "f=$JOULE_EXIT_FILE; unset JOULE_CGROUP_PROCS JOULE_EXIT_FILE; "
     '"$@"; rc=$?; echo $rc > "$f.tmp" && mv "$f.tmp" "$f"; exit $rc'
 )
+# Seconds a SIGKILLed instance is waited for.
+KILL_WAIT = 10.0
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 LOG_TAIL_BYTES = 2048
 
@@ -128,7 +133,8 @@ class ExecDriver(Driver):
                     env=env,
                     start_new_session=True,
                 )
-        except OSError as exc:
+        except (OSError, ValueError, UnicodeError) as exc:
+            # (ValueError, UnicodeError: an environment the kernel cannot take.)
             group.remove()
             raise StartFailed(f"cannot start {program!r}: {exc}") from None
         instance.pid, instance.pid_start = child.pid, _pid_start(child.pid)
@@ -167,7 +173,7 @@ class ExecDriver(Driver):
             if child.poll() is None:
                 return _RUNNING
             self._children.pop(instance.uuid, None)
-        elif instance.pid and _pid_start(instance.pid) == instance.pid_start:
+        elif instance.pid_start and _pid_start(instance.pid) == instance.pid_start:
             return _RUNNING
         try:
             with open(self.store.path(instance.uuid, ".exit"), encoding="ascii") as handle:
@@ -204,29 +210,55 @@ class ExecDriver(Driver):
             time.sleep(0.02)
         while not group.remove() and time.monotonic() < deadline:
             time.sleep(0.02)
+        if self.tree.find(instance.uuid) is not None or any(os.path.isdir(d) for d in group.dirs):
+            LOG.error("%s: its cgroup could not be removed: %s", instance.uuid, group.dirs)
 
     def stop(self, instance, grace):
-        if instance.ended:
-            return
+        if self.poll(instance):
+            return  # it ended on its own before the delete: that is its end
         instance.deleting = True
         self.store.save(instance)
         group = self.tree.find(instance.uuid)
-        if group is not None:
-            group.signal_all(signal.SIGTERM)
+        self._signal(instance, group, signal.SIGTERM)
         # The grace runs until every process of the group is gone, not the
         # supervisor only: it dies of the SIGTERM at once, a command that
         # traps it may still be finishing.
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline:
-            if (group.pids() if group is not None else []) == []:
-                break
+        while time.monotonic() < deadline and self._alive(instance, group):
             time.sleep(0.05)
-        if group is not None:
-            group.signal_all(signal.SIGKILL)
+        self._signal(instance, group, signal.SIGKILL)
         child = self._children.pop(instance.uuid, None)
         if child is not None:
-            child.wait()
-        self._end(instance, self._exit_status(instance) if child is None else child.returncode)
+            try:
+                child.wait(KILL_WAIT)
+            except subprocess.TimeoutExpired:
+                LOG.error("%s: supervisor %d outlived SIGKILL", instance.uuid, child.pid)
+            status = child.returncode
+        else:
+            deadline = time.monotonic() + KILL_WAIT
+            while self._alive(instance, None) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            status = self._exit_status(instance)
+        self._end(instance, None if status is _RUNNING else status)
+
+    def _alive(self, instance, group):
+        """Whether a process of the instance is left (its group's, or, with
+        no group to read, its supervisor)."""
+        if group is not None and group.pids():
+            return True
+        return bool(instance.pid_start) and _pid_start(instance.pid) == instance.pid_start
+
+    def _signal(self, instance, group, signum):
+        """``signum`` to every process of the group; with none to read (it
+        could not be found), to the supervisor's session."""
+        if group is not None:
+            group.signal_all(signum)
+            return
+        if self._alive(instance, None):
+            try:
+                os.killpg(instance.pid, signum)
+            except ProcessLookupError:
+                pass
 
     def recover(self, instance):
         if self._exit_status(instance) is _RUNNING:

@@ -208,3 +208,31 @@ def test_a_second_build_of_the_same_instance_starts_nothing(tmp_path, cgroup_par
 def test_the_tree_is_refused_clearly_when_it_is_not_there(tmp_path):
     with pytest.raises(cgroups.CgroupError, match="no cgroup tree at"):
         cgroups.Tree(str(tmp_path), "joule")
+
+
+def test_an_instance_found_again_after_a_restart_can_be_deleted(tmp_path, cgroup_parent):
+    first = _compute(tmp_path, cgroup_parent)
+    inst = str(uuid.uuid4())
+    stubborn = "trap 'echo got TERM' TERM; while :; do sleep 0.1; done"
+    first.build(inst, {"VCPU": 1, "MEMORY_MB": 64}, {"command": ["bash", "-c", stubborn]})
+    del first
+    second = _compute(tmp_path, cgroup_parent)
+    assert second.recover() == ([inst], [])
+    ended = second.delete(inst, grace=0.3)
+    assert ended["state"] == "deleted"
+    assert second.driver.tree.find(inst) is None
+    # Its record was saved (an end of a recovered instance must serialise).
+    records, broken = second.store.load_all()
+    assert broken == [] and [r.state for r in records] == ["deleted"]
+
+
+def test_a_delete_after_the_command_exited_keeps_its_own_end(tmp_path, cgroup_parent):
+    compute = _compute(tmp_path, cgroup_parent)
+    inst = str(uuid.uuid4())
+    assert (
+        compute.build(inst, {"VCPU": 1, "MEMORY_MB": 64}, _sh("sleep 0.7; exit 5"))["state"]
+        == "running"
+    )
+    time.sleep(1.5)
+    ended = compute.delete(inst, grace=1.0)
+    assert (ended["state"], ended["exit_status"]) == ("errored", 5)

@@ -416,6 +416,12 @@ def _valid_bodies(ctx, gens):
             "lease_seconds": 30,
             "hand_off": False,
         },
+        ("PUT", "/build_requests/<instance_uuid>/instance_state"): {
+            "state": "finished",
+            "host_uuid": root,
+            "exit_status": 0,
+            "reason": None,
+        },
         ("PUT", "/build_requests/leases"): {
             "build_requests": [{"instance_uuid": ctx["instance"], "generation": 0}],
             "owner": "conductor-fuzz",

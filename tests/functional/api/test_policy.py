@@ -105,6 +105,7 @@ EXPECTED_RULES = {
     ("PUT", "/build_requests/<instance_uuid>"): "placement:build_requests:update",
     ("PUT", "/build_requests"): "placement:build_requests:update",
     ("PUT", "/build_requests/<instance_uuid>/lease"): "placement:build_requests:update",
+    ("PUT", "/build_requests/<instance_uuid>/instance_state"): "placement:build_requests:update",
     ("PUT", "/build_requests/leases"): "placement:build_requests:update",
     ("GET", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:show",
     ("PUT", "/scheduling_reports/<request_id>"): "placement:scheduling_reports:update",

@@ -74,3 +74,14 @@ def test_host_of_asks_each_host_once_by_its_root():
     assert driver.host_of("i-1", (CHILD, HOST)) == HOST
     assert api.calls == [("show", "node-a")]
     assert driver_mod.AgentDriver(FakeApi(), FakePlacement(), 5).host_of("i-1", (HOST,)) is None
+
+
+def test_host_of_an_unanswering_agent_is_unknown_not_absent():
+    api = FakeApi()
+
+    def silent(host, uuid, timeout):
+        raise rpc.Unanswered("the agent of node-a did not answer")
+
+    api.show_instance = silent
+    with pytest.raises(driver_mod.HostsUnknown, match="did not answer"):
+        driver_mod.AgentDriver(api, FakePlacement(), 5).host_of("i-1", (HOST,))

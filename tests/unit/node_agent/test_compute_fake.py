@@ -84,9 +84,36 @@ def test_a_bad_build_message_is_refused_and_leaves_nothing(tmp_path):
         (good, {"VCPU": 1}, {"command": ["true"], "env": {"A": 1}}, None),
         (good, {"VCPU": 1}, {"command": ["true"], "shell": True}, None),
         (good, {"VCPU": 1}, None, "urgent"),
+        (good, {"VCPU": 1}, {"command": ["true"], "env": {"A=B": "x"}}, None),
+        (good, {"VCPU": 1}, {"command": ["true"], "env": {"A": "\udc80"}}, None),
+        (good, {"VCPU": 1}, {"command": ["true"], "cwd": "relative"}, None),
+        (good, {"VCPU": 1}, {"command": ["x" * 5000]}, None),
     ):
         rec = endpoint.build_instance({}, *args)
         assert rec["state"] == "failed" and rec["reason"].startswith("bad build message"), args
     assert endpoint.list_instances({}) == []
     assert endpoint.compute.store.load_all() == ([], [])
     assert endpoint.build_instance({}, good, {"VCPU": 1})["state"] == "running"
+
+
+def test_gpus_are_reserved_while_a_build_starts(tmp_path):
+    compute = _compute(tmp_path)
+    compute._starting["other"] = [0]  # another build is starting with device 0
+    rec = compute.build(_new(), {"VCPU": 1, "PGPU": 1})
+    assert rec["state"] == "failed" and "none free" in rec["reason"]
+
+
+def test_a_delete_while_the_build_starts_ends_it_once_it_runs(tmp_path):
+    compute = _compute(tmp_path)
+    inst = _new()
+    real_start = compute.driver.start
+
+    def start_with_a_delete_meanwhile(instance):
+        real_start(instance)
+        assert compute.delete(inst)["state"] == "deleted"  # asked while starting
+
+    compute.driver.start = start_with_a_delete_meanwhile
+    rec = compute.build(inst, {"VCPU": 1})
+    assert rec["state"] == "failed" and "deleted while it was starting" in rec["reason"]
+    assert compute.show(inst)["state"] == "deleted"
+    assert compute.counts()["running"] == 0
