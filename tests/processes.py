@@ -251,6 +251,19 @@ class Services:
                 proc.wait()
 
 
+def until(what, check, timeout, every=0.2):
+    """``check()``'s first true value, asked every ``every`` seconds;
+    AssertionError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(every)
+
+
 def wait_http(url, proc, timeout=90):
     """Until ``url`` answers 200 (``proc`` serves it)."""
     deadline = time.monotonic() + timeout

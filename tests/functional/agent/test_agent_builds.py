@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -39,14 +38,7 @@ DOWN_TIME = 4
 
 
 def _until(what, check, timeout=SLACK, every=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
+    return processes.until(what, check, timeout, every)
 
 
 class Cloud:

@@ -63,14 +63,7 @@ def _stop(proc, sig=signal.SIGTERM):
 
 
 def _until(what, check, timeout=SLACK, every=0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(every)
+    return processes.until(what, check, timeout, every)
 
 
 def _writes_by_route(url):
