@@ -51,6 +51,7 @@ def _parser():
     parser.add_argument("--config-file", action="append", default=[])
     parser.add_argument("--config-dir", action="append", default=[])
     parser.add_argument("-v", "--verbose", action="store_true", help="Log at DEBUG.")
+    parser.add_argument("--version", action="version", version=config.version())
     sub = parser.add_subparsers(dest="command", required=True)
     listing = sub.add_parser("list", help="List instances.")
     listing.add_argument("--status", choices=("pending", "placed", "failed"))
