@@ -3,6 +3,7 @@ machine's real cgroup tree (v1 or v2, whichever the host has), removed
 after; the tests run real processes in it."""
 
 import os
+import time
 import uuid
 
 import pytest
@@ -36,27 +37,35 @@ def cgroup_parent():
         else [os.path.join(CGROUP_ROOT, c) for c in ("cpu", "memory")]
     )
     for top in tops:
-        base = os.path.join(top, parent)
-        if not os.path.isdir(base):
+        _remove_tree(os.path.join(top, parent))
+
+
+def _remove_tree(base):
+    """Kill what is left in every group under ``base`` (a test that failed
+    half-way leaves instances, two levels down for the agents' parents),
+    then remove the groups, deepest first."""
+    if not os.path.isdir(base):
+        return
+    groups = [d for d, _subdirs, _files in os.walk(base, topdown=False)]
+    for group in groups:
+        try:
+            with open(os.path.join(group, "cgroup.procs")) as procs:
+                pids = procs.read().split()
+        except OSError:
             continue
-        for entry in os.scandir(base):
-            if entry.is_dir():
-                with open(os.path.join(entry.path, "cgroup.procs")) as procs:
-                    for pid in procs.read().split():
-                        try:
-                            os.kill(int(pid), 9)
-                        except ProcessLookupError:
-                            pass
+        for pid in pids:
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+    for group in groups:
         for _ in range(100):
             try:
-                for entry in os.scandir(base):
-                    if entry.is_dir():
-                        os.rmdir(entry.path)
-                os.rmdir(base)
+                os.rmdir(group)
+                break
+            except FileNotFoundError:
                 break
             except OSError:
-                import time
-
                 time.sleep(0.05)
 
 
