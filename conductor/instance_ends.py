@@ -22,6 +22,7 @@ import logging
 from conductor import metrics
 from conductor import records as records_mod
 from joule import placement_client as client_mod
+from joule import vocabulary
 from scheduler import claim as claim_mod
 
 LOG = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class InstanceEnds:
         return True
 
 
-ENDS = ("finished", "errored", "deleted", "lost")
+ENDS = vocabulary.INSTANCE_ENDS
 
 
 def _exit_status(instance):

@@ -67,3 +67,7 @@ def family_key(gpu_count, gpu_model, cpu_model):
 # The header of an allocation write guarded by a build request's lease:
 # "<generation> <owner>" (the conductors send it, placement checks it).
 LEASE_HEADER = "Joule-Build-Lease"
+
+# How a placed instance ended, as its node agent reports it and placement
+# records it (build_requests.instance_state); null while it runs.
+INSTANCE_ENDS = ("finished", "errored", "deleted", "lost")

@@ -15,13 +15,12 @@ import os
 import threading
 import time
 
+from joule import vocabulary
+
 RUNNING = "running"
-FINISHED = "finished"
-ERRORED = "errored"
-DELETED = "deleted"
-LOST = "lost"
+FINISHED, ERRORED, DELETED, LOST = vocabulary.INSTANCE_ENDS
 # An instance in one of these states has ended: its claim can go.
-ENDED = (FINISHED, ERRORED, DELETED, LOST)
+ENDED = vocabulary.INSTANCE_ENDS
 STATES = (RUNNING, *ENDED)
 
 
@@ -66,8 +65,7 @@ class Instance:
         return self.state in ENDED
 
     def to_dict(self):
-        out = dataclasses.asdict(self)
-        return out
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data):

@@ -210,7 +210,7 @@ class ExecDriver(Driver):
             time.sleep(0.02)
         while not group.remove() and time.monotonic() < deadline:
             time.sleep(0.02)
-        if self.tree.find(instance.uuid) is not None or any(os.path.isdir(d) for d in group.dirs):
+        if any(os.path.isdir(d) for d in group.dirs):
             LOG.error("%s: its cgroup could not be removed: %s", instance.uuid, group.dirs)
 
     def stop(self, instance, grace):

@@ -28,6 +28,7 @@ import json
 
 import sqlalchemy as sa
 
+from joule import vocabulary
 from placement import db as db_mod
 from placement import models
 
@@ -36,7 +37,7 @@ PLACED = "placed"
 FAILED = "failed"
 STATUSES = (PENDING, PLACED, FAILED)
 # How a placed instance ended (set_instance_state); null while it runs.
-INSTANCE_ENDS = ("finished", "errored", "deleted", "lost")
+INSTANCE_ENDS = vocabulary.INSTANCE_ENDS
 
 _T = models.build_requests
 _F = models.build_failures

@@ -154,7 +154,7 @@ REQUEST_IDS = {
 PUT_INSTANCE_STATE = {
     "type": "object",
     "properties": {
-        "state": {"type": "string", "enum": ["finished", "errored", "deleted", "lost"]},
+        "state": {"type": "string", "enum": list(vocabulary.INSTANCE_ENDS)},
         "host_uuid": UUID,
         "exit_status": {"type": ["integer", "null"], "minimum": -255, "maximum": 255},
         "reason": {"type": ["string", "null"], "maxLength": 4096},
