@@ -40,6 +40,23 @@ PROFILE_TRAITS = {
 }
 
 
+# -- power states: whether a node is up, beside its profile --------------------
+
+# The power controller suspends idle nodes and wakes them for work
+# ([power] suspend_enabled): ``suspending`` (asked to power off, not yet
+# off), ``off``, ``waking`` (asked to power on, not yet back). Only an ``on``
+# node takes work; a twin that never had a power state is on.
+POWER_ON = "on"
+POWER_SUSPENDING = "suspending"
+POWER_OFF = "off"
+POWER_WAKING = "waking"
+POWER_STATES = (POWER_ON, POWER_SUSPENDING, POWER_OFF, POWER_WAKING)
+NOT_ON = frozenset({POWER_SUSPENDING, POWER_OFF, POWER_WAKING})
+# The power state as a trait of the node's root, kept in step with the twin
+# as the profile trait is: a plain client leaves sleeping nodes out with
+# required=!CUSTOM_POWER_STATE_OFF (or asks for CUSTOM_POWER_STATE_ON).
+POWER_STATE_TRAITS = {state: f"CUSTOM_POWER_STATE_{state.upper()}" for state in POWER_STATES}
+
 # -- hardware family: the unit of fairness of the performance split ------------
 
 # The family of a node nothing is known of (no GPUs, no CPU model): its own

@@ -256,6 +256,8 @@ node_twins = Table(
     Column("gpu_cap_watts", Float, nullable=True),
     Column("managed_by", String(255), nullable=True),
     Column("schedulable_class", String(16), nullable=False),  # performance | eco | draining
+    # on | suspending | off | waking; null: never managed, on (migration 0007)
+    Column("power_state", String(16), nullable=True),
     Column("generation", Integer, nullable=False, default=0),
     # What the node agent applied and measured (JSON object), and when.
     Column("status", Text, nullable=True),

@@ -140,6 +140,71 @@ power_opts = [
         min=0.0,
         help="CPU cap of an eco CPU node whose cap range is unknown.",
     ),
+    cfg.BoolOpt(
+        "suspend_enabled",
+        default=False,
+        help="Suspend nodes idle for suspend_after seconds (power them off through "
+        "power_driver) and wake them when held work needs them. Off by default: the "
+        "controller then never writes a power state and behaves as before.",
+    ),
+    cfg.IntOpt(
+        "suspend_after",
+        default=1800,
+        min=0,
+        help="Seconds a node must hold no allocation (and its agent run no instance) "
+        "before it is suspended (Slurm's SuspendTime).",
+    ),
+    cfg.IntOpt(
+        "min_spare_nodes",
+        default=1,
+        min=0,
+        help="Idle nodes kept on per hardware family and profile, for work that "
+        "arrives before a wake could finish. At least one performance node per family "
+        "is always kept on, whatever this says.",
+    ),
+    cfg.FloatOpt(
+        "suspend_rate",
+        default=60.0,
+        min=0.0,
+        help="Most nodes suspended per minute (Slurm's SuspendRate); 0: no bound.",
+    ),
+    cfg.FloatOpt(
+        "resume_rate",
+        default=300.0,
+        min=0.0,
+        help="Most nodes woken per minute (Slurm's ResumeRate); 0: no bound.",
+    ),
+    cfg.StrOpt(
+        "power_driver",
+        default="command",
+        help="How nodes are powered off and on: an entry point of the "
+        "'joule.power.drivers' namespace: 'command' (the operator's programs, "
+        "[power] suspend_program, resume_program and state_program).",
+    ),
+    cfg.StrOpt(
+        "suspend_program",
+        default="",
+        help="command driver: run with the node's name as its argument to power it off "
+        "(Slurm's SuspendProgram); exit 0 when asked.",
+    ),
+    cfg.StrOpt(
+        "resume_program",
+        default="",
+        help="command driver: run with the node's name as its argument to power it on "
+        "(Slurm's ResumeProgram); exit 0 when asked.",
+    ),
+    cfg.StrOpt(
+        "state_program",
+        default="",
+        help="command driver: run with the node's name as its argument, prints 'on' or "
+        "'off' (what the node's BMC reads).",
+    ),
+    cfg.IntOpt(
+        "power_command_timeout",
+        default=30,
+        min=1,
+        help="command driver: seconds a program may run before it counts as failed.",
+    ),
     cfg.HostAddressOpt(
         "metrics_host",
         default="127.0.0.1",

@@ -32,6 +32,7 @@ the order ``Controller.plan`` calls them:
 after the write succeeded, so they always describe what placement stores.
 """
 
+import collections
 import dataclasses
 import logging
 import time
@@ -44,6 +45,7 @@ from powerpolicy import hardware as hardware_mod
 from powerpolicy import policies
 from powerpolicy import selection
 from powerpolicy import selector as selector_mod
+from powerpolicy import suspend
 
 LOG = logging.getLogger(__name__)
 
@@ -74,6 +76,10 @@ class TickResult:
     repaired: list = dataclasses.field(default_factory=list)  # names: trait put back
     down: list = dataclasses.field(default_factory=list)  # names: agent silent, not managed
     nodes: list = dataclasses.field(default_factory=list)  # NodePlan, by name
+    # [power] suspend_enabled: this tick's power transitions (suspend.Transition)
+    # and {state: eligible nodes} after it; empty with the feature off.
+    power_transitions: list = dataclasses.field(default_factory=list)
+    power_states: dict = dataclasses.field(default_factory=dict)
     seconds: float = 0.0
 
     @property
@@ -167,12 +173,23 @@ def tick_result(plan, demand, node_plans, writes, repaired, down):
 
 
 class Controller:
-    def __init__(self, conf, client, metrics=None, clock=time.time):
-        """:param conf: a ConfigOpts with [power] registered (powerpolicy.conf)."""
+    def __init__(self, conf, client, metrics=None, clock=time.time, power_driver=None):
+        """:param conf: a ConfigOpts with [power] registered (powerpolicy.conf).
+        :param power_driver: what powers nodes off and on with
+            [power] suspend_enabled (default: the [power] power_driver entry point)."""
         self.conf = conf
         self.client = client
         self.metrics = metrics
         self.clock = clock
+        self.power = None
+        if conf.power.suspend_enabled:
+            if power_driver is None:
+                from powerpolicy import power_drivers
+
+                power_driver = power_drivers.load(conf)
+            self.power = suspend.PowerStates(
+                suspend.SuspendOptions.from_conf(conf.power), client, power_driver, clock, metrics
+            )
         self.selector = selector_mod.Selector(conf.power.node_selector)
         self._warned = set()  # (node, problem) pairs already warned of
         self._traits_warned = False
@@ -253,7 +270,9 @@ class Controller:
         decisions = guard.apply(plan, demand.running_by_node, current_classes(eligible))
         node_plans = planned_twins(eligible, views, decisions, demand, self.conf.power, plan.policy)
         writes, repaired = self.twin_writes(eligible, node_plans)
-        return tick_result(plan, demand, node_plans, writes, repaired, down), writes
+        result = tick_result(plan, demand, node_plans, writes, repaired, down)
+        self._eligible = eligible
+        return result, writes
 
     def eligible_nodes(self, nodes):
         """(the nodes this tick manages, the names of the down nodes it leaves out)."""
@@ -326,7 +345,9 @@ class Controller:
         start = time.perf_counter()
         try:
             result, writes = self.plan()
-            self.client.write_twins(writes)
+            stored = self.client.write_twins(writes)
+            if self.power is not None:
+                self._power_step(result, stored)
         except Exception:
             if self.metrics is not None:
                 self.metrics.record_failure()
@@ -355,6 +376,22 @@ class Controller:
             result.seconds,
         )
         return result
+
+    def _power_step(self, result, stored):
+        """Suspend and wake (powerpolicy.suspend), after the profile twins are
+        written: the twins it writes carry the generations just stored."""
+        eligible = self._eligible
+        twins = {n["uuid"]: n.get("twin") for n in eligible}
+        twins.update({t["uuid"]: t for t in stored or ()})
+        profiles = {p.name: p.desired["profile"] for p in result.nodes}
+        families = {p.name: p.hardware.family for p in result.nodes}
+        usages = self.client.workload_usages()
+        transitions = self.power.step(eligible, usages, profiles, families)
+        self.power.apply(transitions, twins)
+        result.power_transitions = transitions
+        states = {n["name"]: suspend.state_of(n) for n in eligible}
+        states.update({t.name: t.after for t in transitions})
+        result.power_states = dict(collections.Counter(states.values()))
 
     def run_forever(self, stop_event):
         """Tick every reconcile_interval until stop_event is set; a failed tick is logged."""

@@ -90,6 +90,27 @@ class Metrics:
             "behind the controller's back) and was put back.",
         )
 
+        self.power_transitions = self._counter(
+            "joulie_power_transitions",
+            "Power-state transitions the controller wrote ([power] suspend_enabled): "
+            "on -> suspending -> off -> waking -> on.",
+            ["from_state", "to_state"],
+        )
+        self.power_failures = self._counter(
+            "joulie_power_driver_failures",
+            "Power driver calls that failed or timed out (the node stays where it was "
+            "and is asked again next tick).",
+        )
+        self.power_nodes = self._gauge(
+            "joulie_power_nodes", "Eligible nodes by power state after the tick.", ["state"]
+        )
+
+    def record_power_transition(self, before, after):
+        self.power_transitions.labels(before, after).inc()
+
+    def record_power_failure(self):
+        self.power_failures.inc()
+
     def record_tick(self, result):
         """Publish the outcome of a successful tick (a controller.TickResult)."""
         self.family_nodes.clear()
@@ -107,6 +128,8 @@ class Metrics:
             self.transitions.labels(decision.from_state, decision.to_state, decision.result).inc()
         self.written_nodes.inc(result.written)
         self.repaired_traits.inc(len(result.repaired))
+        for state, count in result.power_states.items():
+            self.power_nodes.labels(state).set(count)
         self.tick_seconds.set(result.seconds)
         self.reconciles.labels("ok").inc()
         self.last_success.set_to_current_time()

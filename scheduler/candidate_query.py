@@ -59,9 +59,12 @@ def root_forbidden(spec, filters):
 
 def explain_excluded(spec, filters):
     """What placement left out for the filters, in the words of a NoValidHost."""
+    # A filter whose exclusion every request carries (the ComputeFilter's
+    # sleeping nodes) says nothing a report of each request should repeat.
     return [
         f"{flt.name} had placement leave out hosts with {', '.join(traits)} ({flt.reason})"
         for flt, traits in excluded_by_filters(spec, filters)
+        if getattr(flt, "explain_exclusion", True)
     ]
 
 

@@ -78,6 +78,16 @@ filter_opts = [
         "free resources break ties; 0 disables it.",
     ),
     cfg.FloatOpt(
+        "packing_weight_multiplier",
+        default=0.0,
+        help="Multiplier of the packing weigher, which puts work on the hosts already "
+        "running the most (their used share of VCPU or RAM), so that the others stay "
+        "empty and the power controller can suspend them ([power] suspend_enabled). "
+        "0 (the default) disables it; with suspend on, a value above the free-resource "
+        "weighers' sum and below power_weight_multiplier (such as 5) packs standard "
+        "work while the power profile still decides first.",
+    ),
+    cfg.FloatOpt(
         "build_failure_weight_multiplier",
         default=1000000.0,
         min=0.0,

@@ -7,6 +7,7 @@ refused because a host turned eco, or ruled out by a server group.
 """
 
 from scheduler import candidate_query
+from scheduler.filters import compute
 from scheduler.claim import PROFILE_CONFLICT
 
 
@@ -19,7 +20,7 @@ def no_valid_host(spec, seen, records, query=None, excluded=()):
     if excluded:
         head += "; " + "; ".join(excluded)
     if seen == 0:
-        query = "&".join(f"{k}={v}" for k, v in (query or spec.candidate_query()))
+        query = "&".join(f"{k}={v}" for k, v in _shown(query or spec.candidate_query()))
         return f"{head}: placement returned no candidates for {query}"
     parts = []
     for r in records:
@@ -60,3 +61,19 @@ def partial(state, placed, walk, report, filters, lost=()):
                 f"for the remaining instances and refused {refused} claim(s)"
             )
     return text
+
+
+_ROUTINE = frozenset("!" + t for t in compute.ASLEEP_TRAITS)
+
+
+def _shown(query):
+    """The query as the operator should read it: without the sleeping-node
+    exclusion every request carries (filters.compute)."""
+    out = []
+    for key, value in query:
+        if key == "root_required":
+            value = ",".join(t for t in value.split(",") if t not in _ROUTINE)
+            if not value:
+                continue
+        out.append((key, value))
+    return out

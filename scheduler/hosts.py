@@ -23,6 +23,8 @@ class HostState:
     family: str | None = None
     profile: str | None = None
     schedulable_class: str | None = None
+    # on | suspending | off | waking; None: never managed (on)
+    power_state: str | None = None
     labels: dict = dataclasses.field(default_factory=dict)
     unschedulable: bool = False
     reserved: bool = False
@@ -183,6 +185,7 @@ def _new_host(root, node):
         family=node.get("family"),
         profile=node.get("profile"),
         schedulable_class=node.get("schedulable_class"),
+        power_state=node.get("power_state"),
         labels=node.get("labels") or {},
         unschedulable=bool(node.get("unschedulable")),
         reserved=bool(node.get("reserved")),

@@ -52,9 +52,12 @@ TICK, END, ARRIVAL, SAMPLE = 0, 1, 2, 3
 class PolicySpec:
     """One column of the comparison."""
 
-    label: str  # "none", "static_partition@0.20", "queue_aware_v1"
+    label: str  # "none", "static_partition@0.20", "queue_aware_v1", "...+suspend"
     policy: str
     options: dict
+    # The scheduler packs work onto busy nodes (PackingWeigher), so that
+    # the rest can sleep: the suspend columns turn it on.
+    packing: bool = False
 
     def conf_overrides(self):
         return {"policy": self.policy, **self.options}
@@ -71,6 +74,12 @@ class Settings:
     cpu_eco_cap_pct: float = 60.0
     gpu_eco_cap_pct: float = 60.0
     pue: float = 1.0
+    # Suspended nodes ([power] suspend_enabled): what an off node draws
+    # (its BMC), how long a node takes to power off, and to boot by kind.
+    off_watts: float = 10.0
+    shutdown_minutes: float = 1.0
+    boot_minutes: float = 3.0
+    gpu_boot_minutes: float = 5.0
     progress: object = None  # callable(label, sim_seconds, horizon) or None
 
 
@@ -87,6 +96,9 @@ class _Node:
         "gpu_cap",
         "instances",
         "watts",
+        "power",
+        "switch_at",
+        "wakeups",
     )
 
     def __init__(self, name, node_uuid, family, hardware):
@@ -105,6 +117,9 @@ class _Node:
         self.gpu_cap = None
         self.instances = []  # _Running entries on this node, in start order
         self.watts = self.model.idle_watts
+        self.power = vocabulary.POWER_ON  # the twin's power state, as the last tick wrote it
+        self.switch_at = None  # when the BMC reads a pending off or on (SimulatedPower)
+        self.wakeups = 0
 
 
 @dataclasses.dataclass
@@ -141,6 +156,8 @@ class Outcome:
     wall: dict  # seconds of wall time by stage
     scheduler_calls: int
     no_valid_host: int
+    wakeups: int = 0  # nodes woken in the day (suspend columns)
+    suspends: int = 0  # nodes suspended in the day
 
 
 class Simulation:
@@ -166,13 +183,25 @@ class Simulation:
             **spec.conf_overrides(),
         }
         self.now = 0.0
+        self.suspending = bool(spec.options.get("suspend_enabled"))
         self.controller = power_controller.Controller(
-            power_conf.make_conf(overrides=overrides), client, clock=lambda: self.now
+            power_conf.make_conf(overrides=overrides),
+            client,
+            clock=lambda: self.now,
+            power_driver=SimulatedPower(self) if self.suspending else None,
         )
         self.deployment = services.Deployment(
-            client, settings.seed, settings.max_attempts, settings.max_placement_results
+            client,
+            settings.seed,
+            settings.max_attempts,
+            settings.max_placement_results,
+            packing=spec.packing,
         )
-        self.record_pending = spec.policy == policies.QUEUE_AWARE_V1
+        # Waiting work is demand the controller reads as pending build
+        # requests: queue_aware_v1's performance slots, and the wakes.
+        self.record_pending = spec.policy == policies.QUEUE_AWARE_V1 or self.suspending
+        self.wakeups = 0
+        self.suspends = 0
         self.events = []
         self._seq = 0
         self.queue = []  # jobs waiting, arrival order
@@ -305,7 +334,7 @@ class Simulation:
         blocked = vocabulary.BLOCKED_FOR_PERFORMANCE if job.is_performance else ()
         vcpus, memory_mb, gpus = job.vcpus, job.memory_mb, job.gpus
         for node in self._gpu_nodes if gpus else self.nodes.values():
-            if node.klass in blocked:
+            if node.klass in blocked or node.power != vocabulary.POWER_ON:
                 continue
             free = node.free
             if free["VCPU"] >= vcpus and free["MEMORY_MB"] >= memory_mb and free["PGPU"] >= gpus:
@@ -416,6 +445,20 @@ class Simulation:
                 node.klass = klass
                 node.cpu_cap, node.gpu_cap = caps
                 changed.append(node)
+        for transition in result.power_transitions:
+            node = self.nodes.get(transition.name)
+            if node is None:
+                continue
+            node.power = transition.after
+            if transition.after == vocabulary.POWER_WAKING:
+                node.wakeups += 1
+                self.wakeups += 1
+            elif transition.after == vocabulary.POWER_SUSPENDING:
+                self.suspends += 1
+            elif transition.after == vocabulary.POWER_ON:
+                self.epoch += 1  # capacity came back: retry what waits
+            if node not in changed:
+                changed.append(node)
         self.family_perf = {f: e["performance"] for f, e in result.families.items()}
         if changed:
             self._recompute(changed)
@@ -453,6 +496,8 @@ class Simulation:
                 for r in node.instances
             ]
             watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
+            if node.power == vocabulary.POWER_OFF:
+                watts = self.s.off_watts  # nothing runs; the BMC draws
             self.total_watts += watts - node.watts
             node.watts = watts
             for run, speed in zip(node.instances, speeds, strict=True):
@@ -493,6 +538,8 @@ class Simulation:
             wall=self.wall,
             scheduler_calls=self.calls,
             no_valid_host=self.nvh,
+            wakeups=self.wakeups,
+            suspends=self.suspends,
         )
 
 
@@ -503,3 +550,36 @@ def _speed_on(node, run):
     ]
     _watts, speeds = power_mod.node_state(node.model, loads, node.cpu_cap, node.gpu_cap)
     return speeds[node.instances.index(run)]
+
+
+class SimulatedPower:
+    """The power driver of the simulated cluster: a node reads off
+    ``shutdown_minutes`` after it was asked to power off, and on its boot
+    time after it was asked to power on (GPU nodes boot slower), on the
+    simulated clock. A suspending or waking node draws its idle power; an
+    off one ``off_watts``."""
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    def _node(self, node):
+        return self.sim.nodes[node["name"]]
+
+    def power_off(self, node):
+        n = self._node(node)
+        n.switch_at = (vocabulary.POWER_OFF, self.sim.now + self.sim.s.shutdown_minutes * 60)
+
+    def power_on(self, node):
+        n = self._node(node)
+        settings = self.sim.s
+        minutes = settings.gpu_boot_minutes if n.kind == workload_mod.GPU else settings.boot_minutes
+        n.switch_at = (vocabulary.POWER_ON, self.sim.now + minutes * 60)
+
+    def power_state(self, node):
+        n = self._node(node)
+        if n.switch_at is None:
+            return vocabulary.POWER_ON
+        target, when = n.switch_at
+        if self.sim.now >= when:
+            return target
+        return vocabulary.POWER_OFF if target == vocabulary.POWER_ON else vocabulary.POWER_ON

@@ -40,7 +40,17 @@ def policy_summary(outcome, baseline_kwh, pue):
     if baseline_kwh:
         saved = round(100.0 * (baseline_kwh - outcome.it_kwh) / baseline_kwh, 2)
     families = sorted(outcome.families)
+    extra = {}
+    if outcome.options.get("suspend_enabled"):
+        nodes = sum(outcome.families.values()) or 1
+        days = max(outcome_hours(outcome), 1e-9) / 24.0
+        extra = {
+            "wakeups": outcome.wakeups,
+            "suspends": outcome.suspends,
+            "wakeups_per_node_day": round(outcome.wakeups / nodes / days, 3),
+        }
     return {
+        **extra,
         "label": outcome.label,
         "policy": outcome.policy,
         "options": outcome.options,
@@ -69,6 +79,11 @@ def policy_summary(outcome, baseline_kwh, pue):
         "scheduler_calls": outcome.scheduler_calls,
         "no_valid_host": outcome.no_valid_host,
     }
+
+
+def outcome_hours(outcome):
+    """The simulated hours of an outcome (its samples' last time)."""
+    return (outcome.samples[-1]["t"] / 3600.0) if outcome.samples else 0.0
 
 
 def summary(outcomes, meta, pue):
@@ -110,9 +125,10 @@ def _saved(baseline, value):
 def _order(policy):
     if policy["label"] == NONE_LABEL:
         return (0, 0.0)
+    suspended = 2 if policy["options"].get("suspend_enabled") else 0
     if policy["policy"] == "static_partition":
-        return (1, policy["options"].get("static_hp_frac") or 0.0)
-    return (2, 0.0)
+        return (1 + suspended, policy["options"].get("static_hp_frac") or 0.0)
+    return (2 + suspended, 0.0)
 
 
 def merge(outputs):
@@ -185,6 +201,21 @@ def format_table(data):
             f"{_fmt(std['p50'], '.2f') + '/' + _fmt(std['p95'], '.2f'):>15}"
             f"{p['performance_on_eco']:>13}"
         )
+    waits = [p for p in data["policies"] if "wakeups" in p]
+    if waits:
+        lines.append("")
+        lines.append(
+            f"{'policy':<26}{'perf wait p95':>15}{'std wait p95':>14}"
+            f"{'suspends':>10}{'wake-ups':>10}{'per node-day':>14}"
+        )
+        for p in data["policies"]:
+            perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
+            lines.append(
+                f"{p['label'][:25]:<26}{_fmt(perf['wait_p95_minutes'], '.1f') + ' min':>15}"
+                f"{_fmt(std['wait_p95_minutes'], '.1f') + ' min':>14}"
+                f"{_fmt(p.get('suspends'), 'd'):>10}{_fmt(p.get('wakeups'), 'd'):>10}"
+                f"{_fmt(p.get('wakeups_per_node_day'), '.3f'):>14}"
+            )
     lines.append("saved % = IT energy (hosts' wall power and GPU boards) saved vs none")
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")

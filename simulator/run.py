@@ -53,6 +53,16 @@ def _fractions(text):
     return values
 
 
+def _minutes_list(text):
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of minutes: {text!r}") from None
+    if not values or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"minutes must be 0 or more: {text!r}")
+    return values
+
+
 def _policies(text):
     names = [v.strip() for v in text.split(",") if v.strip()]
     bad = [n for n in names if n not in POLICY_CHOICES]
@@ -178,6 +188,41 @@ def _parser():
         "(100; 0 reads every page)",
     )
     p.add_argument(
+        "--suspend",
+        action="store_true",
+        help="beside each managed policy, the same policy with idle nodes suspended and "
+        "woken for waiting work ([power] suspend_enabled) and work packed onto busy "
+        "nodes (the packing weigher): the '+suspend' columns",
+    )
+    p.add_argument(
+        "--suspend-after",
+        type=_minutes_list,
+        default=[30.0],
+        metavar="MINUTES[,MINUTES...]",
+        help="suspend columns: minutes a node stays idle before it is suspended "
+        "([power] suspend_after; 30). Several values sweep it: one column each.",
+    )
+    p.add_argument(
+        "--min-spare-nodes",
+        type=int,
+        default=1,
+        help="suspend columns: idle nodes kept on per family and profile (1)",
+    )
+    p.add_argument(
+        "--boot-minutes",
+        type=float,
+        default=3.0,
+        help="suspend columns: minutes a CPU node takes to boot (3); GPU nodes "
+        "--gpu-boot-minutes (5)",
+    )
+    p.add_argument("--gpu-boot-minutes", type=float, default=5.0, help=argparse.SUPPRESS)
+    p.add_argument(
+        "--off-watts",
+        type=float,
+        default=10.0,
+        help="suspend columns: watts an off node draws (its BMC; 10)",
+    )
+    p.add_argument(
         "--json",
         action="store_true",
         help="print the comparison as one JSON object on the last line",
@@ -269,7 +314,29 @@ def policy_specs(args, nodes):
                     },
                 )
             )
+    if getattr(args, "suspend", False):
+        specs += suspend_specs(args, specs)
     return specs
+
+
+def suspend_specs(args, specs):
+    """The '+suspend' column of each managed policy (one per suspend_after)."""
+    out = []
+    for spec in specs:
+        if spec.label == NONE:
+            continue
+        for minutes in args.suspend_after:
+            label = f"{spec.label}+suspend"
+            if len(args.suspend_after) > 1:
+                label += f"@{minutes:g}m"
+            options = {
+                **spec.options,
+                "suspend_enabled": True,
+                "suspend_after": int(round(minutes * 60)),
+                "min_spare_nodes": args.min_spare_nodes,
+            }
+            out.append(engine.PolicySpec(label, spec.policy, options, packing=True))
+    return out
 
 
 class Progress:
@@ -401,6 +468,9 @@ def run(args):
         cpu_eco_cap_pct=args.cpu_eco_cap_pct,
         gpu_eco_cap_pct=args.gpu_eco_cap_pct,
         pue=args.pue,
+        off_watts=args.off_watts,
+        boot_minutes=args.boot_minutes,
+        gpu_boot_minutes=args.gpu_boot_minutes,
         progress=progress,
     )
     workers = args.workers if args.workers is not None else 2 * (os.cpu_count() or 1)

@@ -69,12 +69,24 @@ class _Outcomes:
         self.refused.append((request_id, error))
 
 
+# The packing weigher's multiplier in the suspend columns: above the
+# free-resource weighers' sum (3), below the power weigher (10), as
+# scheduler/conf.py advises.
+PACKING_MULTIPLIER = 5.0
+
+
 class Deployment:
     """One scheduler and one conductor serving every cell, without a bus."""
 
-    def __init__(self, client, seed, max_attempts, max_placement_results):
+    def __init__(self, client, seed, max_attempts, max_placement_results, packing=False):
+        packing_overrides = (
+            {("filter_scheduler", "packing_weight_multiplier"): PACKING_MULTIPLIER}
+            if packing
+            else {}
+        )
         conf = cconf_mod.make_conf(
             overrides={
+                **packing_overrides,
                 ("scheduler", "max_attempts"): max_attempts,
                 ("filter_scheduler", "max_placement_results"): max_placement_results,
                 ("filter_scheduler", "page_size"): max(1, min(1000, max_placement_results or 1000)),

@@ -176,6 +176,7 @@ _TWIN_KEYS = frozenset(schema.POST_TWINS["properties"]["twins"]["items"]["proper
 # membership test would hash (TypeError, a 500) instead of rejecting.
 _PROFILES = tuple(schema.PUT_TWIN["properties"]["profile"]["enum"])
 _CLASSES = tuple(schema.PUT_TWIN["properties"]["schedulable_class"]["enum"])
+_POWER_STATES = tuple(schema.PUT_TWIN["properties"]["power_state"]["enum"])
 
 
 def _plain_twin(item):
@@ -196,6 +197,8 @@ def _plain_twin(item):
         value = item.get(key)
         if value is not None and (type(value) not in (int, float) or not 0 <= value <= 1000000):
             return False
+    if item.get("power_state") not in _POWER_STATES:
+        return False
     managed_by = item.get("managed_by")
     if managed_by is not None and (type(managed_by) is not str or len(managed_by) > 255):
         return False

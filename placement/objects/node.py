@@ -51,7 +51,14 @@ HARDWARE_FIELDS = (
     "cpu_min_cap_watts",
     "cpu_max_cap_watts",
 )
-TWIN_FIELDS = ("profile", "cpu_cap_watts", "gpu_cap_watts", "managed_by", "schedulable_class")
+TWIN_FIELDS = (
+    "profile",
+    "cpu_cap_watts",
+    "gpu_cap_watts",
+    "managed_by",
+    "schedulable_class",
+    "power_state",
+)
 
 # Keeps IN (...) lists well inside every backend's bound-parameter limit.
 _CHUNK = 900
@@ -438,6 +445,7 @@ def _node_data_select(postgres):
             _hw.c.cpu_model,
             _twin.c.profile,
             _twin.c.schedulable_class,
+            _twin.c.power_state,
             _failures.c.failed_builds,
             _node.c.heartbeat_at,
             (
@@ -485,6 +493,7 @@ def node_data(db, root_ids, conn=None):
             cpu_model,
             profile,
             schedulable_class,
+            power_state,
             failed_builds,
             heartbeat_at,
             now,
@@ -503,6 +512,7 @@ def node_data(db, root_ids, conn=None):
                 else None,
                 "profile": profile,
                 "schedulable_class": schedulable_class,
+                "power_state": power_state,
                 "labels": labels if has_node else None,
                 "unschedulable": bool(unschedulable) if has_node else None,
                 "reserved": bool(reserved) if has_node else None,
@@ -752,19 +762,26 @@ def set_twins(db, entries):
 
         current = {}
         for where in _matching(conn, _twin.c.resource_provider_id, list(ids.values())):
-            query = sa.select(_twin.c.resource_provider_id, _twin.c.generation).where(where)
+            query = sa.select(
+                _twin.c.resource_provider_id, _twin.c.generation, _twin.c.power_state
+            ).where(where)
             if db.is_postgres:
                 # Lock the twins we compare against, so the check and the
                 # update are one step for concurrent writers.
                 query = query.with_for_update()
-            current.update(conn.execute(query).all())
+            current.update((rp_id, (gen, ps)) for rp_id, gen, ps in conn.execute(query))
 
         updates, inserts, out = [], [], []
         for entry in entries:
             rp_id = ids[entry["uuid"]]
             seen = entry.get("generation")
-            have = current.get(rp_id)
+            have, power_state = current.get(rp_id, (None, None))
             values = {f: entry.get(f) for f in TWIN_FIELDS}
+            if "power_state" not in entry:
+                # A writer that does not know power states (the controller
+                # with suspend off, an operator's PUT of the profile) keeps
+                # the one stored: an off node stays off, not on by omission.
+                values["power_state"] = power_state
             if have is None:
                 if seen is not None:
                     raise Conflict(
@@ -783,7 +800,9 @@ def set_twins(db, entries):
         # Providers whose profile trait changes are bumped first: the row
         # locks are then ours before the foreign-key checks of the inserts
         # below visit the same rows, which PostgreSQL then finds locked by us.
-        traits = _plan_profile_traits(conn, {ids[e["uuid"]]: e["profile"] for e in entries})
+        traits = _plan_profile_traits(
+            conn, {ids[e["uuid"]]: _traits_of(twin) for e, twin in zip(entries, out, strict=True)}
+        )
         _bump_providers(conn, traits[1])
         if updates:
             _update_twins(conn, updates, now)
@@ -809,7 +828,56 @@ def set_twins(db, entries):
                 if e.get("schedulable_class") == vocabulary.ECO
             },
         )
+        # A node asked to power off must hold nothing: a claim that landed
+        # since the controller saw it idle makes this write a 409 instead.
+        _check_idle(
+            conn,
+            {
+                ids[t["uuid"]]: t["uuid"]
+                for t, e in zip(out, entries, strict=True)
+                if t["power_state"] in (vocabulary.POWER_SUSPENDING, vocabulary.POWER_OFF)
+                and current.get(ids[e["uuid"]], (None, None))[1] != t["power_state"]
+            },
+        )
     return out
+
+
+def _traits_of(twin):
+    """The managed traits a node with ``twin`` carries: its profile's, and
+    its power state's when it has one."""
+    names = {vocabulary.PROFILE_TRAITS[twin["profile"]]}
+    if twin.get("power_state") is not None:
+        names.add(vocabulary.POWER_STATE_TRAITS[twin["power_state"]])
+    return frozenset(names)
+
+
+def _check_idle(conn, sleeping):
+    """Refuse to power off a node whose tree holds allocations.
+
+    :param sleeping: {root provider id: uuid} of the twins written
+        suspending or off from another state.
+    :raise Conflict: nothing is written.
+    """
+    if not sleeping:
+        return
+    a, rp = m.allocations, m.resource_providers
+    busy = set()
+    for where in _matching(conn, rp.c.root_provider_id, list(sleeping)):
+        busy.update(
+            conn.execute(
+                sa.select(rp.c.root_provider_id)
+                .distinct()
+                .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id))
+                .where(where)
+            ).scalars()
+        )
+    if busy:
+        names = ", ".join(sorted(sleeping[i] for i in busy))
+        raise Conflict(
+            f"Node(s) {names} hold allocations: their power_state may not be "
+            f"'{vocabulary.POWER_SUSPENDING}' or '{vocabulary.POWER_OFF}' while work runs "
+            "there; read the usages again and retry."
+        )
 
 
 def _check_no_performance_work(conn, eco):
@@ -854,10 +922,17 @@ def _check_no_performance_work(conn, eco):
         )
 
 
+_MANAGED_TRAITS = {
+    **{name: name for name in vocabulary.PROFILE_TRAITS.values()},
+    **{name: name for name in vocabulary.POWER_STATE_TRAITS.values()},
+}
+
+
 def _profile_trait_ids(conn, create=True):
-    """{profile: trait id} of the profile traits, created when missing."""
+    """{trait name: trait id} of the traits twins manage (profile and power
+    state), created when missing."""
     tr = m.traits
-    names = list(vocabulary.PROFILE_TRAITS.values())
+    names = list(_MANAGED_TRAITS)
     found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names))).all())
     if create and len(found) < len(names):
         now = db_mod.utcnow()
@@ -870,15 +945,15 @@ def _profile_trait_ids(conn, create=True):
             except sa.exc.IntegrityError:
                 pass  # created by a concurrent writer: fine, read it below
         found = dict(conn.execute(sa.select(tr.c.name, tr.c.id).where(tr.c.name.in_(names))).all())
-    return {
-        profile: found[name] for profile, name in vocabulary.PROFILE_TRAITS.items() if name in found
-    }
+    return {name: found[name] for name in names if name in found}
 
 
 def _plan_profile_traits(conn, profiles):
     """(rows to insert, providers whose trait set changes, of those the ones
-    holding a profile trait now, profile trait ids) so that each provider
-    carries exactly the trait of its profile."""
+    holding a managed trait now, managed trait ids) so that each provider
+    carries exactly the managed traits ``profiles`` names for it
+    ({provider id: frozenset of trait names}: its profile's, its power
+    state's)."""
     trait_ids = _profile_trait_ids(conn)
     profile_trait_ids = list(trait_ids.values())
     rpt = m.resource_provider_traits
@@ -890,13 +965,12 @@ def _plan_profile_traits(conn, profiles):
             )
         ):
             have.setdefault(rp_id, set()).add(trait_id)
-    changed = [
-        rp_id
-        for rp_id, profile in profiles.items()
-        if have.get(rp_id, set()) != {trait_ids[profile]}
-    ]
+    wanted = {rp_id: {trait_ids[name] for name in names} for rp_id, names in profiles.items()}
+    changed = [rp_id for rp_id, ids in wanted.items() if have.get(rp_id, set()) != ids]
     rows = [
-        {"resource_provider_id": rp_id, "trait_id": trait_ids[profiles[rp_id]]} for rp_id in changed
+        {"resource_provider_id": rp_id, "trait_id": trait_id}
+        for rp_id in changed
+        for trait_id in sorted(wanted[rp_id])
     ]
     return rows, changed, [rp_id for rp_id in changed if rp_id in have], profile_trait_ids
 

@@ -49,6 +49,8 @@ _TWIN_PROPERTIES = {
     "cpu_cap_watts": _WATTS,
     "gpu_cap_watts": _WATTS,
     "managed_by": _NULLABLE_STR255,
+    # Left out: the stored power state stays (null on a new twin).
+    "power_state": {"type": ["string", "null"], "enum": [*vocabulary.POWER_STATES, None]},
     "generation": _GENERATION,
 }
 

@@ -40,6 +40,7 @@ OURS = (
     "CPUWeigher",
     "DiskWeigher",
     "PowerWeigher",
+    "PackingWeigher",
     "BuildFailureWeigher",
     "ServerGroupSoftAffinityWeigher",
     "ServerGroupSoftAntiAffinityWeigher",
@@ -96,6 +97,38 @@ class PowerWeigher:
         if host.schedulable_class is None:
             return 0.5  # unmanaged: neither saves nor costs a performance slot
         return 0.0
+
+
+class PackingWeigher:
+    """Work goes to the hosts already running the most, so that the rest
+    stay empty and the power controller can suspend them
+    ([power] suspend_enabled): the host's used share of its VCPU or RAM,
+    whichever is larger. Its multiplier is 0 (off) by default; with
+    suspend on, set it above the free-resource weighers' sum (which
+    spread) and below the power weigher's, so the profile still decides
+    first and packing breaks its ties (docs/configure.md)."""
+
+    name = "PackingWeigher"
+    multiplier_option = "packing_weight_multiplier"
+    # Normalized from the emptiest candidate: a page of busy hosts still
+    # ranks the busiest first.
+    minval = None
+
+    def node_fields(self, spec):
+        return set()  # provider summaries only
+
+    def raw(self, host, spec):
+        share = 0.0
+        for resource_class in (FREE_VCPU, FREE_RAM):
+            capacity = used = 0
+            for resources in host.providers.values():
+                cap_used = resources.get(resource_class)
+                if cap_used is not None:
+                    capacity += cap_used[0]
+                    used += cap_used[1]
+            if capacity > 0:
+                share = max(share, used / capacity)
+        return share
 
 
 class BuildFailureWeigher:

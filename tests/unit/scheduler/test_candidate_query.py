@@ -7,6 +7,7 @@ import re
 from joule import request_spec as spec_mod
 from scheduler import candidate_query
 from scheduler import worker
+from scheduler.filters import compute
 from tests import specs
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
@@ -27,21 +28,26 @@ def _sched(hosts=(), **conf):
     return fake, worker.Scheduler(make_conf(**conf), fake)
 
 
+ASLEEP = sorted("!" + t for t in compute.ASLEEP_TRAITS)
+
+
 def test_performance_query_forbids_the_eco_trait_standard_does_not():
     _fake, sched = _sched()
     perf = dict(candidate_query.query(_spec(workload_class="performance"), sched.filters))
-    assert perf["root_required"] == "!" + ECO_TRAIT
+    assert perf["root_required"] == ",".join(["!" + ECO_TRAIT, *ASLEEP])
     std = dict(candidate_query.query(_spec(workload_class="standard"), sched.filters))
-    assert "root_required" not in std
+    # Every request leaves out the nodes the power controller suspended
+    # (the ComputeFilter's exclusion); only performance work the eco ones.
+    assert std["root_required"] == ",".join(ASLEEP)
     # A spec that itself requires the trait is left to the filter (no contradiction
     # placement would answer with nothing, silently).
     odd = _spec(workload_class="performance", required=[ECO_TRAIT])
-    assert "root_required" not in dict(candidate_query.query(odd, sched.filters))
-    # Without the JoulieFilter nothing is forbidden.
+    assert dict(candidate_query.query(odd, sched.filters))["root_required"] == ",".join(ASLEEP)
+    # Without the JoulieFilter eco hosts are not forbidden.
     _fake, plain = _sched(enabled_filters=["ComputeFilter"])
-    assert "root_required" not in dict(
-        candidate_query.query(_spec(workload_class="performance"), plain.filters)
-    )
+    assert dict(candidate_query.query(_spec(workload_class="performance"), plain.filters))[
+        "root_required"
+    ] == ",".join(ASLEEP)
 
 
 def test_draining_and_eco_hosts_never_downloaded_for_performance_work():
@@ -72,12 +78,13 @@ def test_node_data_only_when_a_stage_reads_it():
             spec, sched.filters, sched.weighers, sched.conf.scheduler.max_attempts
         )
 
-    # Defaults: ComputeFilter reads unschedulable and the heartbeat's age, the
-    # alternates the cell, the power weigher the class, the build-failure
-    # weigher the failure count.
+    # Defaults: ComputeFilter reads unschedulable, the heartbeat's age and
+    # the power state, the alternates the cell, the power weigher the class,
+    # the build-failure weigher the failure count.
     assert fields(_spec()) == {
         "unschedulable",
         "heartbeat_age",
+        "power_state",
         "cell",
         "schedulable_class",
         "failed_builds",
