@@ -137,11 +137,20 @@ def _hardware_dict(row):
 def _twin_dict(row):
     if row.tw_rp is None:
         return None
-    out = {f: getattr(row, f"tw_{f}") for f in TWIN_FIELDS}
+    out = _shown_twin({f: getattr(row, f"tw_{f}") for f in TWIN_FIELDS})
     out["generation"] = row.tw_generation
     out["status"] = _status(row.tw_status)
     out["status_updated_at"] = _stamp(row.tw_status_updated_at)
     return out
+
+
+def _shown_twin(fields):
+    """A twin's fields as the API shows them: ``power_state`` only once it
+    has one (a cluster that never suspends a node sees the twins it saw
+    before power states existed)."""
+    if fields.get("power_state") is None:
+        fields.pop("power_state", None)
+    return fields
 
 
 def _node_dict(row, profile_traits, now=None):
@@ -361,7 +370,7 @@ def list_nodes(db, cell=None, limit=None, after=None):
                 ),
                 "twin": (
                     {
-                        **dict(zip(TWIN_FIELDS, row[_TWIN_AT:_TWIN_END], strict=True)),
+                        **_shown_twin(dict(zip(TWIN_FIELDS, row[_TWIN_AT:_TWIN_END], strict=True))),
                         "generation": row[10],
                         "status": _status(row[_TWIN_END + 1]),
                         "status_updated_at": _stamp(row[_TWIN_END + 2]),
@@ -771,7 +780,7 @@ def set_twins(db, entries):
                 query = query.with_for_update()
             current.update((rp_id, (gen, ps)) for rp_id, gen, ps in conn.execute(query))
 
-        updates, inserts, out = [], [], []
+        updates, inserts, out, twins_shown = [], [], [], []
         for entry in entries:
             rp_id = ids[entry["uuid"]]
             seen = entry.get("generation")
@@ -796,6 +805,9 @@ def set_twins(db, entries):
                 updates.append({"resource_provider_id": rp_id, "generation": have + 1, **values})
                 new_gen = have + 1
             out.append({"uuid": entry["uuid"], **values, "generation": new_gen})
+            twins_shown.append(
+                {"uuid": entry["uuid"], **_shown_twin(dict(values)), "generation": new_gen}
+            )
 
         # Providers whose profile trait changes are bumped first: the row
         # locks are then ours before the foreign-key checks of the inserts
@@ -839,7 +851,7 @@ def set_twins(db, entries):
                 and current.get(ids[e["uuid"]], (None, None))[1] != t["power_state"]
             },
         )
-    return out
+    return twins_shown
 
 
 def _traits_of(twin):

@@ -386,3 +386,65 @@ def test_policy_denies_non_admin(client, db):
     assert client.put(f"/nodes/{rp}/twin", json={"profile": "eco"}).status_code == 403
     client.token = "admin"
     assert client.get(f"/nodes/{rp}/twin").status_code == 404
+
+
+def test_twin_power_state_with_its_trait_kept_when_left_out_refused_while_busy(client, db):
+    rp = builders.create_provider(db)
+    builders.set_inventory(db, rp, "VCPU", 8)
+    resp = client.put(f"/nodes/{rp}/twin", json={"profile": "eco", "power_state": "suspending"})
+    assert resp.status_code == 201
+    assert resp.get_json()["power_state"] == "suspending"
+    assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_STATE_SUSPENDING"}
+    # A write that does not name the power state (an operator's profile
+    # change, a controller with suspend off) keeps it: off is not on by omission.
+    resp = client.put(f"/nodes/{rp}/twin", json={"profile": "performance", "generation": 0})
+    assert resp.status_code == 200
+    assert resp.get_json()["power_state"] == "suspending"
+    assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_PERFORMANCE", "CUSTOM_POWER_STATE_SUSPENDING"}
+    listed = client.get("/nodes").get_json()["nodes"][0]["twin"]
+    assert listed["power_state"] == "suspending"
+    # Back on, then busy: powering a node off that holds allocations is a 409
+    # and changes nothing.
+    resp = client.put(
+        f"/nodes/{rp}/twin", json={"profile": "eco", "power_state": "on", "generation": 1}
+    )
+    assert resp.status_code == 200
+    assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_STATE_ON"}
+    consumer = new_uuid()
+    resp = client.put(
+        f"/allocations/{consumer}",
+        json={
+            "allocations": {rp: {"resources": {"VCPU": 1}}},
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+        },
+        headers={"OpenStack-API-Version": "placement 1.28"},
+    )
+    assert resp.status_code == 204
+    for state in ("suspending", "off"):
+        resp = client.put(
+            f"/nodes/{rp}/twin", json={"profile": "eco", "power_state": state, "generation": 2}
+        )
+        assert resp.status_code == 409, resp.get_json()
+        assert "hold allocations" in _detail(resp)
+    assert client.get(f"/nodes/{rp}/twin").get_json()["power_state"] == "on"
+    assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_ECO", "CUSTOM_POWER_STATE_ON"}
+    # A power state that is not one: 400, nothing stored.
+    resp = client.put(
+        f"/nodes/{rp}/twin", json={"profile": "eco", "power_state": "asleep", "generation": 2}
+    )
+    assert resp.status_code == 400
+    resp = client.post(
+        "/nodes/twins",
+        json={"twins": [{"uuid": rp, "profile": "eco", "power_state": 3, "generation": 2}]},
+    )
+    assert resp.status_code == 400
+    assert client.get(f"/nodes/{rp}/twin").get_json()["generation"] == 2
+    # null clears it (and its trait).
+    resp = client.put(
+        f"/nodes/{rp}/twin", json={"profile": "eco", "power_state": None, "generation": 2}
+    )
+    assert resp.status_code == 200
+    assert "power_state" not in resp.get_json()
+    assert _traits(db, rp) == {"CUSTOM_POWER_PROFILE_ECO"}

@@ -229,3 +229,26 @@ def test_paged_node_and_usage_listings_give_the_same_day(capsys, monkeypatch):
     assert sim_run.main(argv) == 0
     assert capsys.readouterr().out == whole
     assert _json(whole)["nodes"] == 41
+
+
+def test_suspend_column_sleeps_idle_nodes_and_saves_beside_its_policy(capsys):
+    """The +suspend column: the same policy with idle nodes powered off and
+    woken for waiting work. It must save energy against the policy alone,
+    suspend and wake nodes, and keep performance work off eco nodes; the
+    columns without it are the ones a run without --suspend gives."""
+    args = ["--inventory", "41", "--hours", "12", "--seed", "1", "--json", "--no-progress"]
+    args += ["--policies", "none,static_partition", "--workers", "1"]
+    assert sim_run.main([*args, "--suspend", "--suspend-after", "15"]) == 0
+    with_suspend = _json(capsys.readouterr()[0])
+    assert sim_run.main(args) == 0
+    without = _json(capsys.readouterr()[0])
+    by_label = {p["label"]: p for p in with_suspend["policies"]}
+    assert list(by_label) == ["none", "static_partition@0.2", "static_partition@0.2+suspend"]
+    # Feature off: the columns are the run without --suspend, to the digit.
+    assert with_suspend["policies"][:2] == without["policies"]
+    plain, slept = by_label["static_partition@0.2"], by_label["static_partition@0.2+suspend"]
+    assert slept["suspends"] > 0 and slept["wakeups"] >= 0
+    assert slept["wakeups_per_node_day"] == round(slept["wakeups"] / 41 / 0.5, 3)
+    assert slept["it_kwh"] < plain["it_kwh"]
+    assert slept["performance_on_eco"] == 0
+    assert slept["jobs_started"] >= 0.9 * plain["jobs_started"]
