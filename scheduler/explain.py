@@ -7,8 +7,8 @@ refused because a host turned eco, or ruled out by a server group.
 """
 
 from scheduler import candidate_query
-from scheduler.filters import compute
 from scheduler.claim import PROFILE_CONFLICT
+from scheduler.filters import compute
 
 
 def no_valid_host(spec, seen, records, query=None, excluded=()):
