@@ -872,17 +872,7 @@ def _check_idle(conn, sleeping):
     """
     if not sleeping:
         return
-    a, rp = m.allocations, m.resource_providers
-    busy = set()
-    for where in _matching(conn, rp.c.root_provider_id, list(sleeping)):
-        busy.update(
-            conn.execute(
-                sa.select(rp.c.root_provider_id)
-                .distinct()
-                .select_from(a.join(rp, rp.c.id == a.c.resource_provider_id))
-                .where(where)
-            ).scalars()
-        )
+    busy = _busy_roots(conn, sleeping)
     if busy:
         names = ", ".join(sorted(sleeping[i] for i in busy))
         raise Conflict(
@@ -890,6 +880,32 @@ def _check_idle(conn, sleeping):
             f"'{vocabulary.POWER_SUSPENDING}' or '{vocabulary.POWER_OFF}' while work runs "
             "there; read the usages again and retry."
         )
+
+
+def _busy_roots(conn, roots, workload_class=None):
+    """The ids of ``roots`` whose trees hold allocations (of consumers of
+    ``workload_class``, or of any)."""
+    a, rp, c = m.allocations, m.resource_providers, m.consumers
+    # SELECT DISTINCT rp.root_provider_id FROM allocations a
+    # JOIN resource_providers rp ON rp.id = a.resource_provider_id
+    # [JOIN consumers c ON c.uuid = a.consumer_id AND c.workload_class = :class]
+    # WHERE rp.root_provider_id IN (...)
+    joined = a.join(rp, rp.c.id == a.c.resource_provider_id)
+    wanted = []
+    if workload_class is not None:
+        joined = joined.join(c, c.c.uuid == a.c.consumer_id)
+        wanted.append(c.c.workload_class == workload_class)
+    busy = set()
+    for where in _matching(conn, rp.c.root_provider_id, list(roots)):
+        busy.update(
+            conn.execute(
+                sa.select(rp.c.root_provider_id)
+                .distinct()
+                .select_from(joined)
+                .where(where, *wanted)
+            ).scalars()
+        )
+    return busy
 
 
 def _check_no_performance_work(conn, eco):
@@ -906,25 +922,7 @@ def _check_no_performance_work(conn, eco):
     """
     if not eco:
         return
-    a, rp, c = m.allocations, m.resource_providers, m.consumers
-    busy = set()
-    for where in _matching(conn, rp.c.root_provider_id, list(eco)):
-        # SELECT DISTINCT rp.root_provider_id FROM allocations a
-        # JOIN resource_providers rp ON rp.id = a.resource_provider_id
-        # JOIN consumers c ON c.uuid = a.consumer_id
-        # WHERE c.workload_class = 'performance' AND rp.root_provider_id IN (...)
-        busy.update(
-            conn.execute(
-                sa.select(rp.c.root_provider_id)
-                .distinct()
-                .select_from(
-                    a.join(rp, rp.c.id == a.c.resource_provider_id).join(
-                        c, c.c.uuid == a.c.consumer_id
-                    )
-                )
-                .where(where, c.c.workload_class == vocabulary.PERFORMANCE)
-            ).scalars()
-        )
+    busy = _busy_roots(conn, eco, workload_class=vocabulary.PERFORMANCE)
     if busy:
         names = ", ".join(sorted(eco[i] for i in busy))
         raise Conflict(
