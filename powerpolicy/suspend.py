@@ -36,6 +36,10 @@ from joule import vocabulary
 
 LOG = logging.getLogger(__name__)
 
+# A power change the BMC took but has not applied after this long is asked
+# again (a BMC that accepted and then lost it).
+ASK_AGAIN_SECONDS = 300
+
 _ASLEEP_TRAITS = [vocabulary.POWER_STATE_TRAITS[s] for s in sorted(vocabulary.NOT_ON)]
 
 
@@ -104,9 +108,11 @@ class PowerStates:
         self.metrics = metrics
         self._idle_since = {}  # name -> when the tick first saw it idle
         self._wake_asked = {}  # name -> when its wake was asked
+        self._asked = {}  # name -> (driver action, when, whether it was taken)
         self._suspend_budget = _Budget(options.suspend_rate)
         self._resume_budget = _Budget(options.resume_rate)
         self.failures = []  # (name, what failed) of the last step
+        self.needed_awake = set()  # uuids of nodes on that pending work fits
 
     # -- reading -------------------------------------------------------------
 
@@ -121,7 +127,9 @@ class PowerStates:
             return True
 
     def wanted_wakes(self, nodes_by_uuid, limit=1000):
-        """{uuid: reason} of off nodes that held work needs."""
+        """{uuid: reason} of off nodes that held work needs (and, in
+        ``needed_awake``, the nodes on that can take some of it)."""
+        self.needed_awake = set()
         try:
             pending = self.client.list_build_requests(status="pending", limit=str(limit))
         except placement_client.PlacementError as exc:
@@ -135,7 +143,11 @@ class PowerStates:
         wakes = {}
         for (resources, klass), count in sorted(shapes.items()):
             need = count
-            need -= self._fits(resources, klass, [f"!{t}" for t in _ASLEEP_TRAITS], count)
+            awake = self._fits_by_root(resources, klass, [f"!{t}" for t in _ASLEEP_TRAITS])
+            # Nodes that are on and can take pending work are not suspended
+            # while it waits: suspending one would only wake another.
+            self.needed_awake.update(awake)
+            need -= sum(awake.values())
             waking = vocabulary.POWER_STATE_TRAITS[vocabulary.POWER_WAKING]
             need -= self._fits(resources, klass, [waking], count)
             if need <= 0:
@@ -243,10 +255,10 @@ class PowerStates:
                 if actual == vocabulary.POWER_OFF:
                     out.append(self._to(node, state, vocabulary.POWER_OFF, "the BMC reads it off"))
                 else:
-                    self._ask(node, "power_off")
+                    self._ask(node, "power_off", again=True)
             else:
                 if actual != vocabulary.POWER_ON:
-                    self._ask(node, "power_on")
+                    self._ask(node, "power_on", again=True)
                     continue
                 asked = self._wake_asked.get(name)
                 age = node.get("heartbeat_age_seconds")
@@ -293,7 +305,7 @@ class PowerStates:
         for node in due:
             name = node["name"]
             idle_for = now - self._idle_since.get(name, now)
-            if idle_for < opts.suspend_after:
+            if idle_for < opts.suspend_after or node["uuid"] in self.needed_awake:
                 continue
             family, profile = families[name], profiles.get(name)
             if spare[family, profile] <= opts.min_spare_nodes:
@@ -323,11 +335,24 @@ class PowerStates:
     def _to(self, node, before, after, reason):
         return Transition(node["name"], node["uuid"], before, after, reason)
 
-    def _ask(self, node, action):
+    def _ask(self, node, action, again=False):
+        """Ask the driver; ``again``: a re-ask from a later tick, sent only
+        when the last ask of this action failed or is older than
+        ASK_AGAIN_SECONDS (a BMC applies a power change seconds after it
+        took it: asking again every tick would restart it every tick)."""
+        name, now = node["name"], self.clock()
+        if again:
+            last = self._asked.get(name)
+            if last is not None and last[0] == action and last[2]:
+                if now - last[1] < ASK_AGAIN_SECONDS:
+                    return
         try:
             getattr(self.driver, action)(node)
         except DriverError as exc:
-            self._failed(node["name"], f"{action} failed: {exc}")
+            self._asked[name] = (action, now, False)
+            self._failed(name, f"{action} failed: {exc}")
+        else:
+            self._asked[name] = (action, now, True)
 
     def _failed(self, name, what):
         self.failures.append((name, what))

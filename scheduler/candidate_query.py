@@ -57,6 +57,17 @@ def root_forbidden(spec, filters):
     return {t for _flt, traits in excluded_by_filters(spec, filters) for t in traits}
 
 
+def routine_forbidden(filters):
+    """Root traits every request forbids (filters that do not explain
+    their exclusion: the ComputeFilter's sleeping nodes)."""
+    out = set()
+    for flt in filters:
+        declared = getattr(flt, "root_forbidden_traits", None)
+        if declared is not None and not getattr(flt, "explain_exclusion", True):
+            out |= set(declared(None))
+    return out
+
+
 def explain_excluded(spec, filters):
     """What placement left out for the filters, in the words of a NoValidHost."""
     # A filter whose exclusion every request carries (the ComputeFilter's

@@ -45,7 +45,12 @@ class CandidateWalk:
         self.excluded = candidate_query.explain_excluded(state, sched.filters)
         if self.excluded:
             report.data["placement_excluded"] = self.excluded
-        sched.traits.ensure(sched.client, self.forbidden)
+        # The sleeping-node traits every request forbids (ComputeFilter)
+        # are created when placement says one is missing (below), so a
+        # plain request's first call is still its candidates.
+        sched.traits.ensure(
+            sched.client, self.forbidden - candidate_query.routine_forbidden(sched.filters)
+        )
         self._open = self._opener(sched, group)
         self.pages = self._open()
         self._reopened = False

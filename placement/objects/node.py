@@ -521,7 +521,7 @@ def node_data(db, root_ids, conn=None):
                 else None,
                 "profile": profile,
                 "schedulable_class": schedulable_class,
-                "power_state": power_state,
+                **({"power_state": power_state} if power_state is not None else {}),
                 "labels": labels if has_node else None,
                 "unschedulable": bool(unschedulable) if has_node else None,
                 "reserved": bool(reserved) if has_node else None,
