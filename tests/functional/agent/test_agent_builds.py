@@ -238,7 +238,8 @@ def cloud(tmp_path, empty_db_url, vhost, cgroup_parent):
 def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
     long_runner = _spec("long", "sleep 60")
     survivor = _spec("survivor", "sleep 25")
-    ends_meanwhile = _spec("meanwhile", "sleep 10; exit 4")
+    # Long enough to still run when the agent is killed, on a loaded machine too.
+    ends_meanwhile = _spec("meanwhile", "sleep 40; exit 4")
     specs = [long_runner, survivor, ends_meanwhile]
     # All three on one host, so that killing its agent concerns them all.
     for spec in specs:
@@ -268,7 +269,7 @@ def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
         lambda: cloud.server("show", survivor_i)["state"] == "unknown",
         timeout=DOWN_TIME + 30,
     )
-    _until("the meanwhile instance to exit", lambda: _exited(cloud, meanwhile_i), timeout=20)
+    _until("the meanwhile instance to exit", lambda: _exited(cloud, meanwhile_i), timeout=60)
     assert cloud.server("show", meanwhile_i)["state"] == "unknown"
     assert cloud.client.get_allocations(meanwhile_i)[0]  # nothing released while unknown
 
