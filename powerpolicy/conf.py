@@ -179,7 +179,25 @@ power_opts = [
         default="command",
         help="How nodes are powered off and on: an entry point of the "
         "'joule.power.drivers' namespace: 'command' (the operator's programs, "
-        "[power] suspend_program, resume_program and state_program).",
+        "[power] suspend_program, resume_program and state_program) or 'redfish' "
+        "(each node's BMC, [power] bmc_file).",
+    ),
+    cfg.StrOpt(
+        "bmc_file",
+        default="",
+        help="redfish driver: a JSON object keyed by node name, each "
+        '{"address": "https://bmc", "system": "/redfish/v1/Systems/1", "username": ..., '
+        '"password": ..., "verify": true} ("system" left out: the BMC\'s only system). '
+        "Credentials are never logged; keep the file readable by the controller only.",
+    ),
+    cfg.StrOpt(
+        "redfish_off_action",
+        default="GracefulShutdown",
+        choices=[
+            ("GracefulShutdown", "The operating system shuts down, then the node powers off."),
+            ("ForceOff", "The node powers off at once."),
+        ],
+        help="redfish driver: the ComputerSystem.Reset type that powers a node off.",
     ),
     cfg.StrOpt(
         "suspend_program",

@@ -12,27 +12,12 @@ import os
 import stat
 
 from joule import placement_client
-from joule import request_spec as spec_mod
 from joule.placement_client import url_path
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
-from tests import builders
 from tests.conftest import new_uuid
-
-CPU = "AMD EPYC 9655 96-Core Processor"
-ASLEEP = "!CUSTOM_POWER_STATE_OFF,!CUSTOM_POWER_STATE_SUSPENDING,!CUSTOM_POWER_STATE_WAKING"
-
-
-def _register(api, db, name):
-    rp = builders.create_provider(db, name=name)
-    builders.set_inventory(db, rp, "VCPU", 64)
-    builders.set_inventory(db, rp, "MEMORY_MB", 65536)
-    api.put_node(rp, cell="cell1", labels={"role": "worker"})
-    api.put_hardware(
-        rp, {"cpu_model": CPU, "gpu_count": 0, "cpu_min_cap_watts": 150, "cpu_max_cap_watts": 400}
-    )
-    return rp
+from tests.functional.power import power_nodes
 
 
 def _script(path, body):
@@ -55,22 +40,9 @@ def _programs(tmp_path):
     }
 
 
-def _states(api):
-    return {n["name"]: (n["twin"] or {}).get("power_state") for n in api.list_nodes()}
-
-
-def _awake_roots(api):
-    body = api.request(
-        "GET",
-        url_path("allocation_candidates"),
-        params={"resources": "VCPU:1", "root_required": ASLEEP},
-    ).json()
-    return {s["root_provider_uuid"] for s in body["provider_summaries"].values()}
-
-
 def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
-    rps = {name: _register(api, db, name) for name in ("cn-1", "cn-2", "cn-3", "cn-4")}
+    rps = {name: power_nodes.register(api, db, name) for name in ("cn-1", "cn-2", "cn-3", "cn-4")}
     bmc, programs = _programs(tmp_path)
     now = [1000.0]
     conf = conf_mod.make_conf(
@@ -92,7 +64,7 @@ def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     # First tick: profiles written, idleness starts counting; nobody sleeps yet.
     first = ctl.tick()
     assert first.power_transitions == []
-    assert set(_states(api).values()) == {None}
+    assert set(power_nodes.states(api).values()) == {None}
 
     # Past suspend_after: of the idle eco nodes (cn-3, cn-4: cn-1 is the
     # family's one performance node, cn-2 is busy) one stays on as the spare.
@@ -101,13 +73,13 @@ def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     asleep = [t.name for t in second.power_transitions]
     assert len(asleep) == 1 and asleep[0] in ("cn-3", "cn-4")
     sleeper = asleep[0]
-    assert _states(api)[sleeper] == "suspending"
+    assert power_nodes.states(api)[sleeper] == "suspending"
     assert (bmc / sleeper).read_text().strip() == "off"  # the driver was asked
     traits = api.request("GET", url_path("resource_providers", rps[sleeper], "traits")).json()
     assert "CUSTOM_POWER_STATE_SUSPENDING" in traits["traits"]
     # The scheduler's query leaves it out from now on.
-    assert rps[sleeper] not in _awake_roots(api)
-    assert len(_awake_roots(api)) == 3
+    assert rps[sleeper] not in power_nodes.awake_roots(api)
+    assert len(power_nodes.awake_roots(api)) == 3
 
     # The BMC reads it off: the twin follows.
     now[0] += 60
@@ -120,43 +92,20 @@ def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     # and the performance node (standard work may use it) take two, the
     # sleeper must wake for the third. Its BMC fails first.
     (bmc / "broken").write_text("")
-    api.request(
-        "POST",
-        url_path("build_requests"),
-        json={
-            "build_requests": [
-                {
-                    "instance_uuid": instance,
-                    "request_id": "req-big",
-                    "workload_class": "standard",
-                    "spec": {
-                        "version": spec_mod.REQUEST_SPEC_VERSION,
-                        "request_id": "req-big",
-                        "project_id": "p",
-                        "user_id": "u",
-                        "workload_class": "standard",
-                        "resources": {"VCPU": 64, "MEMORY_MB": 1024},
-                        "instance_uuids": [instance],
-                    },
-                }
-                for instance in (new_uuid(), new_uuid(), new_uuid())
-            ]
-        },
-        ok=(201,),
-    )
+    power_nodes.pending(api, "req-big", 3, {"VCPU": 64, "MEMORY_MB": 1024})
     now[0] += 60
     fourth = ctl.tick()
     assert [(t.name, t.after) for t in fourth.power_transitions] == [(sleeper, "waking")]
     assert "wak" in fourth.power_transitions[0].reason
-    assert _states(api)[sleeper] == "waking"
+    assert power_nodes.states(api)[sleeper] == "waking"
     assert metrics.value("joulie_power_driver_failures_total") == 1
-    assert rps[sleeper] not in _awake_roots(api)  # waking is not schedulable
+    assert rps[sleeper] not in power_nodes.awake_roots(api)  # waking is not schedulable
 
     # Still failing: the node stays waking and the wake is asked again.
     now[0] += 60
     assert ctl.tick().power_transitions == []
     assert metrics.value("joulie_power_driver_failures_total") == 2
-    assert _states(api)[sleeper] == "waking"
+    assert power_nodes.states(api)[sleeper] == "waking"
 
     # The BMC answers again: the wake goes through, then the node is on.
     os.unlink(bmc / "broken")
@@ -166,15 +115,15 @@ def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     now[0] += 60
     fifth = ctl.tick()
     assert (sleeper, "on") in [(t.name, t.after) for t in fifth.power_transitions]
-    assert _states(api)[sleeper] == "on"
-    assert rps[sleeper] in _awake_roots(api)
+    assert power_nodes.states(api)[sleeper] == "on"
+    assert rps[sleeper] in power_nodes.awake_roots(api)
     assert metrics.value("joulie_power_transitions_total", from_state="waking", to_state="on") == 1
 
 
 def test_suspend_off_by_default_writes_no_power_state(live_server, db):
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
     for name in ("cn-1", "cn-2"):
-        _register(api, db, name)
+        power_nodes.register(api, db, name)
     ctl = controller_mod.Controller(conf_mod.make_conf(), api, clock=lambda: 1e9)
     for _ in range(3):
         assert ctl.tick().power_transitions == []
