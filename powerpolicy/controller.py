@@ -43,6 +43,7 @@ from powerpolicy import caps
 from powerpolicy import guard
 from powerpolicy import hardware as hardware_mod
 from powerpolicy import policies
+from powerpolicy import power_drivers
 from powerpolicy import selection
 from powerpolicy import selector as selector_mod
 from powerpolicy import suspend
@@ -80,6 +81,10 @@ class TickResult:
     # and {state: eligible nodes} after it; empty with the feature off.
     power_transitions: list = dataclasses.field(default_factory=list)
     power_states: dict = dataclasses.field(default_factory=dict)
+    # What the tick read and the power step works on: the eligible nodes
+    # (GET /nodes items) and the workload usages.
+    eligible: list = dataclasses.field(default_factory=list, repr=False)
+    usages: dict = dataclasses.field(default_factory=dict, repr=False)
     seconds: float = 0.0
 
     @property
@@ -100,6 +105,9 @@ class Demand:
     running_by_node: dict
     running: int
     pending: int
+    # {root uuid: {workload class: consumers}} as read (the power step's
+    # idleness reads the same listing, not a second one).
+    usages: dict = dataclasses.field(default_factory=dict)
 
     @property
     def total(self):
@@ -184,8 +192,6 @@ class Controller:
         self.power = None
         if conf.power.suspend_enabled:
             if power_driver is None:
-                from powerpolicy import power_drivers
-
                 power_driver = power_drivers.load(conf)
             self.power = suspend.PowerStates(
                 suspend.SuspendOptions.from_conf(conf.power), client, power_driver, clock, metrics
@@ -271,7 +277,7 @@ class Controller:
         node_plans = planned_twins(eligible, views, decisions, demand, self.conf.power, plan.policy)
         writes, repaired = self.twin_writes(eligible, node_plans)
         result = tick_result(plan, demand, node_plans, writes, repaired, down)
-        self._eligible = eligible
+        result.eligible, result.usages = eligible, demand.usages
         return result, writes
 
     def eligible_nodes(self, nodes):
@@ -305,7 +311,7 @@ class Controller:
             for n in nodes
         }
         running = sum(int(u.get("performance", 0)) for u in usages.values())
-        return Demand(running_by_node, running, self._pending())
+        return Demand(running_by_node, running, self._pending(), usages)
 
     def policy_plan(self, nodes, views, demand):
         """The configured policy's plan of ``nodes`` (by family, current profile)."""
@@ -380,13 +386,12 @@ class Controller:
     def _power_step(self, result, stored):
         """Suspend and wake (powerpolicy.suspend), after the profile twins are
         written: the twins it writes carry the generations just stored."""
-        eligible = self._eligible
+        eligible = result.eligible
         twins = {n["uuid"]: n.get("twin") for n in eligible}
         twins.update({t["uuid"]: t for t in stored or ()})
         profiles = {p.name: p.desired["profile"] for p in result.nodes}
         families = {p.name: p.hardware.family for p in result.nodes}
-        usages = self.client.workload_usages()
-        transitions = self.power.step(eligible, usages, profiles, families)
+        transitions = self.power.step(eligible, result.usages, profiles, families)
         self.power.apply(transitions, twins)
         result.power_transitions = transitions
         states = {n["name"]: suspend.state_of(n) for n in eligible}

@@ -162,9 +162,7 @@ class PowerStates:
                     continue
                 chosen.append(root)
                 need -= n
-            by_family = collections.Counter(
-                nodes_by_uuid[r].get("family") or _family(nodes_by_uuid[r]) for r in chosen
-            )
+            by_family = collections.Counter(_family(nodes_by_uuid[r]) for r in chosen)
             for root in chosen:
                 family = _family(nodes_by_uuid[root])
                 wakes[root] = (
@@ -200,8 +198,9 @@ class PowerStates:
                     if n > 0:
                         out[root] = max(out.get(root, 0), int(n))
         except placement_client.PlacementError as exc:
-            if getattr(exc, "status", None) == 400:
-                return {}  # a trait no node carries yet: nothing in that state
+            if exc.status == 400 and "No such trait" in (exc.detail or ""):
+                # No node was ever in that state, so none is in it now.
+                return {}
             raise
         return out
 
@@ -364,7 +363,7 @@ class PowerStates:
         """Write the transitions' twins (one bulk write), then ask the driver:
         power off after ``suspending`` is stored, power on after ``waking``."""
         if not transitions:
-            return []
+            return
         writes = []
         for t in transitions:
             twin = twins_by_uuid[t.uuid]
@@ -377,7 +376,6 @@ class PowerStates:
                 }
             )
         self.client.write_twins(writes)
-        by_uuid = {t.uuid: t for t in transitions}
         for t in transitions:
             LOG.info("node %s: power %s -> %s: %s", t.name, t.before, t.after, t.reason)
             if self.metrics is not None:
@@ -387,7 +385,6 @@ class PowerStates:
                 self._ask(node, "power_off")
             elif t.after == vocabulary.POWER_WAKING:
                 self._ask(node, "power_on")
-        return list(by_uuid.values())
 
 
 _TWIN_KEYS = ("profile", "schedulable_class", "cpu_cap_watts", "gpu_cap_watts", "managed_by")

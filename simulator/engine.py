@@ -98,7 +98,6 @@ class _Node:
         "watts",
         "power",
         "switch_at",
-        "wakeups",
     )
 
     def __init__(self, name, node_uuid, family, hardware):
@@ -119,7 +118,6 @@ class _Node:
         self.watts = self.model.idle_watts
         self.power = vocabulary.POWER_ON  # the twin's power state, as the last tick wrote it
         self.switch_at = None  # when the BMC reads a pending off or on (SimulatedPower)
-        self.wakeups = 0
 
 
 @dataclasses.dataclass
@@ -451,7 +449,6 @@ class Simulation:
                 continue
             node.power = transition.after
             if transition.after == vocabulary.POWER_WAKING:
-                node.wakeups += 1
                 self.wakeups += 1
             elif transition.after == vocabulary.POWER_SUSPENDING:
                 self.suspends += 1

@@ -780,7 +780,7 @@ def set_twins(db, entries):
                 query = query.with_for_update()
             current.update((rp_id, (gen, ps)) for rp_id, gen, ps in conn.execute(query))
 
-        updates, inserts, out, twins_shown = [], [], [], []
+        updates, inserts, out = [], [], []
         for entry in entries:
             rp_id = ids[entry["uuid"]]
             seen = entry.get("generation")
@@ -805,9 +805,6 @@ def set_twins(db, entries):
                 updates.append({"resource_provider_id": rp_id, "generation": have + 1, **values})
                 new_gen = have + 1
             out.append({"uuid": entry["uuid"], **values, "generation": new_gen})
-            twins_shown.append(
-                {"uuid": entry["uuid"], **_shown_twin(dict(values)), "generation": new_gen}
-            )
 
         # Providers whose profile trait changes are bumped first: the row
         # locks are then ours before the foreign-key checks of the inserts
@@ -851,7 +848,7 @@ def set_twins(db, entries):
                 and current.get(ids[e["uuid"]], (None, None))[1] != t["power_state"]
             },
         )
-    return twins_shown
+    return [_shown_twin(dict(twin)) for twin in out]
 
 
 def _traits_of(twin):
