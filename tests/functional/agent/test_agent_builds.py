@@ -236,10 +236,18 @@ def cloud(tmp_path, empty_db_url, vhost, cgroup_parent):
 
 
 def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
+    # The instances end when the test opens their gate, not on a clock: a
+    # loaded machine stretches every step between submit and restart, and an
+    # instance that ended too early (or too late) tested the wrong thing.
+    gates = cloud.tmp / "gates"
+    gates.mkdir()
+
+    def until_gate(name, then=""):
+        return f"while [ ! -e {gates / name} ]; do sleep 0.1; done{then}"
+
     long_runner = _spec("long", "sleep 60")
-    survivor = _spec("survivor", "sleep 25")
-    # Long enough to still run when the agent is killed, on a loaded machine too.
-    ends_meanwhile = _spec("meanwhile", "sleep 40; exit 4")
+    survivor = _spec("survivor", until_gate("survivor"))
+    ends_meanwhile = _spec("meanwhile", until_gate("meanwhile", "; exit 4"))
     specs = [long_runner, survivor, ends_meanwhile]
     # All three on one host, so that killing its agent concerns them all.
     for spec in specs:
@@ -269,7 +277,8 @@ def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
         lambda: cloud.server("show", survivor_i)["state"] == "unknown",
         timeout=DOWN_TIME + 30,
     )
-    _until("the meanwhile instance to exit", lambda: _exited(cloud, meanwhile_i), timeout=60)
+    (gates / "meanwhile").touch()
+    _until("the meanwhile instance to exit", lambda: _exited(cloud, meanwhile_i), timeout=30)
     assert cloud.server("show", meanwhile_i)["state"] == "unknown"
     assert cloud.client.get_allocations(meanwhile_i)[0]  # nothing released while unknown
 
@@ -288,10 +297,11 @@ def test_the_lifecycle_delete_and_an_agent_killed_and_restarted(cloud):
         lambda: cloud.server("show", survivor_i)["state"] == "running",
         timeout=30,
     )
+    (gates / "survivor").touch()
     _until(
         "the survivor to finish",
         lambda: cloud.server("show", survivor_i)["state"] == "finished",
-        timeout=40,
+        timeout=30,
     )
     assert cloud.server("show", survivor_i)["claim"] == {}
     audit = processes.manage(
