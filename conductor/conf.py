@@ -98,6 +98,25 @@ conductor_opts = [
         "largest page of GET /build_requests).",
     ),
     cfg.FloatOpt(
+        "wake_wait_seconds",
+        default=900.0,
+        min=0.0,
+        max=86400.0,
+        help="How long a request that fits only on sleeping nodes (the power "
+        "controller's [power] suspend_enabled) is held, its build requests pending, "
+        "while the controller wakes nodes for it: a few boots plus a few controller "
+        "ticks. It is placed once they are on, or fails after this long saying which "
+        "hosts it waited for. 0: such a request fails at once, as any without a "
+        "valid host.",
+    ),
+    cfg.FloatOpt(
+        "wake_retry_interval",
+        default=15.0,
+        min=1.0,
+        max=3600.0,
+        help="Seconds between two schedulings of a request held for waking nodes.",
+    ),
+    cfg.FloatOpt(
         "batch_window_ms",
         default=3.0,
         min=0.0,

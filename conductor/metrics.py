@@ -58,3 +58,14 @@ BUS_BATCH = prom.Histogram(
     ["kind"],
     buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024),
 )
+WAITING_FOR_WAKE = prom.Gauge(
+    "joule_conductor_requests_waiting_for_wake",
+    "Requests this conductor holds because they fit only on sleeping nodes "
+    "(scheduled again every [conductor] wake_retry_interval until placed or "
+    "wake_wait_seconds have passed).",
+)
+HELD_FOR_WAKE = prom.Counter(
+    "joule_conductor_requests_held_for_wake",
+    "Requests held for waking nodes, by how the wait ended (placed, failed, timed_out).",
+    ["outcome"],
+)

@@ -127,6 +127,8 @@ class Conductor:
             self.batchers,
             abandoned_mod.Abandoned(abandoned_mod.watch_seconds(conf)),
             record_retry_seconds=conf.conductor.record_retry_seconds,
+            wake_wait_seconds=conf.conductor.wake_wait_seconds,
+            wake_retry_interval=conf.conductor.wake_retry_interval,
         )
         self.sweeper = sweep_mod.Sweeper(
             conf, self.records, client, driver, self.reporter, self.cell_build, self.super_conductor
@@ -181,3 +183,4 @@ class Conductor:
 
     def stop_sweeping(self):
         self.sweeper.stop()
+        self.super_conductor.wake_waits.stop()

@@ -15,7 +15,9 @@ without a cell has no cell conductors: its instances are built here
 (conductor.cell_build). A request that could not be scheduled is failed in
 one bulk finish and one message (conductor.outcomes); when no scheduler
 answered in time its instances are watched for a claim made too late
-(conductor.abandoned, released by the sweep).
+(conductor.abandoned, released by the sweep). A request that fits only
+on sleeping nodes (the scheduler answers ``waiting``) is held, its records
+pending, and scheduled again while they wake (conductor.wake_waits).
 
 The spec leaves the process only here: dumped into its records (a
 placement write), into the scheduling call and into the builds cast to a
@@ -32,6 +34,7 @@ from conductor import cell_build as cell_mod
 from conductor import leases
 from conductor import metrics
 from conductor import records as records_mod
+from conductor import wake_waits
 from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from joule import rpc
@@ -61,6 +64,8 @@ class SuperConductor:
         batchers,
         abandoned=None,
         record_retry_seconds=0.0,
+        wake_wait_seconds=0.0,
+        wake_retry_interval=15.0,
     ):
         self.records = records
         self.client = client
@@ -73,6 +78,10 @@ class SuperConductor:
         # the sweep to release a claim a late scheduler made after all.
         self.abandoned = abandoned if abandoned is not None else abandoned_mod.Abandoned()
         self.record_retry_seconds = record_retry_seconds
+        # Requests that fit only on sleeping nodes, held while they wake.
+        self.wake_waits = wake_waits.WakeWaits(
+            records, self.retry_waiting, wake_wait_seconds, wake_retry_interval
+        )
 
     def build_instances(self, spec, reply_topic=None):
         """Record the request's instances held by this conductor, then
@@ -125,8 +134,13 @@ class SuperConductor:
     def schedule_and_dispatch(self, spec, generations, reply_topic):
         """Schedule the instances of ``generations`` (records this conductor
         holds) and hand them off to be built."""
-        held = leases.Held(self.records, generations)
+        self._schedule(spec, leases.Held(self.records, generations), reply_topic)
 
+    def retry_waiting(self, waiting):
+        """Schedule again a request held for waking nodes (conductor.wake_waits)."""
+        self._schedule(waiting.spec, waiting.held, waiting.reply_topic, waiting)
+
+    def _schedule(self, spec, held, reply_topic, waiting=None):
         def release():
             # Only what is still ours, each release guarded by its record's
             # lease: a record whose lease ran out (this process stalled) may
@@ -135,6 +149,19 @@ class SuperConductor:
                 held.write(instance, claim_mod.unclaim, self.client, instance)
 
         answer = self._select(spec, held, release)
+        if answer["status"] == WAITING and self._hold(spec, held, reply_topic, answer, waiting):
+            return
+        if waiting is not None:
+            outcome = "placed" if answer["status"] == "placed" else "failed"
+            if answer["status"] == WAITING:
+                outcome = "timed_out"
+                answer = {
+                    **answer,
+                    "error": f"{answer['error']}; not woken after "
+                    f"{self.wake_waits.waited(waiting.since):.0f} s "
+                    f"([conductor] wake_wait_seconds = {self.wake_waits.wait_seconds:g})",
+                }
+            metrics.HELD_FOR_WAKE.labels(outcome).inc()
         if answer["status"] != "placed":
             try:
                 release()  # whatever a scheduler that died half way left
@@ -157,6 +184,26 @@ class SuperConductor:
             return
         selections = spec_mod.load_selections(answer["selections"]).selections
         self._dispatch(spec, held, selections, reply_topic)
+
+    def _hold(self, spec, held, reply_topic, answer, waiting):
+        """Hold a request the scheduler said waits for sleeping hosts
+        (conductor.wake_waits); False when it may not wait any longer."""
+        waits = self.wake_waits
+        since = waiting.since if waiting is not None else waits.clock()
+        if not waits.may_wait(since):
+            return False
+        if waiting is None or waiting.reason != answer["error"]:
+            # Said where an operator looks (the services log warnings and
+            # up): work is waiting for hardware, once per change of what it
+            # waits for.
+            LOG.warning(
+                "%s: held, %s (scheduled again every %g s, for up to %g s)",
+                spec.request_id,
+                answer["error"].rpartition("; ")[2],
+                waits.retry_interval,
+                waits.wait_seconds,
+            )
+        return waits.hold(wake_waits.Waiting(spec, held, reply_topic, since, answer["error"]))
 
     def _select(self, spec, held, release):
         """The scheduler's answer for ``spec`` (an error answer when none came)."""
@@ -212,6 +259,10 @@ class SuperConductor:
         records are handed off, not lost: the sweep takes them over)."""
         self._build_casts.submit_many(cell, [(b, reply_topic) for b in builds])
 
+
+# The scheduler's answer for a request that fits only on sleeping nodes
+# (scheduler.service).
+WAITING = "waiting"
 
 # The pauses between the tries of recording a request while placement is
 # not there: 1, 2, 4, 8, 8 ... seconds.

@@ -179,15 +179,17 @@ power_opts = [
         default="command",
         help="How nodes are powered off and on: an entry point of the "
         "'joule.power.drivers' namespace: 'command' (the operator's programs, "
-        "[power] suspend_program, resume_program and state_program) or 'redfish' "
-        "(each node's BMC, [power] bmc_file).",
+        "[power] suspend_program, resume_program and state_program), 'redfish' "
+        "(each node's BMC over Redfish, [power] bmc_file) or 'ipmi' (each node's BMC "
+        "over IPMI, [power] bmc_file).",
     ),
     cfg.StrOpt(
         "bmc_file",
         default="",
-        help="redfish driver: a JSON object keyed by node name, each "
+        help="redfish and ipmi drivers: a JSON object keyed by node name, each "
         '{"address": "https://bmc", "system": "/redfish/v1/Systems/1", "username": ..., '
-        '"password": ..., "verify": true} ("system" left out: the BMC\'s only system). '
+        '"password": ..., "verify": true} ("system" left out: the BMC\'s only system); '
+        'for ipmi {"address": "10.0.0.11", "port": 623, "username": ..., "password": ...}. '
         "Credentials are never logged; keep the file readable by the controller only.",
     ),
     cfg.StrOpt(
@@ -198,6 +200,15 @@ power_opts = [
             ("ForceOff", "The node powers off at once."),
         ],
         help="redfish driver: the ComputerSystem.Reset type that powers a node off.",
+    ),
+    cfg.StrOpt(
+        "ipmi_off_action",
+        default="shutdown",
+        choices=[
+            ("shutdown", "The operating system is asked to shut down (soft off)."),
+            ("off", "Power is cut at once."),
+        ],
+        help="ipmi driver: the chassis control that powers a node off.",
     ),
     cfg.StrOpt(
         "suspend_program",
@@ -221,7 +232,8 @@ power_opts = [
         "power_command_timeout",
         default=30,
         min=1,
-        help="command driver: seconds a program may run before it counts as failed.",
+        help="Seconds a power driver call may take before it counts as failed: the "
+        "command driver's programs, a redfish request, an ipmi call.",
     ),
     cfg.HostAddressOpt(
         "metrics_host",

@@ -9,6 +9,7 @@ entry points (``[power] power_driver``), so a site's own driver is an
 installed package, not an edit of this one.
 """
 
+import json
 import shlex
 import subprocess
 
@@ -26,6 +27,26 @@ def load(conf):
         NAMESPACE, conf.power.power_driver, invoke_on_load=True, invoke_args=(conf,)
     )
     return manager.driver
+
+
+def read_bmc_file(path):
+    """[power] bmc_file: {node name: its BMC's address and credentials}."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            bmcs = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise DriverError(f"[power] bmc_file {path!r} unreadable: {exc}") from None
+    if not isinstance(bmcs, dict):
+        raise DriverError("[power] bmc_file must be a JSON object keyed by node name")
+    return bmcs
+
+
+def bmc_of(bmcs, node):
+    """The bmc_file entry of ``node`` (a DriverError when it has none)."""
+    entry = bmcs.get(node["name"])
+    if not isinstance(entry, dict) or "address" not in entry:
+        raise DriverError(f"no BMC for node {node['name']} in [power] bmc_file")
+    return entry
 
 
 class CommandDriver:

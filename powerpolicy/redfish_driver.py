@@ -11,9 +11,9 @@ Powering off is ``ComputerSystem.Reset`` with ``[power] redfish_off_action``
 the BMC (PoweringOn counts as off, PoweringOff as on: not there yet).
 """
 
-import json
 import threading
 
+from powerpolicy import power_drivers
 from powerpolicy.suspend import DriverError
 
 
@@ -24,20 +24,12 @@ class RedfishDriver:
         self._sushy = sushy
         self.off_action = conf.power.redfish_off_action
         self.timeout = conf.power.power_command_timeout
-        try:
-            with open(conf.power.bmc_file, encoding="utf-8") as f:
-                self.bmcs = json.load(f)
-        except (OSError, ValueError) as exc:
-            raise DriverError(f"[power] bmc_file {conf.power.bmc_file!r} unreadable: {exc}")
-        if not isinstance(self.bmcs, dict):
-            raise DriverError("[power] bmc_file must be a JSON object keyed by node name")
+        self.bmcs = power_drivers.read_bmc_file(conf.power.bmc_file)
         self._roots = {}
         self._lock = threading.Lock()
 
     def _system(self, node):
-        entry = self.bmcs.get(node["name"])
-        if not isinstance(entry, dict) or "address" not in entry:
-            raise DriverError(f"no BMC for node {node['name']} in [power] bmc_file")
+        entry = power_drivers.bmc_of(self.bmcs, node)
         address = entry["address"]
         try:
             with self._lock:

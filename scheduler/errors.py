@@ -23,7 +23,22 @@ class SchedulerError(Exception):
 
 
 class NoValidHost(SchedulerError):
-    pass
+    """Not every instance fits; ``placeable``: how many did on the hosts
+    seen (nothing of them stays claimed)."""
+
+    def __init__(self, message, report=None, placeable=0):
+        super().__init__(message, report)
+        self.placeable = placeable
+
+
+class WaitingForWake(NoValidHost):
+    """No host that is on fits, but enough sleeping ones would once woken
+    (scheduler.waking): the caller holds the request instead of failing it.
+    ``wake``: {hardware family: hosts of it the request waits for}."""
+
+    def __init__(self, message, wake, report=None):
+        super().__init__(message, report)
+        self.wake = dict(wake)
 
 
 class ConsumerInUse(SchedulerError):

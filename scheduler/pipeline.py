@@ -143,7 +143,7 @@ def plan(sched, members, walk, ranker, lost, alone):
             if pick is None:
                 if alone:
                     # Said while the server group still holds the picks made.
-                    raise NoValidHost(_partial(sched, m, n, walk, lost))
+                    raise NoValidHost(_partial(sched, m, n, walk, lost), placeable=n)
                 unplan(m, ranker)
                 m.outcome = (ALONE, None)
                 break
@@ -263,7 +263,7 @@ def _claim_instance(sched, m, k, walk, ranker, lost, claimed):
         unplan(m, ranker, [pick])
         again = pick_one(sched, m, pick.instance, walk, ranker, lost)
         if again is None:
-            raise NoValidHost(_partial(sched, m, len(claimed), walk, lost))
+            raise NoValidHost(_partial(sched, m, len(claimed), walk, lost), placeable=len(claimed))
         m.picks[k] = again
 
 

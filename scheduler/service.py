@@ -7,6 +7,9 @@ exception (the caller is another process; a plain answer survives any bus):
   instance claimed, per instance ``[selected, *alternates]`` in the selected
   host's cell, each with its allocation request (joule.request_spec);
 - ``{"status": "no_valid_host", "error": "<what each filter removed and why>"}``;
+- ``{"status": "waiting", "error": ..., "wake": {family: hosts}}``: no host
+  that is on fits, but sleeping ones would once woken (scheduler.waking);
+  nothing was claimed, and the caller holds the request rather than fail it;
 - ``{"status": "invalid", "error": ...}``: the request spec breaks the wire
   contract; nothing was claimed;
 - ``{"status": "consumer_in_use" | "error", "error": ...}``: nothing of this
@@ -46,11 +49,14 @@ from scheduler.errors import ConsumerInUse
 from scheduler.errors import Expired
 from scheduler.errors import NoValidHost
 from scheduler.errors import SchedulerError
+from scheduler.errors import WaitingForWake
 
 LOG = logging.getLogger(__name__)
 
 # The answer of a request whose caller's deadline passed (joule.rpc).
 EXPIRED = "expired"
+# No host that is on fits, sleeping ones would once woken (scheduler.waking).
+WAITING = "waiting"
 
 
 class SchedulerEndpoint:
@@ -170,6 +176,8 @@ class SchedulerEndpoint:
         released (the caller gave the request up) and answered expired."""
         try:
             selections = select(*args)
+        except WaitingForWake as exc:
+            return {"status": WAITING, "error": str(exc), "wake": exc.wake}
         except NoValidHost as exc:
             for name, removed in ((exc.report or {}).get("removed_per_filter") or {}).items():
                 metrics.NO_VALID_HOST.labels(name).inc(removed)

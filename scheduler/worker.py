@@ -19,12 +19,14 @@ from scheduler import filters as filters_mod
 from scheduler import lookups
 from scheduler import pipeline
 from scheduler import request_state
+from scheduler import waking
 from scheduler import weighers as weighers_mod
 from scheduler.errors import ConsumerInUse  # noqa: F401 - part of this module's interface
 from scheduler.errors import Expired
 from scheduler.errors import NoValidHost
 from scheduler.errors import PlacementUnavailable
 from scheduler.errors import SchedulerError
+from scheduler.errors import WaitingForWake
 from scheduler.report import Report
 
 LOG = logging.getLogger(__name__)
@@ -71,7 +73,13 @@ class Scheduler:
         self.stats["requests"] += 1
         report = Report(spec)
         try:
-            result = self._alone(spec, report, deadline)
+            try:
+                result = self._alone(spec, report, deadline)
+            except NoValidHost as exc:
+                wake = waking.hosts_to_wake(self, spec, exc.placeable)
+                if not wake:
+                    raise
+                raise WaitingForWake(f"{exc}; {waking.describe(wake)}", wake) from exc
         except SchedulerError as exc:
             exc.report = report.finish(
                 "no_valid_host" if isinstance(exc, NoValidHost) else "error", str(exc)

@@ -96,6 +96,10 @@ class Deployment:
                 # simulated time and make the run depend on the machine's speed.
                 ("scheduler", "host_cache_seconds"): 0,
                 (None, "transport_url"): rpc.IN_MEMORY_TRANSPORT_URL,
+                # The engine holds what could not be placed in its own queue,
+                # on the simulated clock (its model of a request held while
+                # nodes wake); a wall-clock wait here would never end a build.
+                ("conductor", "wake_wait_seconds"): 0,
             }
         )
         # The scheduler draws tie-breaks and where each walk starts from the

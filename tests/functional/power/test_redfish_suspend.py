@@ -7,15 +7,6 @@ the idle nodes off through it, wakes one for pending work, and leaves a
 node waking (never schedulable) while its BMC does not answer.
 """
 
-import json
-import os
-import signal
-import subprocess
-import sys
-
-import pytest
-import requests
-
 from joule import placement_client
 from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
@@ -23,79 +14,8 @@ from powerpolicy import metrics as metrics_mod
 from tests import processes
 from tests.conftest import new_uuid
 from tests.functional.power import power_nodes
-
-NODES = [f"cn-{i:02d}" for i in range(1, 11)]
-
-
-def _system_uuid(i):
-    return f"5ee0c0de-0000-4000-8000-{i:012d}"
-
-
-class Emulator:
-    """sushy-emulator on a free port, started by its console script, stopped by PID."""
-
-    def __init__(self, tmp_path):
-        self.port = processes.free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.config = tmp_path / "sushy.conf"
-        systems = [
-            {
-                "uuid": _system_uuid(i),
-                "name": name,
-                "power_state": "On",
-                "external_notifier": False,
-                "nics": [],
-            }
-            for i, name in enumerate(NODES, 1)
-        ]
-        self.config.write_text(
-            "SUSHY_EMULATOR_FAKE_DRIVER = True\n"
-            f"SUSHY_EMULATOR_FAKE_SYSTEMS = {systems!r}\n"
-            f"SUSHY_EMULATOR_STATE_DIR = {str(tmp_path / 'bmc-state')!r}\n"
-        )
-        self.log = tmp_path / "sushy.log"
-        self.proc = None
-
-    def start(self):
-        script = os.path.join(os.path.dirname(sys.executable), "sushy-emulator")
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(
-                [script, "--config", str(self.config), "--interface", "127.0.0.1"]
-                + ["--port", str(self.port)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-        def answers():
-            assert self.proc.poll() is None, self.log.read_text()[-2000:]
-            try:
-                return requests.get(self.url + "/redfish/v1/Systems", timeout=2).ok
-            except requests.RequestException:
-                return False
-
-        processes.until("the Redfish emulator", answers, timeout=30)
-        return self
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        self.proc = None
-
-    def power(self, i):
-        body = requests.get(f"{self.url}/redfish/v1/Systems/{_system_uuid(i)}", timeout=5).json()
-        return body["PowerState"]
-
-
-@pytest.fixture
-def emulator(tmp_path):
-    emu = Emulator(tmp_path).start()
-    yield emu
-    emu.stop()
+from tests.functional.power import redfish_emulator
+from tests.functional.power.redfish_emulator import NODES
 
 
 def test_the_controller_sleeps_and_wakes_nodes_through_their_bmcs(
@@ -104,17 +24,7 @@ def test_the_controller_sleeps_and_wakes_nodes_through_their_bmcs(
     api = placement_client.PlacementClient.for_endpoint(live_server.url)
     rps = {name: power_nodes.register(api, db, name) for name in NODES}
     password = "s3cret-" + new_uuid()[:8]
-    bmcs = {
-        name: {
-            "address": emulator.url,
-            "system": f"/redfish/v1/Systems/{_system_uuid(i)}",
-            "username": "admin",
-            "password": password,
-        }
-        for i, name in enumerate(NODES, 1)
-    }
-    bmc_file = tmp_path / "bmcs.json"
-    bmc_file.write_text(json.dumps(bmcs))
+    bmc_file = redfish_emulator.bmc_file(tmp_path, emulator, password)
     now = [1000.0]
     conf = conf_mod.make_conf(
         overrides={

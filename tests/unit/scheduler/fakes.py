@@ -63,7 +63,7 @@ class FakePlacement:
     def candidate_pages(self, query, page_size, node_data=True, start=None):
         self.queries.append((list(query), node_data, start))
         wanted = {}
-        forbidden = set()
+        required, forbidden = set(), set()
         for key, value in query:
             if key == "resources":
                 for part in value.split(","):
@@ -71,6 +71,7 @@ class FakePlacement:
                     wanted[rc] = int(amount)
             if key == "root_required":
                 forbidden |= {t[1:] for t in value.split(",") if t.startswith("!")}
+                required |= {t for t in value.split(",") if t and not t.startswith("!")}
         order = list(self.hosts.values())
         if start is not None:
             # placement's page_start: from that point of the order, wrapping.
@@ -79,7 +80,9 @@ class FakePlacement:
         fitting = [
             h
             for h in order
-            if self._fits(h["uuid"], wanted) and not (forbidden & self._root_traits(h))
+            if self._fits(h["uuid"], wanted)
+            and not (forbidden & self._root_traits(h))
+            and required <= self._root_traits(h)
         ]
         pages = [fitting[i : i + page_size] for i in range(0, len(fitting), page_size)] or [[]]
         for hosts in pages:
