@@ -88,6 +88,16 @@ filter_opts = [
         "work while the power profile still decides first.",
     ),
     cfg.FloatOpt(
+        "efficiency_weight_multiplier",
+        default=0.0,
+        help="Multiplier of the efficiency weigher, which puts standard work on the "
+        "hardware doing the most work per watt (CPU cores per watt of its CPU and GPU "
+        "maxima, from the hardware record; hosts without one rank last). 0 (the "
+        "default) disables it; with suspend and packing on, a value below "
+        "packing_weight_multiplier (such as 2) starts new stacks on the efficient "
+        "family, so that the others empty out and sleep.",
+    ),
+    cfg.FloatOpt(
         "build_failure_weight_multiplier",
         default=1000000.0,
         min=0.0,

@@ -21,6 +21,8 @@ class HostState:
     name: str | None = None
     cell: str | None = None
     family: str | None = None
+    # CPU cores per watt of the hardware's maxima (node data); None: unknown.
+    cores_per_watt: float | None = None
     profile: str | None = None
     schedulable_class: str | None = None
     # on | suspending | off | waking; None: never managed (on)
@@ -183,6 +185,7 @@ def _new_host(root, node):
         name=node.get("name"),
         cell=node.get("cell"),
         family=node.get("family"),
+        cores_per_watt=node.get("cores_per_watt"),
         profile=node.get("profile"),
         schedulable_class=node.get("schedulable_class"),
         power_state=node.get("power_state"),

@@ -58,6 +58,9 @@ class PolicySpec:
     # The scheduler packs work onto busy nodes (PackingWeigher), so that
     # the rest can sleep: the suspend columns turn it on.
     packing: bool = False
+    # ... and starts new stacks on the family doing the most work per watt
+    # (EfficiencyWeigher): the suspend columns with --packing efficient.
+    efficiency: bool = False
 
     def conf_overrides(self):
         return {"policy": self.policy, **self.options}
@@ -194,6 +197,7 @@ class Simulation:
             settings.max_attempts,
             settings.max_placement_results,
             packing=spec.packing,
+            efficiency=spec.efficiency,
         )
         # Waiting work is demand the controller reads as pending build
         # requests: queue_aware_v1's performance slots, and the wakes.

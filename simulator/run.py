@@ -195,6 +195,14 @@ def _parser():
         "nodes (the packing weigher): the '+suspend' columns",
     )
     p.add_argument(
+        "--packing",
+        choices=("efficient", "busy"),
+        default="efficient",
+        help="suspend columns: 'busy' packs work onto the nodes already running the "
+        "most (the packing weigher); 'efficient' (the default) also starts new stacks "
+        "on the hardware doing the most work per watt (the efficiency weigher)",
+    )
+    p.add_argument(
         "--suspend-after",
         type=_minutes_list,
         default=[30.0],
@@ -335,7 +343,15 @@ def suspend_specs(args, specs):
                 "suspend_after": int(round(minutes * 60)),
                 "min_spare_nodes": args.min_spare_nodes,
             }
-            out.append(engine.PolicySpec(label, spec.policy, options, packing=True))
+            out.append(
+                engine.PolicySpec(
+                    label,
+                    spec.policy,
+                    options,
+                    packing=True,
+                    efficiency=args.packing == "efficient",
+                )
+            )
     return out
 
 

@@ -73,17 +73,27 @@ class _Outcomes:
 # free-resource weighers' sum (3), below the power weigher (10), as
 # scheduler/conf.py advises.
 PACKING_MULTIPLIER = 5.0
+# The efficiency weigher's, with --packing efficient: below packing, so a
+# host already running work still comes first and the efficient family
+# decides where a new stack starts.
+EFFICIENCY_MULTIPLIER = 2.0
 
 
 class Deployment:
     """One scheduler and one conductor serving every cell, without a bus."""
 
-    def __init__(self, client, seed, max_attempts, max_placement_results, packing=False):
-        packing_overrides = (
-            {("filter_scheduler", "packing_weight_multiplier"): PACKING_MULTIPLIER}
-            if packing
-            else {}
-        )
+    def __init__(
+        self, client, seed, max_attempts, max_placement_results, packing=False, efficiency=False
+    ):
+        packing_overrides = {}
+        if packing:
+            packing_overrides[("filter_scheduler", "packing_weight_multiplier")] = (
+                PACKING_MULTIPLIER
+            )
+        if efficiency:
+            packing_overrides[("filter_scheduler", "efficiency_weight_multiplier")] = (
+                EFFICIENCY_MULTIPLIER
+            )
         conf = cconf_mod.make_conf(
             overrides={
                 **packing_overrides,

@@ -452,6 +452,10 @@ def _node_data_select(postgres):
             _hw.c.gpu_count,
             _hw.c.gpu_model,
             _hw.c.cpu_model,
+            _hw.c.cpu_cores,
+            _hw.c.cpu_sockets,
+            _hw.c.cpu_max_cap_watts,
+            _hw.c.gpu_max_cap_watts,
             _twin.c.profile,
             _twin.c.schedulable_class,
             _twin.c.power_state,
@@ -500,6 +504,10 @@ def node_data(db, root_ids, conn=None):
             gpu_count,
             gpu_model,
             cpu_model,
+            cpu_cores,
+            cpu_sockets,
+            cpu_max_watts,
+            gpu_max_watts,
             profile,
             schedulable_class,
             power_state,
@@ -513,12 +521,17 @@ def node_data(db, root_ids, conn=None):
                     labels = json.loads(labels or "{}")
                 except ValueError:
                     labels = {}
+            efficiency = vocabulary.cores_per_watt(
+                cpu_cores, cpu_sockets, cpu_max_watts, gpu_count, gpu_max_watts
+            )
             out[uuid] = {
                 "name": name,
                 "cell": cell if has_node else None,
                 "family": vocabulary.family_key(gpu_count, gpu_model, cpu_model)
                 if hw_rp is not None
                 else None,
+                # Shown only when the hardware record gives it (as power_state).
+                **({"cores_per_watt": round(efficiency, 6)} if efficiency is not None else {}),
                 "profile": profile,
                 "schedulable_class": schedulable_class,
                 **({"power_state": power_state} if power_state is not None else {}),

@@ -41,6 +41,7 @@ OURS = (
     "DiskWeigher",
     "PowerWeigher",
     "PackingWeigher",
+    "EfficiencyWeigher",
     "BuildFailureWeigher",
     "ServerGroupSoftAffinityWeigher",
     "ServerGroupSoftAntiAffinityWeigher",
@@ -129,6 +130,31 @@ class PackingWeigher:
             if capacity > 0:
                 share = max(share, used / capacity)
         return share
+
+
+class EfficiencyWeigher:
+    """Standard work goes to the hardware that does the most work per watt:
+    the host's CPU cores per watt of its packages' and boards' maxima
+    (``cores_per_watt`` in node data, from the hardware record). With the
+    packing weigher it chooses which empty node a new stack starts on, so
+    that work gathers on the efficient family and the others empty out and
+    sleep. A host whose record does not give it ranks last. Performance
+    work gets no preference (it runs where its slots are). Its multiplier
+    is 0 (off) by default; docs/configure.md, "Suspending idle nodes"."""
+
+    name = "EfficiencyWeigher"
+    multiplier_option = "efficiency_weight_multiplier"
+    # Normalized from the least efficient candidate: a page of one family
+    # gets no preference at all.
+    minval = None
+
+    def node_fields(self, spec):
+        return set() if spec.is_performance else {"cores_per_watt"}
+
+    def raw(self, host, spec):
+        if spec.is_performance or host.cores_per_watt is None:
+            return 0.0
+        return host.cores_per_watt
 
 
 class BuildFailureWeigher:

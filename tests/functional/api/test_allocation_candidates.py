@@ -4,6 +4,8 @@ set-up through other APIs)."""
 
 import uuid as uuid_lib
 
+import pytest
+
 from placement.objects import node as node_obj
 from tests import builders as b
 from tests.conftest import ApiClient
@@ -213,6 +215,24 @@ def test_paging_walk_and_node_data(client, db):
     )
     assert second["nodes"][cns[1]]["cell"] is None
     assert second["nodes"][cns[1]]["family"] is None
+    # A hardware record with the cores and the CPU maximum gives its work
+    # per watt: 128 cores over 2 packages of 360 W and 2 boards of 300 W.
+    node_obj.put_hardware(
+        db,
+        cns[1],
+        {
+            "cpu_model": "EPYC",
+            "cpu_cores": 128,
+            "cpu_sockets": 2,
+            "cpu_max_cap_watts": 360.0,
+            "gpu_count": 2,
+            "gpu_model": "L4",
+            "gpu_max_cap_watts": 300.0,
+        },
+    )
+    again = _get(client, "resources=VCPU:1&page_size=7&node_data=true")
+    assert again["nodes"][cns[1]]["cores_per_watt"] == pytest.approx(128 / 1320, abs=1e-6)
+    assert "cores_per_watt" not in again["nodes"][cns[0]]  # no cores in its record
     # A marker from another query is refused.
     marker = first["links"][0]["href"].split("page_marker=")[1]
     resp = client.get("/allocation_candidates?resources=VCPU:2&page_size=1&page_marker=" + marker)

@@ -219,3 +219,62 @@ def test_resource_weighers_normalize_against_zero_and_labels_override_multiplier
     b.labels = {"scheduler.joule.io/ram_weight_multiplier": "lots"}  # ignored
     out = {h.name: w for w, _p, h in weighers_mod.weigh_hosts([a, b], spec(), weighers)}
     assert out["b"] == pytest.approx(0.9)
+
+
+def _stacking_conf(**multipliers):
+    from tests.unit.scheduler.conftest import make_conf
+
+    return make_conf(
+        power_weight_multiplier=10.0,
+        ram_weight_multiplier=1.0,
+        cpu_weight_multiplier=1.0,
+        disk_weight_multiplier=1.0,
+        **multipliers,
+    )
+
+
+def _ranked(hosts, conf, **spec_kw):
+    weighers = weighers_mod.load(conf.filter_scheduler)
+    out = weighers_mod.weigh_hosts(hosts, spec(**spec_kw), weighers)
+    return [h.name for _w, _p, h in sorted(out, key=lambda item: -item[0])]
+
+
+def _eco(name, used_vcpu, vcpu, cores_per_watt=None):
+    host = hs(name, "eco", ram=100000, vcpu=vcpu)
+    host.providers[name]["VCPU"][1] = used_vcpu
+    host.cores_per_watt = cores_per_watt
+    return host
+
+
+def test_packing_puts_work_on_the_busiest_host_and_efficiency_picks_where_a_stack_starts():
+    busy_old = _eco("busy-9654", 96, 192, 0.27)
+    empty_old = _eco("empty-9654", 0, 192, 0.27)
+    empty_new = _eco("empty-9965", 0, 384, 0.38)
+    unknown = _eco("empty-unknown", 0, 384)
+    hosts = [empty_old, unknown, empty_new, busy_old]
+    # Shipped defaults: both off, the free-resource weighers spread (the
+    # biggest empty hosts first).
+    assert set(_ranked(hosts, _stacking_conf())[:2]) == {"empty-unknown", "empty-9965"}
+    packing = _stacking_conf(packing_weight_multiplier=5.0)
+    assert _ranked(hosts, packing)[0] == "busy-9654"
+    both = _stacking_conf(packing_weight_multiplier=5.0, efficiency_weight_multiplier=2.0)
+    order = _ranked(hosts, both)
+    # A host already running work first; then the empty host of the family
+    # doing the most work per watt, and one whose record says nothing last.
+    assert order[:2] == ["busy-9654", "empty-9965"]
+    assert order[-1] == "empty-unknown"
+    # Performance work gets no efficiency preference.
+    weighers = weighers_mod.load(both.filter_scheduler)
+    parts = {
+        h.name: p.get("EfficiencyWeigher")
+        for _w, p, h in weighers_mod.weigh_hosts(
+            hosts, spec(workload_class="performance"), weighers
+        )
+    }
+    assert set(parts.values()) == {0.0}
+
+
+def test_efficiency_weigher_reads_node_data_only_for_standard_work():
+    weigher = weighers_mod.EfficiencyWeigher()
+    assert weigher.node_fields(spec()) == {"cores_per_watt"}
+    assert weigher.node_fields(spec(workload_class="performance")) == set()
