@@ -4,17 +4,24 @@ Usage (from the top of a checkout, PostgreSQL on 127.0.0.1:5432, user postgres, 
 
     python -m benchmarks.candidates_scale [--sizes 1000,10000,100000]
         [--page-size 100] [--samples 20] [--workers 1] [--threads 4]
+        [--max-ratio 1.5] [--max-first-page-ms 25]
 
 For each size: a fresh database loaded with bulk SQL (every 10th root has two
 NUMA-like children carrying the VCPU; every root has MEMORY_MB and DISK_GB,
 a trait and an aggregate), our API under gunicorn, then the median of
 ``--samples`` first-page requests (``page_size``) and one full walk following
 the ``next`` links, and the peak RSS (VmHWM) of the API worker processes.
+
+The seed's promise is that a page costs what the page holds: the run exits
+1, saying why on stderr, when the largest size's first-page median is more
+than ``--max-ratio`` (1.5) times the smallest's, or above
+``--max-first-page-ms`` (25; 0: no bound).
 """
 
 import argparse
 import platform
 import statistics
+import sys
 import time
 import uuid as uuid_lib
 
@@ -167,7 +174,21 @@ def main(argv=None):
     parser.add_argument("--samples", type=int, default=20)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument(
+        "--max-ratio",
+        type=float,
+        default=1.5,
+        help="fail when the largest size's first page takes more than this many "
+        "times the smallest's (1.5)",
+    )
+    parser.add_argument(
+        "--max-first-page-ms",
+        type=float,
+        default=25.0,
+        help="fail when the largest size's first page takes longer (25 ms; 0: no bound)",
+    )
     args = parser.parse_args(argv)
+    medians = {}
     print(f"machine: {platform.node()} {platform.machine()}, python {platform.python_version()}")
     for size in [int(s) for s in args.sizes.split(",")]:
         server = ScaleServer(size, args.workers, args.threads)
@@ -205,6 +226,7 @@ def main(argv=None):
                 links = [x["href"] for x in body["links"] if x["rel"] == "next"]
                 nxt = links[0] if links else None
             walk = time.perf_counter() - t
+            medians[size] = statistics.median(lat) * 1000
             print(
                 f"roots={size} load={loaded:.1f}s first_page_median="
                 f"{statistics.median(lat) * 1000:.1f}ms "
@@ -217,7 +239,33 @@ def main(argv=None):
             )
         finally:
             server.stop()
+    return _verdict(medians, args.max_ratio, args.max_first_page_ms)
+
+
+def _verdict(medians, max_ratio, max_ms):
+    """0, or 1 with the reason on stderr when paging lost its O(page) cost."""
+    if len(medians) < 2:
+        return 0
+    small, large = min(medians), max(medians)
+    ratio = medians[large] / medians[small]
+    print(
+        f"first page at {large} roots: {medians[large]:.1f} ms, "
+        f"{ratio:.2f}x the {medians[small]:.1f} ms at {small} roots"
+    )
+    failed = []
+    if ratio > max_ratio:
+        failed.append(f"{ratio:.2f}x the first page at {small} roots (at most {max_ratio:g}x)")
+    if max_ms and medians[large] > max_ms:
+        failed.append(f"{medians[large]:.1f} ms (at most {max_ms:g} ms)")
+    if failed:
+        sys.stderr.write(
+            f"candidates_scale: the first page at {large} roots took "
+            + " and ".join(failed)
+            + ": a page should cost what it holds, not what the cluster holds\n"
+        )
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
