@@ -8,7 +8,7 @@ user postgres, trust, unless --sqlite):
         [--batch-sizes 1,64] [--host-cache-seconds 0,10] [--instances 1000]
         [--workload mixed|small] [--threads N] [--calls-in-flight N]
         [--call-timeout S] [--anti-affinity 0.1] [--per-request 1] [--seed 1]
-        [--sqlite] [--expect-min RATE]
+        [--sqlite] [--expect-min RATE] [--rate PER_SECOND --duration SECONDS]
 
 Every service runs with its shipped defaults (the scheduler workers' and
 the super conductor's threads follow their batch options: scheduler.conf,
@@ -38,6 +38,11 @@ probability, 1-2 PGPU; 70% standard requests of 2-8 VCPU, 4-16 GiB.
 ``small`` is 1-4 VCPU, 1 GiB (the first measurements). ``--anti-affinity
 SHARE`` puts that share of the instances into anti-affinity server groups of
 10 (one member per host).
+
+``--rate R --duration S`` measures a steady load instead of a burst:
+build-submit offers R instances per second for S seconds, and p50/p99 are
+from each request's own cast to its outcome (the latency an instance sees
+when the system keeps up, where a burst measures queueing).
 
 Per row: instances/s (build-submit's: instances finished, placed or failed,
 from its first cast to its last outcome); p50/p99 latency from the cast to
@@ -277,10 +282,17 @@ def _percentile(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def _submit(cf, path, env, per_message=None):
-    """Run build-submit; return (summary, [seconds from start per outcome])."""
+def _submit(cf, path, env, per_message=None, rate=None):
+    """Run build-submit; return (summary, [latency of each placed instance]).
+
+    A burst (no ``rate``): every instance is cast at the start, so the
+    latency is from the first cast. A steady load (``rate`` instances per
+    second, build-submit --rate): from the cast of its own request, as
+    build-submit reports it on each outcome."""
     start = time.monotonic()
     extra = [] if per_message is None else ["--requests-per-message", str(per_message)]
+    if rate:
+        extra += ["--rate", str(rate)]
     proc = subprocess.Popen(
         [
             os.path.join(BIN, "build-submit"),
@@ -298,6 +310,7 @@ def _submit(cf, path, env, per_message=None):
         text=True,
     )
     arrivals = []
+    own = []  # build-submit's seconds from each request's cast
     last = None
     for line in proc.stdout:
         now = time.monotonic()
@@ -308,12 +321,15 @@ def _submit(cf, path, env, per_message=None):
             continue
         if item.get("status") == "placed" and "instance_uuid" in item:
             arrivals.append(now)
+            own.append(item.get("seconds"))
     proc.wait(timeout=60)
     summary = json.loads(last)
     if proc.returncode != 0:
         raise RuntimeError(f"build-submit exited {proc.returncode}: {summary}")
     # build-submit's seconds run from its first cast to its last outcome:
     # that cast is the origin (its start-up is not the system's latency).
+    if rate:
+        return summary, [x for x in own if x is not None]
     origin = (max(arrivals) - summary["seconds"]) if arrivals else start
     return summary, [t - origin for t in arrivals]
 
@@ -617,7 +633,9 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         cpu.start()
         # Before batching a submitter cast one message per request.
         try:
-            summary, latencies = _submit(cf, path, env, 1 if batch_size == 1 else None)
+            summary, latencies = _submit(
+                cf, path, env, 1 if batch_size == 1 else None, rate=args.rate
+            )
         finally:
             cpu_by, cpu_others = cpu.stop()
         per_route = {
@@ -648,6 +666,18 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         }
     finally:
         run.stop()
+
+
+def _check_args(p, args):
+    """Refuse what cannot be measured (argparse's exit 2); --duration sets --instances."""
+    if args.duration is not None:
+        if not args.rate:
+            p.error("--duration needs --rate")
+        args.instances = max(1, int(round(args.rate * args.duration)))
+    if not 0.0 <= args.anti_affinity <= 1.0:
+        p.error("--anti-affinity is a share, 0 to 1")
+    if args.calls_in_flight not in (None, "workers") and not args.calls_in_flight.isdigit():
+        p.error("--calls-in-flight is a number or 'workers'")
 
 
 def main(argv=None):
@@ -705,6 +735,22 @@ def main(argv=None):
         "instances/s than RATE",
     )
     p.add_argument("--instances", type=int, default=1000)
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        metavar="PER_SECOND",
+        help="a steady load instead of a burst: build-submit offers this many "
+        "instances per second (its --rate) and p50/p99 are from each request's "
+        "own cast to its outcome; with --duration, --instances is rate x duration",
+    )
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --rate: seconds of offered load (sets --instances)",
+    )
     p.add_argument("--per-request", type=int, default=1)
     p.add_argument("--workload", choices=("mixed", "small", "issue12"), default="mixed")
     p.add_argument(
@@ -717,10 +763,7 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sqlite", action="store_true", help="placement on SQLite, not PostgreSQL")
     args = p.parse_args(argv)
-    if not 0.0 <= args.anti_affinity <= 1.0:
-        p.error("--anti-affinity is a share, 0 to 1")
-    if args.calls_in_flight not in (None, "workers") and not args.calls_in_flight.isdigit():
-        p.error("--calls-in-flight is a number or 'workers'")
+    _check_args(p, args)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else [None]
     caches = (
         [float(c) for c in args.host_cache_seconds.split(",")]

@@ -8,9 +8,11 @@ joule.request_spec; the format is in docs/architecture.md, "The request
 spec"). A line that is not one is answered at once with ``{"line": N,
 "status": "invalid", "error": ...}`` and sent nowhere. The others get their
 request id and instance uuids filled in (when absent) and are cast to topic
-``conductor``. Then every instance's outcome is printed as it completes, one
+``conductor``, all at once or, with ``--rate``, at that many instances per
+second. Then every instance's outcome is printed as it completes, one
 JSON line each (a build result: instance_uuid, request_id, status
-placed|failed, host_uuid, reason, attempts, rescheduled), flushed; a request
+placed|failed, host_uuid, reason, attempts, rescheduled, and seconds: from
+the request's first cast to this outcome), flushed; a request
 the conductors refuse is one line ``{"request_id", "status": "refused",
 "error"}``. Last comes the summary; with ``--json`` it is one JSON object on
 the last line: requests, instances, placed, failed, rescheduled, invalid,
@@ -91,6 +93,15 @@ cli_opts = [
         "message is refused there, and its requests are sent again one by one "
         "after --resend-after). Resends always go one by one.",
     ),
+    cfg.FloatOpt(
+        "rate",
+        default=0.0,
+        min=0.0,
+        help="Instances per second to offer: the requests are cast at this pace, in "
+        "file order (what is due is cast together, in messages of up to "
+        "--requests-per-message), instead of all at the start; a steady load "
+        "rather than a burst. 0 (the default) casts every request at once.",
+    ),
 ]
 
 
@@ -144,6 +155,7 @@ class _Request:
         self.wire = wire
         self.pending = set(spec.instance_uuids)
         self.sent_at = 0.0
+        self.first_sent_at = None
         self.sends = 0
         self.order = 0  # of its last send, among every send of this run
         self.recorded = False
@@ -205,8 +217,9 @@ class Submitter:
             self.counts["instances"] += spec.num_instances
         return requests
 
-    def run(self, requests, timeout=600.0, resend_after=20.0, poll_interval=2.0):
-        """Send every request, gather outcomes until all are in or ``timeout``."""
+    def run(self, requests, timeout=600.0, resend_after=20.0, poll_interval=2.0, rate=0.0):
+        """Send every request (all at once, or ``rate`` instances per second),
+        gather outcomes until all are in or ``timeout``."""
         start = time.monotonic()
         server = rpc.make_server(
             self.conf,
@@ -217,12 +230,22 @@ class Submitter:
         )
         server.start()
         try:
-            self._send_all(list(requests.values()), getattr(self.conf, "requests_per_message", 1))
+            per_message = getattr(self.conf, "requests_per_message", 1)
+            unsent = list(requests.values())
+            if not rate:
+                self._send_all(unsent, per_message)
+                unsent = []
+            offered = 0  # instances cast so far, at the pace of ``rate``
             waiting = {r.spec.request_id: r for r in requests.values()}
             last_poll = time.monotonic()
             while waiting and time.monotonic() - start < timeout:
+                wait = min(poll_interval, 0.5)
+                if unsent:
+                    unsent, offered = self._send_due(unsent, offered, start, rate, per_message)
+                    if unsent:
+                        wait = max(0.0, min(wait, start + offered / rate - time.monotonic()))
                 try:
-                    kind, body = self.inbox.get(timeout=min(poll_interval, 0.5))
+                    kind, body = self.inbox.get(timeout=wait)
                     self._take(kind, body, waiting)
                     continue
                 except queue.Empty:
@@ -249,8 +272,22 @@ class Submitter:
         self._sent(req)
         self.conductors.build_instances(req.wire, self.reply_topic)
 
+    def _send_due(self, unsent, offered, start, rate, per_message):
+        """Cast the requests whose time has come at ``rate`` instances per
+        second from ``start``; (the rest, instances cast)."""
+        now = time.monotonic()
+        due = 0
+        while due < len(unsent) and start + offered / rate <= now:
+            offered += unsent[due].spec.num_instances
+            due += 1
+        if due:
+            self._send_all(unsent[:due], per_message)
+        return unsent[due:], offered
+
     def _sent(self, req):
         req.sent_at = req.last_news = time.monotonic()
+        if req.first_sent_at is None:
+            req.first_sent_at = req.sent_at
         req.sends += 1
         self._sends += 1
         req.order = self._sends
@@ -306,6 +343,9 @@ class Submitter:
         req.pending.discard(instance)
         self._mark_recorded(req)
         req.last_news = time.monotonic()
+        # From the request's first cast to this outcome: the latency a
+        # steady load (--rate) measures.
+        line["seconds"] = round(req.last_news - req.first_sent_at, 3)
         status = line["status"]
         self.counts[status] = self.counts.get(status, 0) + 1
         self.counts["rescheduled"] += line.get("rescheduled") or 0
@@ -329,7 +369,9 @@ class Submitter:
     def _poll(self, waiting, resend_after, stale_after):
         """Read placement (one request) for requests the bus has been quiet about."""
         now = time.monotonic()
-        quiet = [r for r in waiting.values() if now - r.last_news >= stale_after][:POLL_BATCH]
+        # Requests not yet cast (a paced run) have no news to wait for.
+        sent = [r for r in waiting.values() if r.sends]
+        quiet = [r for r in sent if now - r.last_news >= stale_after][:POLL_BATCH]
         if not quiet:
             return
         try:
@@ -337,7 +379,7 @@ class Submitter:
         except (client_mod.PlacementError, client_mod.PlacementUnreachable) as exc:
             LOG.warning("placement not read: %s", exc)
             return
-        head = min((r.order for r in waiting.values() if not r.recorded), default=0)
+        head = min((r.order for r in sent if not r.recorded), default=0)
         by_request = {}
         for rec in records:
             by_request.setdefault(rec["request_id"], []).append(rec)
@@ -428,6 +470,7 @@ def main(argv=None):
         timeout=conf.timeout,
         resend_after=conf.resend_after,
         poll_interval=conf.poll_interval,
+        rate=conf.rate,
     )
     transport.cleanup()
     print(format_summary(counts), file=sys.stderr if conf.json else sys.stdout)

@@ -104,3 +104,31 @@ def test_receivers_not_upgraded_take_every_message_of_their_version():
             server.stop()
             server.wait()
         transport.cleanup()
+
+
+def test_a_paced_submitter_offers_its_rate_and_times_each_outcome(services, db):
+    """``--rate``: 12 one-instance requests at 8 instances per second are cast
+    over about 1.4 s, not at once; each outcome says how long after its own
+    request's cast it came."""
+    conf, transport, driver = services
+    lines = []
+    sub = submit.Submitter(conf, transport, sconf.placement_client_of(conf), lines.append)
+    requests = sub.parse(bus.spec_lines(12, instances_per_request=1))
+    casts = []
+    real_send_all = sub._send_all
+
+    def send_all(reqs, per_message):
+        casts.append((time.monotonic(), len(reqs)))
+        real_send_all(reqs, per_message)
+
+    sub._send_all = send_all
+    counts = sub.run(requests, timeout=120, rate=8.0)
+    assert counts["unanswered"] == 0 and counts["placed"] + counts["failed"] == 12, counts
+    assert sum(n for _t, n in casts) == 12
+    assert len(casts) >= 6  # paced, not one burst
+    spread = casts[-1][0] - casts[0][0]
+    assert 1.0 <= spread <= 3.0, casts  # the 12th is due 11/8 s after the first
+    done = [line for line in lines if line.get("status") in ("placed", "failed")]
+    assert all(0 <= line["seconds"] < 60 for line in done)
+    # Each is timed from its own request's cast: none waited the whole run.
+    assert min(line["seconds"] for line in done) < spread
