@@ -85,12 +85,32 @@ def _lookup_statement():
         sa.select(sa.literal(2), agg.c.uuid, agg.c.id, no_int).where(
             agg.c.uuid.in_(sa.bindparam("agg_uuids", expanding=True))
         ),
-        sa.select(sa.literal(3), no_text, rp.c.id, rp.c.root_provider_id)
-        .select_from(
-            rp.join(rpt, rpt.c.resource_provider_id == rp.c.id).join(tr, tr.c.id == rpt.c.trait_id)
-        )
-        .where(tr.c.name == os_traits.MISC_SHARES_VIA_AGGREGATE),
+        # By the trait's id, not a join on its name: PostgreSQL cannot know
+        # which id the name has, estimates the join from the commonest
+        # trait (on a cluster where every node has HW_CPU_X86_AVX2, all of
+        # them) and reads every provider's traits (10 ms at 100,000
+        # roots); given the id, it looks the few sharing providers up.
+        sa.select(sa.literal(3), no_text, rpt.c.resource_provider_id, rp.c.root_provider_id)
+        .select_from(rpt.join(rp, rp.c.id == rpt.c.resource_provider_id))
+        .where(rpt.c.trait_id == sa.bindparam("sharing_trait_id", type_=sa.Integer)),
     )
+
+
+# Where a pooled database connection keeps the id of MISC_SHARES_VIA_AGGREGATE.
+_SHARING_TRAIT_KEY = "placement.sharing_trait_id"
+
+
+def _lookup(conn, params):
+    """({rc names: id}, {trait names: id}, {aggregate uuids: id}) and the
+    sharing providers, from one run of the lookup statement."""
+    found = ({}, {}, {})
+    sharing = []
+    for kind, key, ident, root in conn.execute(_lookup_statement(), params):
+        if kind == 3:
+            sharing.append((ident, root))
+        else:
+            found[kind][key] = ident
+    return found, sharing
 
 
 def resolve(conn, req):
@@ -109,20 +129,24 @@ def resolve(conn, req):
         agg_uuids |= group.forbidden_aggs
         for s in group.member_of:
             agg_uuids |= s
-    found = ({}, {}, {})
-    sharing = []
-    for kind, key, ident, root in conn.execute(
-        _lookup_statement(),
-        {
-            "rc_names": sorted(req.requested_rc_names),
-            "trait_names": sorted(names),
-            "agg_uuids": sorted(agg_uuids),
-        },
-    ):
-        if kind == 3:
-            sharing.append((ident, root))
-        else:
-            found[kind][key] = ident
+    params = {
+        "rc_names": sorted(req.requested_rc_names),
+        "trait_names": sorted(names),
+        "agg_uuids": sorted(agg_uuids),
+    }
+    # The sharing providers are read by the id of MISC_SHARES_VIA_AGGREGATE,
+    # which the same statement also reports: kept on the pooled connection,
+    # it costs nothing; the first time (or if the trait was ever created
+    # again under another id) the statement runs a second time with the id
+    # it reported.
+    info = conn.connection.info
+    for _attempt in range(2):
+        params["sharing_trait_id"] = used = info.get(_SHARING_TRAIT_KEY, -1)
+        found, sharing = _lookup(conn, params)
+        actual = found[1].get(os_traits.MISC_SHARES_VIA_AGGREGATE, -1)
+        if actual == used:
+            break
+        info[_SHARING_TRAIT_KEY] = actual
     rc_ids, trait_ids, agg_ids = found
     req.sharing_providers = sorted(sharing)
 
