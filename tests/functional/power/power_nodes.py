@@ -5,12 +5,27 @@ sees, and pending build requests that ask for capacity."""
 from joule import request_spec as spec_mod
 from joule import vocabulary
 from joule.placement_client import url_path
+from powerpolicy import conf as conf_mod
 from tests import builders
 from tests.conftest import new_uuid
 
 CPU = "AMD EPYC 9655 96-Core Processor"
 # What the ComputeFilter makes placement leave out (scheduler/filters/compute.py).
 ASLEEP = ",".join("!" + vocabulary.POWER_STATE_TRAITS[s] for s in sorted(vocabulary.NOT_ON))
+
+
+def suspend_conf(static_hp_frac, min_spare_nodes, **driver):
+    """The controller's configuration of the suspend tests: suspend on, a
+    node idle for a minute goes off, the driver's own options beside."""
+    return conf_mod.make_conf(
+        overrides={
+            "static_hp_frac": static_hp_frac,
+            "suspend_enabled": True,
+            "suspend_after": 60,
+            "min_spare_nodes": min_spare_nodes,
+            **driver,
+        }
+    )
 
 
 def register(api, db, name):

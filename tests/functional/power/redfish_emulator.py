@@ -94,3 +94,8 @@ def bmc_file(tmp_path, emulator, password):
     path = tmp_path / "bmcs.json"
     path.write_text(json.dumps(bmcs))
     return path
+
+
+def driver_options(bmc_path):
+    """[power] options of the redfish driver on the BMCs of ``bmc_path``."""
+    return {"power_driver": "redfish", "bmc_file": str(bmc_path), "redfish_off_action": "ForceOff"}

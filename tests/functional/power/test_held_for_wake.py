@@ -18,7 +18,6 @@ import uuid
 
 from joule import placement_client
 from joule.placement_client import url_path
-from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
 from tests import processes
@@ -66,17 +65,8 @@ def test_a_request_held_while_nodes_wake_is_placed_on_nodes_that_are_on(
     rps = {name: power_nodes.register(api, db, name) for name in NODES}
     name_of = {rp: name for name, rp in rps.items()}
     now = [1000.0]
-    conf = conf_mod.make_conf(
-        overrides={
-            "static_hp_frac": 0.1,
-            "suspend_enabled": True,
-            "suspend_after": 60,
-            "min_spare_nodes": 2,
-            "power_driver": "redfish",
-            "bmc_file": str(redfish_emulator.bmc_file(tmp_path, emulator, "pw")),
-            "redfish_off_action": "ForceOff",
-        }
-    )
+    bmcs = redfish_emulator.bmc_file(tmp_path, emulator, "pw")
+    conf = power_nodes.suspend_conf(0.1, 2, **redfish_emulator.driver_options(bmcs))
     ctl = controller_mod.Controller(conf, api, metrics_mod.Metrics(), clock=lambda: now[0])
 
     def tick():

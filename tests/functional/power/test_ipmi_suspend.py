@@ -101,16 +101,8 @@ def _driver(bmc_file):
 
 
 def _controller(api, bmc_file, now, metrics):
-    conf = conf_mod.make_conf(
-        overrides={
-            "static_hp_frac": 0.25,
-            "suspend_enabled": True,
-            "suspend_after": 60,
-            "min_spare_nodes": 1,
-            "power_driver": "ipmi",
-            "bmc_file": bmc_file,
-            "ipmi_off_action": "shutdown",
-        }
+    conf = power_nodes.suspend_conf(
+        0.25, 1, power_driver="ipmi", bmc_file=bmc_file, ipmi_off_action="shutdown"
     )
     return controller_mod.Controller(conf, api, metrics, clock=lambda: now[0])
 

@@ -8,7 +8,6 @@ node waking (never schedulable) while its BMC does not answer.
 """
 
 from joule import placement_client
-from powerpolicy import conf as conf_mod
 from powerpolicy import controller as controller_mod
 from powerpolicy import metrics as metrics_mod
 from tests import processes
@@ -26,17 +25,7 @@ def test_the_controller_sleeps_and_wakes_nodes_through_their_bmcs(
     password = "s3cret-" + new_uuid()[:8]
     bmc_file = redfish_emulator.bmc_file(tmp_path, emulator, password)
     now = [1000.0]
-    conf = conf_mod.make_conf(
-        overrides={
-            "static_hp_frac": 0.1,
-            "suspend_enabled": True,
-            "suspend_after": 60,
-            "min_spare_nodes": 2,
-            "power_driver": "redfish",
-            "bmc_file": str(bmc_file),
-            "redfish_off_action": "ForceOff",
-        }
-    )
+    conf = power_nodes.suspend_conf(0.1, 2, **redfish_emulator.driver_options(bmc_file))
     metrics = metrics_mod.Metrics()
     ctl = controller_mod.Controller(conf, api, metrics, clock=lambda: now[0])
 

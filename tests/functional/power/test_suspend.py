@@ -45,15 +45,7 @@ def test_idle_nodes_sleep_and_wake_for_pending_work(live_server, db, tmp_path):
     rps = {name: power_nodes.register(api, db, name) for name in ("cn-1", "cn-2", "cn-3", "cn-4")}
     bmc, programs = _programs(tmp_path)
     now = [1000.0]
-    conf = conf_mod.make_conf(
-        overrides={
-            "static_hp_frac": 0.25,
-            "suspend_enabled": True,
-            "suspend_after": 60,
-            "min_spare_nodes": 1,
-            **programs,
-        }
-    )
+    conf = power_nodes.suspend_conf(0.25, 1, **programs)
     metrics = metrics_mod.Metrics()
     ctl = controller_mod.Controller(conf, api, metrics, clock=lambda: now[0])
 
