@@ -181,8 +181,11 @@ def _fmt(value, spec):
 
 
 def format_table(data):
+    # Wide enough for every label: a sweep's '+suspend@3m' and '@10m'
+    # columns must not be cut to the same name (26 without one that long).
+    w = max([26] + [len(p["label"]) + 1 for p in data["policies"]])
     head = (
-        f"{'policy':<26}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
+        f"{'policy':<{w}}{'IT kWh':>11}{'saved %':>9}{'jobs':>7}{'done':>7}"
         f"{'kWh/job':>9}{'perf p50/p95':>15}{'std p50/p95':>15}{'perf on eco':>13}"
     )
     lines = [
@@ -194,7 +197,7 @@ def format_table(data):
     for p in data["policies"]:
         perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
         lines.append(
-            f"{p['label'][:25]:<26}{p['it_kwh']:>11.1f}{_fmt(p['energy_saved_pct'], '.1f'):>9}"
+            f"{p['label']:<{w}}{p['it_kwh']:>11.1f}{_fmt(p['energy_saved_pct'], '.1f'):>9}"
             f"{p['jobs_submitted']:>7}{p['jobs_completed']:>7}"
             f"{_fmt(p['kwh_per_completed_job'], '.1f'):>9}"
             f"{_fmt(perf['p50'], '.2f') + '/' + _fmt(perf['p95'], '.2f'):>15}"
@@ -205,13 +208,13 @@ def format_table(data):
     if waits:
         lines.append("")
         lines.append(
-            f"{'policy':<26}{'perf wait p95':>15}{'std wait p95':>14}"
+            f"{'policy':<{w}}{'perf wait p95':>15}{'std wait p95':>14}"
             f"{'suspends':>10}{'wake-ups':>10}{'per node-day':>14}"
         )
         for p in data["policies"]:
             perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
             lines.append(
-                f"{p['label'][:25]:<26}{_fmt(perf['wait_p95_minutes'], '.1f') + ' min':>15}"
+                f"{p['label']:<{w}}{_fmt(perf['wait_p95_minutes'], '.1f') + ' min':>15}"
                 f"{_fmt(std['wait_p95_minutes'], '.1f') + ' min':>14}"
                 f"{_fmt(p.get('suspends'), 'd'):>10}{_fmt(p.get('wakeups'), 'd'):>10}"
                 f"{_fmt(p.get('wakeups_per_node_day'), '.3f'):>14}"

@@ -208,7 +208,9 @@ def _parser():
         default=[30.0],
         metavar="MINUTES[,MINUTES...]",
         help="suspend columns: minutes a node stays idle before it is suspended "
-        "([power] suspend_after; 30). Several values sweep it: one column each.",
+        "([power] suspend_after; 30). Several values sweep it: one column each. "
+        "Idleness is seen at the controller's ticks (--tick-minutes, 15), so every "
+        "value up to one tick suspends at the tick after a node is first seen idle.",
     )
     p.add_argument(
         "--min-spare-nodes",
