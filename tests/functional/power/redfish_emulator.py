@@ -15,6 +15,14 @@ from tests import processes
 
 NODES = [f"cn-{i:02d}" for i in range(1, 11)]
 
+# Controller seconds a test's wait loop advances per pass (about one wall
+# second). The emulator applies a power change 1-11 wall seconds after it
+# is asked, and every new ask restarts that delay; the controller asks a
+# change again once 5 of its minutes passed. At 15 s a pass, that is 20
+# wall seconds, longer than the longest delay (at 60 s a pass it was 5,
+# and a node could be asked again before each delay ran out, for ever).
+WAIT_STEP = 15
+
 
 def _system_uuid(i):
     return f"5ee0c0de-0000-4000-8000-{i:012d}"

@@ -69,8 +69,8 @@ def test_a_request_held_while_nodes_wake_is_placed_on_nodes_that_are_on(
     conf = power_nodes.suspend_conf(0.1, 2, **redfish_emulator.driver_options(bmcs))
     ctl = controller_mod.Controller(conf, api, metrics_mod.Metrics(), clock=lambda: now[0])
 
-    def tick():
-        now[0] += 60
+    def tick(step=60):
+        now[0] += step
         return ctl.tick()
 
     # 7 of 10 asleep: the family's performance node and two spares stay on.
@@ -78,10 +78,10 @@ def test_a_request_held_while_nodes_wake_is_placed_on_nodes_that_are_on(
     tick()
 
     def asleep_off():
-        tick()
+        tick(redfish_emulator.WAIT_STEP)
         return sum(s == "off" for s in power_nodes.states(api).values()) == 7
 
-    processes.until("seven nodes off", asleep_off, timeout=40, every=1.0)
+    processes.until("seven nodes off", asleep_off, timeout=90, every=1.0)
 
     env = dict(os.environ)
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
@@ -128,10 +128,10 @@ def test_a_request_held_while_nodes_wake_is_placed_on_nodes_that_are_on(
         assert len(woken) == 2
 
         def woken_on():
-            tick()
+            tick(redfish_emulator.WAIT_STEP)
             return all(power_nodes.states(api)[n] == "on" for n in woken)
 
-        processes.until("the woken nodes on", woken_on, timeout=60, every=1.0)
+        processes.until("the woken nodes on", woken_on, timeout=90, every=1.0)
         out, err = submit.communicate(timeout=120)
         assert submit.returncode == 0, err[-3000:]
         outcomes = [json.loads(line) for line in out.splitlines()]

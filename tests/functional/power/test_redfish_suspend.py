@@ -39,11 +39,11 @@ def test_the_controller_sleeps_and_wakes_nodes_through_their_bmcs(
 
     # The emulated BMCs apply the power-off a few seconds later; the twins follow.
     def all_off():
-        now[0] += 60
+        now[0] += redfish_emulator.WAIT_STEP
         ctl.tick()
         return all(power_nodes.states(api)[n] == "off" for n in asleep)
 
-    processes.until("the BMCs to read off", all_off, timeout=40, every=1.0)
+    processes.until("the BMCs to read off", all_off, timeout=90, every=1.0)
     for i, name in enumerate(NODES, 1):
         assert emulator.power(i) == ("Off" if name in asleep else "On")
 
@@ -65,11 +65,11 @@ def test_the_controller_sleeps_and_wakes_nodes_through_their_bmcs(
     emulator.start()
 
     def woken_on():
-        now[0] += 60
+        now[0] += redfish_emulator.WAIT_STEP
         ctl.tick()
         return all(power_nodes.states(api)[n] == "on" for n in woken)
 
-    processes.until("the woken nodes to be on", woken_on, timeout=40, every=1.0)
+    processes.until("the woken nodes to be on", woken_on, timeout=90, every=1.0)
     assert {rps[n] for n in woken} <= power_nodes.awake_roots(api)
     for i, name in enumerate(NODES, 1):
         if name in woken:
