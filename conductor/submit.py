@@ -160,6 +160,9 @@ class _Request:
         self.order = 0  # of its last send, among every send of this run
         self.recorded = False
         self.last_news = 0.0
+        # Instances placement showed finished once: taken from there at the
+        # next poll if the bus has not brought their outcome by then.
+        self.seen_finished = set()
 
 
 class Submitter:
@@ -406,6 +409,13 @@ class Submitter:
                 continue
             for rec in recs:
                 if rec["status"] in ("placed", "failed"):
+                    if rec["instance_uuid"] not in req.seen_finished:
+                        # The conductor records the outcome and then casts
+                        # it: the bus's copy (with attempts and moves) is
+                        # usually a moment behind. Placement's is taken
+                        # only when the next poll still finds it missing.
+                        req.seen_finished.add(rec["instance_uuid"])
+                        continue
                     self._record_result(
                         waiting,
                         req.spec.request_id,
