@@ -407,32 +407,36 @@ class Submitter:
                 )
                 self._send(req)
                 continue
-            for rec in recs:
-                if rec["status"] in ("placed", "failed"):
-                    if rec["instance_uuid"] not in req.seen_finished:
-                        # The conductor records the outcome and then casts
-                        # it: the bus's copy (with attempts and moves) is
-                        # usually a moment behind. Placement's is taken
-                        # only when the next poll still finds it missing.
-                        req.seen_finished.add(rec["instance_uuid"])
-                        continue
-                    self._record_result(
-                        waiting,
-                        req.spec.request_id,
-                        rec["instance_uuid"],
-                        {
-                            "instance_uuid": rec["instance_uuid"],
-                            "request_id": rec["request_id"],
-                            "workload_class": rec["workload_class"],
-                            "status": rec["status"],
-                            "host_uuid": rec["host_uuid"],
-                            "host_name": None,
-                            "reason": rec["reason"],
-                            "attempts": None,
-                            "rescheduled": None,
-                            "source": "placement",
-                        },
-                    )
+            self._take_finished(waiting, req, recs)
+
+    def _take_finished(self, waiting, req, recs):
+        """The outcomes placement shows for ``req`` that the bus has not
+        brought, each from the second poll that finds it (the conductor
+        records an outcome and then casts it: the bus's copy, with attempts
+        and moves, is usually a moment behind)."""
+        for rec in recs:
+            if rec["status"] not in ("placed", "failed"):
+                continue
+            if rec["instance_uuid"] not in req.seen_finished:
+                req.seen_finished.add(rec["instance_uuid"])
+                continue
+            self._record_result(
+                waiting,
+                req.spec.request_id,
+                rec["instance_uuid"],
+                {
+                    "instance_uuid": rec["instance_uuid"],
+                    "request_id": rec["request_id"],
+                    "workload_class": rec["workload_class"],
+                    "status": rec["status"],
+                    "host_uuid": rec["host_uuid"],
+                    "host_name": None,
+                    "reason": rec["reason"],
+                    "attempts": None,
+                    "rescheduled": None,
+                    "source": "placement",
+                },
+            )
 
 
 def format_summary(counts):
