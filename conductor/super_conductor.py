@@ -38,6 +38,7 @@ from conductor import wake_waits
 from joule import placement_client as client_mod
 from joule import request_spec as spec_mod
 from joule import rpc
+from joule import vocabulary
 from scheduler import claim as claim_mod
 
 # The logger of the conductor before its split into modules: its lines keep
@@ -260,9 +261,8 @@ class SuperConductor:
         self._build_casts.submit_many(cell, [(b, reply_topic) for b in builds])
 
 
-# The scheduler's answer for a request that fits only on sleeping nodes
-# (scheduler.service).
-WAITING = "waiting"
+# The scheduler's answer for a request that fits only on sleeping nodes.
+WAITING = vocabulary.SCHEDULER_WAITING
 
 # The pauses between the tries of recording a request while placement is
 # not there: 1, 2, 4, 8, 8 ... seconds.

@@ -95,6 +95,11 @@ def cores_per_watt(cpu_cores, cpu_sockets, cpu_max_cap_watts, gpu_count, gpu_max
     return cpu_cores / watts
 
 
+# The scheduler's answer status for a request that fits only on nodes that
+# are asleep: the super conductor holds it while they wake.
+SCHEDULER_WAITING = "waiting"
+
+
 # -- build request leases on the wire -------------------------------------------
 
 # The header of an allocation write guarded by a build request's lease:

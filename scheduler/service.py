@@ -36,6 +36,7 @@ import time
 
 from joule import placement_client
 from joule import request_spec as spec_mod
+from joule import vocabulary
 from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import batcher as batcher_mod
 from scheduler import batching
@@ -56,7 +57,7 @@ LOG = logging.getLogger(__name__)
 # The answer of a request whose caller's deadline passed (joule.rpc).
 EXPIRED = "expired"
 # No host that is on fits, sleeping ones would once woken (scheduler.waking).
-WAITING = "waiting"
+WAITING = vocabulary.SCHEDULER_WAITING
 
 
 class SchedulerEndpoint:
