@@ -43,12 +43,28 @@ IDLE_SECONDS = 300.0
 
 
 class _Slot:
-    __slots__ = ("item", "done", "result")
+    __slots__ = ("item", "done", "result", "call")
 
-    def __init__(self, item):
+    def __init__(self, item, call):
         self.item = item
         self.done = False
         self.result = None
+        self.call = call
+
+
+class _Call:
+    """One caller's items and its own wake-up: a flush wakes the callers
+    whose items it finished and, when a flush slot frees, the caller of the
+    oldest queued item to lead the next one. Never every waiting thread: a
+    super conductor holds about 200 request threads, and one condition
+    shared by all of them woke each on every flush to find nothing to do
+    (40 % of its CPU in the bus benchmark's profile)."""
+
+    __slots__ = ("remaining", "wake")
+
+    def __init__(self, count):
+        self.remaining = count
+        self.wake = threading.Event()
 
 
 class Batcher:
@@ -69,8 +85,8 @@ class Batcher:
         # batch: the leader only waits out the window then (a lone caller,
         # e.g. the simulator's one thread, never waits).
         self._company = company or (lambda: True)
-        self._cond = threading.Condition()
-        self._pending = []
+        self._lock = threading.Lock()
+        self._pending = collections.deque()
         self._busy = 0
         self._gathering = False
         # How many flushes and items went through (tests and metrics).
@@ -82,28 +98,48 @@ class Batcher:
 
     def submit_many(self, items):
         """Submit items; block until their flush is done; return their results."""
-        slots = [_Slot(i) for i in items]
-        with self._cond:
+        call = _Call(len(items))
+        slots = [_Slot(i, call) for i in items]
+        if not slots:
+            return []
+        with self._lock:
             self._pending.extend(slots)
         while True:
-            with self._cond:
+            with self._lock:
+                if not call.remaining:
+                    # Woken as the next leader but done meanwhile: pass it on.
+                    self._wake_next_leader()
+                    break
                 # One leader gathers at a time (a second one would split
                 # the window's callers and could flush nothing).
-                while not all(s.done for s in slots) and (
-                    self._busy >= self._concurrent or self._gathering or not self._pending
-                ):
-                    self._cond.wait()
-                if all(s.done for s in slots):
-                    break
-                self._busy += 1
-                self._gathering = True
-            self._lead()
+                lead = self._busy < self._concurrent and not self._gathering and self._pending
+                if lead:
+                    self._busy += 1
+                    self._gathering = True
+                else:
+                    call.wake.clear()
+            if lead:
+                self._lead()
+            else:
+                call.wake.wait()
         out = []
         for slot in slots:
             if isinstance(slot.result, BaseException):
                 raise slot.result
             out.append(slot.result)
         return out
+
+    def _wake_next_leader(self):
+        """(Under the lock.) Wake the caller of the oldest queued item when
+        a flush could start now; it leads it."""
+        if self._pending and self._busy < self._concurrent and not self._gathering:
+            self._pending[0].call.wake.set()
+
+    def _take(self):
+        """(Under the lock.) Up to max_items queued slots, oldest first."""
+        pending = self._pending
+        count = min(self.max_items, len(pending))
+        return [pending.popleft() for _ in range(count)]
 
     def _lead(self):
         batch = []
@@ -112,11 +148,10 @@ class Batcher:
                 if self.window > 0 and self._company():
                     time.sleep(self.window)  # others join meanwhile
             finally:
-                with self._cond:
-                    batch = self._pending[: self.max_items]
-                    del self._pending[: self.max_items]
+                with self._lock:
+                    batch = self._take()
                     self._gathering = False
-                    self._cond.notify_all()  # the next leader may gather now
+                    self._wake_next_leader()  # the next leader may gather now
             if not batch:
                 return
             try:
@@ -125,17 +160,21 @@ class Batcher:
                 results = [exc] * len(batch)
             for slot, result in zip(batch, results, strict=True):
                 slot.result = result
-            with self._cond:
+            with self._lock:
                 self.flushes += 1
                 self.items += len(batch)
             if self._kind is not None:
                 self._histogram.labels(self._kind).observe(len(batch))
         finally:
-            with self._cond:
+            with self._lock:
                 for slot in batch:
                     slot.done = True
+                    call = slot.call
+                    call.remaining -= 1
+                    if not call.remaining:
+                        call.wake.set()
                 self._busy -= 1
-                self._cond.notify_all()
+                self._wake_next_leader()
 
 
 class Batchers:

@@ -9,6 +9,7 @@ joining the next batch. A spec whose caller's deadline passed while it
 waited in the queue leaves it unrun (EXPIRED): nothing walked or claimed.
 """
 
+import collections
 import logging
 import threading
 import time
@@ -20,15 +21,30 @@ from scheduler.pipeline import deadline_passed
 LOG = logging.getLogger(__name__)
 
 
-class _Item:
-    __slots__ = ("spec", "group", "deadline", "outcome", "done")
+class _Call:
+    """One caller's items and its own wake-up. A batch wakes the callers
+    whose specs it decided, a new spec wakes only the gatherer, and a free
+    batch slot wakes the caller of the oldest queued spec to gather: never
+    every waiting thread (a worker holds up to batch_size x
+    concurrent_batches of them)."""
 
-    def __init__(self, spec, group, deadline=None):
+    __slots__ = ("remaining", "wake")
+
+    def __init__(self, count):
+        self.remaining = count
+        self.wake = threading.Event()
+
+
+class _Item:
+    __slots__ = ("spec", "group", "deadline", "outcome", "done", "call")
+
+    def __init__(self, spec, group, deadline, call):
         self.spec = spec
         self.group = group
         self.deadline = deadline
         self.outcome = None
         self.done = False
+        self.call = call
 
 
 class Batcher:
@@ -48,10 +64,11 @@ class Batcher:
         self._size = size
         self._window = window
         self._slots = slots
-        self._cond = threading.Condition()
-        self._queue = []
+        self._lock = threading.Lock()
+        self._queue = collections.deque()
         self._busy = 0
-        self._gathering = False
+        # The call of the caller gathering a batch, or None.
+        self._gatherer = None
 
     def submit(self, spec, group=None):
         return self.submit_many([(spec, group)])[0]
@@ -62,17 +79,35 @@ class Batcher:
         the same batches as single calls' specs. ``deadline``: their
         caller's (epoch seconds) or None: a spec still queued when it has
         passed is taken out of its batch, its outcome (EXPIRED, None)."""
-        items = [_Item(spec, group, deadline) for spec, group in pairs]
-        cond = self._cond
-        with cond:
+        call = _Call(len(pairs))
+        items = [_Item(spec, group, deadline, call) for spec, group in pairs]
+        if not items:
+            return []
+        with self._lock:
             self._queue.extend(items)
-            cond.notify_all()
-            while not all(it.done for it in items):
-                if not self._gathering and self._busy < self._slots and self._queue:
-                    self._work()
-                    continue
-                cond.wait()
+            if self._gatherer is not None and len(self._queue) >= self._size:
+                self._gatherer.wake.set()  # its batch is full: no need to wait on
+        while True:
+            with self._lock:
+                if not call.remaining:
+                    # Woken to gather but done meanwhile: pass it on.
+                    self._wake_next_gatherer()
+                    break
+                gather = self._gatherer is None and self._busy < self._slots and self._queue
+                if gather:
+                    self._gatherer = call
+                call.wake.clear()
+            if gather:
+                self._work(call)
+            else:
+                call.wake.wait()
         return [it.outcome for it in items]
+
+    def _wake_next_gatherer(self):
+        """(Under the lock.) Wake the caller of the oldest queued spec when
+        a batch could be gathered now."""
+        if self._queue and self._gatherer is None and self._busy < self._slots:
+            self._queue[0].call.wake.set()
 
     @staticmethod
     def _drop_expired(batch):
@@ -83,41 +118,47 @@ class Batcher:
             if deadline_passed(it.deadline):
                 it.outcome = (EXPIRED, None)
                 it.done = True
+                it.call.remaining -= 1
+                if not it.call.remaining:
+                    it.call.wake.set()
             else:
                 keep.append(it)
         return keep
 
-    def _work(self):
-        """Gather a batch and run it (called and returning with the lock held)."""
-        cond = self._cond
-        self._gathering = True
-        if self._busy and self._window:
+    def _work(self, call):
+        """Gather a batch and run it (called and returning without the lock)."""
+        if self._window:
             deadline = time.monotonic() + self._window
-            while len(self._queue) < self._size:
+            while True:
+                with self._lock:
+                    if not self._busy or len(self._queue) >= self._size:
+                        break
+                    call.wake.clear()
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                cond.wait(left)
-        batch = self._queue[: self._size]
-        del self._queue[: self._size]
-        batch = self._drop_expired(batch)
+                call.wake.wait(left)
+        with self._lock:
+            queue = self._queue
+            batch = [queue.popleft() for _ in range(min(self._size, len(queue)))]
+            batch = self._drop_expired(batch)
+            self._gatherer = None
+            if batch:
+                self._busy += 1
+            self._wake_next_gatherer()
         if not batch:
-            self._gathering = False
-            cond.notify_all()
             return
-        self._busy += 1
-        self._gathering = False
-        cond.notify_all()
-        cond.release()
         try:
             outcomes = self._run([it.spec for it in batch], [it.group for it in batch])
         except Exception:  # noqa: BLE001 - the batch failed: each goes alone
             LOG.exception("batch of %d request(s) failed; scheduling them alone", len(batch))
             outcomes = [(ALONE, None)] * len(batch)
-        finally:
-            cond.acquire()
+        with self._lock:
             self._busy -= 1
-        for it, outcome in zip(batch, outcomes, strict=True):
-            it.outcome = outcome
-            it.done = True
-        cond.notify_all()
+            for it, outcome in zip(batch, outcomes, strict=True):
+                it.outcome = outcome
+                it.done = True
+                it.call.remaining -= 1
+                if not it.call.remaining:
+                    it.call.wake.set()
+            self._wake_next_gatherer()

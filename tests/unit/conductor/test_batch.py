@@ -12,6 +12,7 @@ from conductor import service as cond_service
 from conductor import super_conductor
 from joule import rpc
 from joule.rpc import oslo_messaging
+from tests.unit.wake_counts import counting_waits
 
 
 class _Flush:
@@ -55,7 +56,7 @@ def test_callers_queued_behind_a_flush_share_the_next_one():
         t.start()
     # Wait until all four are queued behind the flush in flight.
     for _ in range(1000):
-        with b._cond:
+        with b._lock:
             if len(b._pending) == 4:
                 break
         threading.Event().wait(0.01)
@@ -176,7 +177,7 @@ def test_batchers_share_a_flush_only_within_a_key():
     for t in others:
         t.start()
     for _ in range(1000):
-        with b._batchers["k1"]._cond:
+        with b._batchers["k1"]._lock:
             if len(b._batchers["k1"]._pending) == 2:
                 break
         threading.Event().wait(0.01)
@@ -369,3 +370,39 @@ def test_one_leader_gathers_at_a_time_and_no_flush_is_empty():
         t.join(10)
     assert calls == [["a", "b"]]
     assert out == {"a": "a", "b": "b"}
+
+
+def test_many_callers_each_get_their_results_and_a_flush_wakes_only_its_own():
+    """200 callers (a super conductor's request threads), small flushes,
+    two at once: no caller is lost between flushes, each gets its own
+    items' results, and a caller is woken about once per flush that
+    finished its items or made it the next leader, never by every flush
+    (one condition shared by every thread woke all of them each time)."""
+    lock = threading.Lock()
+    calls = []
+
+    def flush(items):
+        with lock:
+            calls.append(len(items))
+        threading.Event().wait(0.001)
+        return [item * 2 for item in items]
+
+    b = batch.Batcher(flush, window=0.0, max_items=7, concurrent=2)
+    results = {}
+    start = threading.Barrier(200)
+
+    def caller(n):
+        start.wait(10)
+        results[n] = b.submit_many([n, n + 1000])
+
+    with counting_waits(batch) as wakes:
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(200)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert not any(t.is_alive() for t in threads), "a caller was never woken"
+    assert results == {n: [2 * n, 2 * (n + 1000)] for n in range(200)}
+    assert sum(calls) == 400 and max(calls) <= 7
+    # Each caller waits a few times at most, whatever the number of flushes (58+).
+    assert max(wakes.values()) <= 6, wakes.most_common(3)

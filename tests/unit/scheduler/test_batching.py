@@ -19,6 +19,7 @@ from scheduler import worker
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
+from tests.unit.wake_counts import counting_waits
 
 
 def spec(request_id, vcpu=2, ram=1024, n=1, **kw):
@@ -411,3 +412,36 @@ def test_reports_keep_the_configured_number_of_top_hosts_with_their_weights():
     assert len(top) == 20
     assert all(set(t["weights"]) >= {"RAMWeigher"} for t in top)
     assert [t["weight"] for t in top] == sorted((t["weight"] for t in top), reverse=True)
+
+
+def test_batcher_many_callers_are_all_answered_and_wait_a_few_times_each():
+    """128 callers (a worker's threads), batches of 8, two in flight and
+    a gathering window: every caller gets its own outcome, and none is
+    woken by every batch (a shared condition woke them all each time)."""
+    lock = threading.Lock()
+    sizes = []
+
+    def run(specs, groups):
+        with lock:
+            sizes.append(len(specs))
+        threading.Event().wait(0.002)
+        return [(batching.PLACED, f"answer-{s}") for s in specs]
+
+    batcher = batcher_mod.Batcher(run, size=8, window=0.002, slots=2)
+    results = {}
+    start = threading.Barrier(128)
+
+    def call(n):
+        start.wait(10)
+        results[n] = batcher.submit(f"s{n}")
+
+    with counting_waits(batcher_mod) as waits:
+        threads = [threading.Thread(target=call, args=(n,)) for n in range(128)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert not any(t.is_alive() for t in threads), "a caller was never woken"
+    assert results == {n: (batching.PLACED, f"answer-s{n}") for n in range(128)}
+    assert sum(sizes) == 128 and max(sizes) <= 8
+    assert max(waits.values()) <= 6, waits.most_common(3)

@@ -1,0 +1,40 @@
+"""How often each thread waits on a batcher's per-call wake-up.
+
+Both batchers (conductor.batch, scheduler.batcher) give every caller a
+``_Call`` with its own ``wake`` event, so that a finished flush wakes its
+own callers and one next leader, never every waiting thread. A test swaps
+in this counting ``_Call`` to see that a caller waits a few times, not once
+per flush.
+"""
+
+import collections
+import contextlib
+import threading
+
+
+@contextlib.contextmanager
+def counting_waits(module):
+    """Within the block, ``module._Call``'s wake-ups count each thread's
+    waits; yields the Counter (thread id -> waits)."""
+    waits = collections.Counter()
+    real_call = module._Call
+
+    class CountingCall(real_call):
+        __slots__ = ()
+
+        def __init__(self, count):
+            super().__init__(count)
+            wait = self.wake.wait
+            me = threading.get_ident()
+
+            def counted(timeout=None):
+                waits[me] += 1
+                return wait(timeout)
+
+            self.wake.wait = counted
+
+    module._Call = CountingCall
+    try:
+        yield waits
+    finally:
+        module._Call = real_call
