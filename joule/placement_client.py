@@ -33,6 +33,7 @@ import logging
 import time
 import urllib.parse
 
+import orjson
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
@@ -501,7 +502,16 @@ class PlacementClient:
 
     def _json(self, method, path, **kwargs):
         resp = self.request(method, path, **kwargs)
-        return resp.json() if resp.content else None
+        if not resp.content:
+            return None
+        # orjson: a scheduler decodes every candidates page it walks, and
+        # the standard codec was a fifth of its CPU in the bus benchmark.
+        # Anything orjson refuses (it is stricter: NaN, integers past 64
+        # bits) is decoded as before, so no body changes meaning.
+        try:
+            return orjson.loads(resp.content)
+        except orjson.JSONDecodeError:
+            return resp.json()
 
     def check(self):
         """One cheap authenticated read: raises when placement cannot be used."""

@@ -35,6 +35,7 @@ import marshmallow
 from marshmallow import fields
 from marshmallow import validate
 
+from joule import message_fast_path as fast_path
 from joule import vocabulary
 
 # Versions of the messages this code speaks; bump MINOR when adding an
@@ -893,7 +894,27 @@ def load_request_spec(data):
 
     :raise InvalidRequestSpec: with every problem found; nothing else raises.
     """
+    spec = fast_path.load_request_spec(data, _plain_spec, _SPEC_LIMITS)
+    if spec is not None:
+        return spec
     return _load(_REQUEST_SPEC, data, InvalidRequestSpec)
+
+
+_SPEC_LIMITS = (REQUEST_ID_MAX, ID_MAX, MAX_INSTANCES, MAX_SPEC_LIST)
+
+
+def _plain_spec(request_id, num_instances, instance_uuids, **fields):
+    """The RequestSpec of a spec without optional parts (joule.message_fast_path),
+    its defaults as RequestSpecSchema's ``_make`` fills them."""
+    if instance_uuids is None:
+        instance_uuids = tuple(
+            instance_uuids_for(request_id, 1 if num_instances is None else num_instances)
+        )
+    return RequestSpec(
+        request_id=request_id or f"req-{uuid_lib.uuid4()}",
+        instance_uuids=instance_uuids,
+        **fields,
+    )
 
 
 def dump_request_spec(spec):
@@ -955,10 +976,16 @@ def _instances_of(data, like):
 
 def load_selections(data):
     """:raise InvalidMessage: the message is malformed or of another major."""
+    loaded = fast_path.load_selections(data, Selections, Selection, REQUEST_ID_MAX, ID_MAX)
+    if loaded is not None:
+        return loaded
     return _load(_SELECTIONS, data, InvalidMessage)
 
 
 def dump_selections(request_id, selections):
+    wire = fast_path.dump_selections(request_id, selections, SELECTIONS_VERSION)
+    if wire is not None:
+        return wire
     return _SELECTIONS.dump(Selections(request_id, selections))
 
 
