@@ -148,6 +148,11 @@ class Heartbeat:
         self._leases = set()
         self._cond = threading.Condition()
         self._thread = None
+        # When the thread wakes next by itself (monotonic; None: it runs or
+        # waits for a first lease). A lease due no sooner needs no wake-up:
+        # waking the thread at every build to find nothing due, it looked
+        # at every lease in hand each time.
+        self._wakes_at = None
 
     def add(self, lease):
         with self._cond:
@@ -156,7 +161,9 @@ class Heartbeat:
                 self._thread = threading.Thread(target=self._loop, name="lease-heartbeat")
                 self._thread.daemon = True
                 self._thread.start()
-            self._cond.notify()
+            due = lease.taken_at + self.records.lease_seconds / 3
+            if self._wakes_at is None or due < self._wakes_at:
+                self._cond.notify()
 
     def remove(self, lease):
         with self._cond:
@@ -183,22 +190,27 @@ class Heartbeat:
         idle for IDLE_SECONDS (the thread ends)."""
         interval = self.records.lease_seconds / 3
         with self._cond:
-            while True:
-                if not self._leases:
-                    self._cond.wait(self.IDLE_SECONDS)
+            try:
+                while True:
                     if not self._leases:
-                        self._thread = None
-                        return None
-                    continue
-                now = time.monotonic()
-                delay = min(lease.taken_at for lease in self._leases) + interval - now
-                if delay <= 0:
-                    # The ones due within half a beat come along: renewed a
-                    # little early, they share this take instead of each
-                    # having its own a moment later.
-                    soon = now + interval / 2
-                    return [x for x in self._leases if x.taken_at + interval <= soon]
-                self._cond.wait(delay)
+                        self._wakes_at = None
+                        self._cond.wait(self.IDLE_SECONDS)
+                        if not self._leases:
+                            self._thread = None
+                            return None
+                        continue
+                    now = time.monotonic()
+                    delay = min(lease.taken_at for lease in self._leases) + interval - now
+                    if delay <= 0:
+                        # The ones due within half a beat come along: renewed a
+                        # little early, they share this take instead of each
+                        # having its own a moment later.
+                        soon = now + interval / 2
+                        return [x for x in self._leases if x.taken_at + interval <= soon]
+                    self._wakes_at = now + delay
+                    self._cond.wait(delay)
+            finally:
+                self._wakes_at = None
 
     def _renew(self, locked):
         """One bulk take for the due leases ``locked`` (the ones not busy
