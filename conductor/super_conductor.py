@@ -84,9 +84,10 @@ class SuperConductor:
             records, self.retry_waiting, wake_wait_seconds, wake_retry_interval
         )
 
-    def build_instances(self, spec, reply_topic=None):
+    def build_instances(self, spec, reply_topic=None, recorded=None):
         """Record the request's instances held by this conductor, then
-        schedule and dispatch them."""
+        schedule and dispatch them; ``recorded()``, if given, is called in
+        between."""
         items = [
             {
                 "instance_uuid": i,
@@ -108,6 +109,8 @@ class SuperConductor:
                 reply_topic, spec.request_id, f"build requests not recorded: {exc}"
             )
             return
+        if recorded is not None:
+            recorded()
         self.schedule_and_dispatch(spec, generations, reply_topic)
 
     def _record(self, spec, items):

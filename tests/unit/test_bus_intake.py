@@ -122,7 +122,7 @@ def test_a_second_delivery_of_a_request_in_hand_is_dropped(monkeypatch):
     )
     entered, release, calls = threading.Event(), threading.Event(), []
 
-    def build(spec, reply_topic=None):
+    def build(spec, reply_topic=None, recorded=None):
         calls.append(spec.request_id)
         entered.set()
         release.wait(10)
@@ -139,3 +139,53 @@ def test_a_second_delivery_of_a_request_in_hand_is_dropped(monkeypatch):
     # Once handled, a delivery goes on (the records refuse it as recorded).
     conductor.build_instances(spec)
     assert calls == [spec["request_id"]] * 2
+
+
+def test_a_many_message_is_done_once_its_requests_are_recorded_and_slots_bound_the_intake(
+    monkeypatch,
+):
+    """build_instances_many returns (its message is acknowledged) once each
+    request is recorded, not once it is scheduled: a steady submitter's
+    one-request messages then do not each hold a message thread through
+    scheduling. The request threads bound what is taken in: with 4 of them
+    (schedule_batch_size 2, one call in flight), a message of 6 waits,
+    unacknowledged, for two requests to finish before its last two are
+    recorded."""
+    conf = _conf(
+        cconf.make_conf,
+        {("conductor", "schedule_batch_size"): 2, ("conductor", "schedule_calls_in_flight"): 1},
+    )
+    conductor = cservice.Conductor(
+        conf, object(), rpc.transport_of(conf), driver_mod.SimulatedDriver(), "c1"
+    )
+    gate, lock, recorded = threading.Event(), threading.Lock(), []
+
+    def build(spec, reply_topic=None, recorded_cb=None):
+        with lock:
+            recorded.append(spec.request_id)
+        recorded_cb()  # recorded: the message may be acknowledged
+        gate.wait(10)  # scheduling takes a while
+
+    monkeypatch.setattr(conductor.super_conductor, "build_instances", build)
+    specs = [json.loads(line) for line in bus.spec_lines(6)]
+    done = threading.Event()
+
+    def message(batch):
+        conductor.build_instances_many(batch)
+        done.set()
+
+    two = threading.Thread(target=message, args=(specs[:2],))
+    two.start()
+    assert done.wait(10), "a message whose requests are recorded is done while they schedule"
+    two.join()
+    done.clear()
+    more = threading.Thread(target=message, args=(specs[2:],))
+    more.start()
+    threading.Event().wait(0.5)
+    with lock:
+        assert len(recorded) == 4  # every request thread busy: the rest wait
+    assert not done.is_set()
+    gate.set()
+    assert done.wait(10)
+    more.join()
+    assert sorted(recorded) == sorted(s["request_id"] for s in specs)
