@@ -118,7 +118,7 @@ conductor_opts = [
     ),
     cfg.FloatOpt(
         "batch_window_ms",
-        default=3.0,
+        default=10.0,
         min=0.0,
         max=1000.0,
         help="Milliseconds a conductor waits for other messages in hand to join a "
