@@ -99,6 +99,7 @@ class _Node:
         "gpu_cap",
         "instances",
         "watts",
+        "counted_idle",
         "power",
         "switch_at",
     )
@@ -119,6 +120,7 @@ class _Node:
         self.gpu_cap = None
         self.instances = []  # _Running entries on this node, in start order
         self.watts = self.model.idle_watts
+        self.counted_idle = True  # in the engine's idle_watts (no instance on it)
         self.power = vocabulary.POWER_ON  # the twin's power state, as the last tick wrote it
         self.switch_at = None  # when the BMC reads a pending off or on (SimulatedPower)
 
@@ -158,6 +160,7 @@ class Outcome:
     scheduler_calls: int
     no_valid_host: int
     wakeups: int = 0  # nodes woken in the day (suspend columns)
+    idle_kwh: float = 0.0  # drawn by nodes holding no work (the bound on suspend's saving)
     suspends: int = 0  # nodes suspended in the day
 
 
@@ -210,6 +213,11 @@ class Simulation:
         self.running = {}  # job id -> _Running
         self.total_watts = sum(n.watts for n in self.nodes.values())
         self.energy_j = 0.0
+        # What the nodes that hold no work draw (on, waking or off alike):
+        # the most that suspending idle nodes could save, whatever the
+        # policy that decides it. Kept beside the total, never in it.
+        self.idle_watts = sum(n.watts for n in self.nodes.values() if not n.instances)
+        self.idle_energy_j = 0.0
         self._last = 0.0
         self._interval_j = 0.0
         self.epoch = 0
@@ -237,6 +245,7 @@ class Simulation:
         if t > self._last:
             joules = self.total_watts * (t - self._last)
             self.energy_j += joules
+            self.idle_energy_j += self.idle_watts * (t - self._last)
             self._interval_j += joules
             self._last = t
         self.now = t
@@ -500,6 +509,11 @@ class Simulation:
             if node.power == vocabulary.POWER_OFF:
                 watts = self.s.off_watts  # nothing runs; the BMC draws
             self.total_watts += watts - node.watts
+            if node.counted_idle:
+                self.idle_watts -= node.watts
+            node.counted_idle = not node.instances
+            if node.counted_idle:
+                self.idle_watts += watts
             node.watts = watts
             for run, speed in zip(node.instances, speeds, strict=True):
                 entry = touched.setdefault(id(run), [run, {}])
@@ -527,6 +541,7 @@ class Simulation:
             options=dict(self.spec.options),
             it_kwh=it_kwh,
             facility_kwh=it_kwh * self.s.pue,
+            idle_kwh=self.idle_energy_j / 3.6e6,
             submitted=submitted,
             completed=self.completed,
             started=self.started,

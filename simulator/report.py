@@ -56,6 +56,9 @@ def policy_summary(outcome, baseline_kwh, pue):
         "options": outcome.options,
         "it_kwh": round(outcome.it_kwh, 1),
         "facility_kwh": round(outcome.it_kwh * pue, 1),
+        # Drawn by nodes holding no work: the most that powering idle nodes
+        # off could take from this row (less the few watts an off node draws).
+        "idle_it_kwh": round(outcome.idle_kwh, 1),
         # IT energy as Joulie's simulator counts it: the hosts' measured wall
         # power plus the GPU boards (simulator.power).
         "energy_saved_pct": saved,
@@ -209,7 +212,7 @@ def format_table(data):
         lines.append("")
         lines.append(
             f"{'policy':<{w}}{'perf wait p95':>15}{'std wait p95':>14}"
-            f"{'suspends':>10}{'wake-ups':>10}{'per node-day':>14}"
+            f"{'suspends':>10}{'wake-ups':>10}{'per node-day':>14}{'idle kWh':>12}"
         )
         for p in data["policies"]:
             perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
@@ -218,7 +221,13 @@ def format_table(data):
                 f"{_fmt(std['wait_p95_minutes'], '.1f') + ' min':>14}"
                 f"{_fmt(p.get('suspends'), 'd'):>10}{_fmt(p.get('wakeups'), 'd'):>10}"
                 f"{_fmt(p.get('wakeups_per_node_day'), '.3f'):>14}"
+                f"{_fmt(p.get('idle_it_kwh'), '.1f'):>12}"
             )
+    if waits:
+        lines.append(
+            "idle kWh = IT energy of nodes holding no work (on, waking or off): "
+            "the most that suspending idle nodes can save"
+        )
     lines.append("saved % = IT energy (hosts' wall power and GPU boards) saved vs none")
     if data.get("pue", 1.0) != 1.0:
         lines.append(f"facility energy = IT energy x PUE {data['pue']:g}")

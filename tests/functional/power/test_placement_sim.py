@@ -92,6 +92,9 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
     assert dynamic == pytest.approx((367 + 438) / 2 - 138)
     expected = (2 * model.idle_watts * 2 + dynamic * 1) / 1000
     assert none["it_kwh"] == pytest.approx(expected, abs=0.05)
+    # Nodes holding no work: the second node for 2 h, the first but for its
+    # hour of work (the bound on what suspending idle nodes could save).
+    assert none["idle_it_kwh"] == pytest.approx(model.idle_watts * 3 / 1000, abs=0.05)
     assert none["jobs_completed"] == 1 and none["energy_saved_pct"] == 0.0
     assert data["warm_start"] is None  # a trace is replayed as it is
     assert none["slowdown"]["standard"]["p50"] == 1.0
@@ -251,5 +254,7 @@ def test_suspend_column_sleeps_idle_nodes_and_saves_beside_its_policy(capsys):
     assert slept["suspends"] > 0 and slept["wakeups"] <= slept["suspends"]
     assert slept["wakeups_per_node_day"] == round(slept["wakeups"] / 41 / 0.5, 3)
     assert slept["it_kwh"] < plain["it_kwh"]
+    # Suspending takes its saving out of what idle nodes drew: they draw less.
+    assert 0 < slept["idle_it_kwh"] < plain["idle_it_kwh"] < plain["it_kwh"]
     assert slept["performance_on_eco"] == 0
     assert slept["jobs_started"] >= 0.9 * plain["jobs_started"]
