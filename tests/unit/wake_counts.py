@@ -38,3 +38,22 @@ def counting_waits(module):
         yield waits
     finally:
         module._Call = real_call
+
+
+def callers_at_once(module, count, call):
+    """Run ``call(n)`` for n in range(count) on as many threads, released
+    together, with ``module``'s waits counted; return (the waits Counter,
+    whether every caller returned within 30 s)."""
+    start = threading.Barrier(count)
+
+    def caller(n):
+        start.wait(10)
+        call(n)
+
+    with counting_waits(module) as waits:
+        threads = [threading.Thread(target=caller, args=(n,)) for n in range(count)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    return waits, not any(t.is_alive() for t in threads)

@@ -12,7 +12,7 @@ from conductor import service as cond_service
 from conductor import super_conductor
 from joule import rpc
 from joule.rpc import oslo_messaging
-from tests.unit.wake_counts import counting_waits
+from tests.unit.wake_counts import callers_at_once
 
 
 class _Flush:
@@ -389,19 +389,12 @@ def test_many_callers_each_get_their_results_and_a_flush_wakes_only_its_own():
 
     b = batch.Batcher(flush, window=0.0, max_items=7, concurrent=2)
     results = {}
-    start = threading.Barrier(200)
 
     def caller(n):
-        start.wait(10)
         results[n] = b.submit_many([n, n + 1000])
 
-    with counting_waits(batch) as wakes:
-        threads = [threading.Thread(target=caller, args=(n,)) for n in range(200)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-    assert not any(t.is_alive() for t in threads), "a caller was never woken"
+    wakes, all_returned = callers_at_once(batch, 200, caller)
+    assert all_returned, "a caller was never woken"
     assert results == {n: [2 * n, 2 * (n + 1000)] for n in range(200)}
     assert sum(calls) == 400 and max(calls) <= 7
     # Each caller waits a few times at most, whatever the number of flushes (58+).

@@ -19,7 +19,7 @@ from scheduler import worker
 from tests.unit.scheduler.conftest import make_conf
 from tests.unit.scheduler.fakes import FakePlacement
 from tests.unit.scheduler.fakes import host
-from tests.unit.wake_counts import counting_waits
+from tests.unit.wake_counts import callers_at_once
 
 
 def spec(request_id, vcpu=2, ram=1024, n=1, **kw):
@@ -429,19 +429,12 @@ def test_batcher_many_callers_are_all_answered_and_wait_a_few_times_each():
 
     batcher = batcher_mod.Batcher(run, size=8, window=0.002, slots=2)
     results = {}
-    start = threading.Barrier(128)
 
     def call(n):
-        start.wait(10)
         results[n] = batcher.submit(f"s{n}")
 
-    with counting_waits(batcher_mod) as waits:
-        threads = [threading.Thread(target=call, args=(n,)) for n in range(128)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(30)
-    assert not any(t.is_alive() for t in threads), "a caller was never woken"
+    waits, all_returned = callers_at_once(batcher_mod, 128, call)
+    assert all_returned, "a caller was never woken"
     assert results == {n: (batching.PLACED, f"answer-s{n}") for n in range(128)}
     assert sum(sizes) == 128 and max(sizes) <= 8
     assert max(waits.values()) <= 6, waits.most_common(3)
