@@ -35,25 +35,19 @@ from joule import idle_cache
 from joule import metrics_http
 from joule import startup
 
+# oslo.messaging pulls in oslo.service and futurist, which import eventlet
+# whenever it is installed (oslo.messaging installs it), here and again when
+# the rabbit driver connects; eventlet warns on import that it is
+# deprecated. The services never use it (their servers run oslo.messaging's
+# threading executor, nothing is monkey-patched), so that warning is only
+# noise on every start: filtered by its message, for whichever import comes
+# first. This code never imports eventlet itself.
+warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
 with warnings.catch_warnings():
-    # oslo.messaging pulls in oslo.service and futurist, which import
-    # eventlet whenever it is installed (oslo.messaging installs it); eventlet
-    # warns on import that it is deprecated. The services never use it (their
-    # servers run oslo.messaging's threading executor, nothing is
-    # monkey-patched), so the warning would only be noise on every start.
+    # oslo.messaging's own import-time warnings, likewise noise.
     warnings.simplefilter("ignore")
     import oslo_messaging
     import oslo_messaging.opts
-
-    try:
-        # It warns once, on its first import: let that be this one.
-        import eventlet  # noqa: F401
-    except ImportError:
-        pass
-# The rabbit driver imports more of oslo.service (and so eventlet) when it
-# connects; keep that warning out of the services' logs too.
-warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
-
 
 LOG = logging.getLogger(__name__)
 

@@ -39,9 +39,6 @@ SHIPPED = _shipped()
 
 # Imports that are guarded by ``except ImportError`` on purpose.
 OPTIONAL = {
-    # joule/rpc.py imports it only to take its deprecation warning at a
-    # known place when oslo.messaging's dependencies brought it.
-    "eventlet",
     # node_agent/discovery.py: NVIDIA GPUs through NVML (nvidia-ml-py, the gpu
     # extra); a node without it reports no GPU and says why.
     "pynvml",
