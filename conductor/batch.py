@@ -34,6 +34,7 @@ import time
 
 from conductor import metrics
 from joule import idle_cache
+from joule import waiting_callers
 
 # Batchers kept per key (Batchers): a key unused for this long is forgotten,
 # and the least recently used beyond the count. A batcher holds nothing
@@ -43,28 +44,12 @@ IDLE_SECONDS = 300.0
 
 
 class _Slot:
-    __slots__ = ("item", "done", "result", "call")
+    __slots__ = ("item", "result", "caller")
 
-    def __init__(self, item, call):
+    def __init__(self, item, caller):
         self.item = item
-        self.done = False
         self.result = None
-        self.call = call
-
-
-class _Call:
-    """One caller's items and its own wake-up: a flush wakes the callers
-    whose items it finished and, when a flush slot frees, the caller of the
-    oldest queued item to lead the next one. Never every waiting thread: a
-    super conductor holds about 200 request threads, and one condition
-    shared by all of them woke each on every flush to find nothing to do
-    (40 % of its CPU in the bus benchmark's profile)."""
-
-    __slots__ = ("remaining", "wake")
-
-    def __init__(self, count):
-        self.remaining = count
-        self.wake = threading.Event()
+        self.caller = caller  # joule.waiting_callers.Caller
 
 
 class Batcher:
@@ -98,7 +83,7 @@ class Batcher:
 
     def submit_many(self, items):
         """Submit items; block until their flush is done; return their results."""
-        call = _Call(len(items))
+        call = waiting_callers.Caller(len(items))
         slots = [_Slot(i, call) for i in items]
         if not slots:
             return []
@@ -133,7 +118,7 @@ class Batcher:
         """(Under the lock.) Wake the caller of the oldest queued item when
         a flush could start now; it leads it."""
         if self._pending and self._busy < self._concurrent and not self._gathering:
-            self._pending[0].call.wake.set()
+            self._pending[0].caller.wake.set()
 
     def _take(self):
         """(Under the lock.) Up to max_items queued slots, oldest first."""
@@ -168,11 +153,7 @@ class Batcher:
         finally:
             with self._lock:
                 for slot in batch:
-                    slot.done = True
-                    call = slot.call
-                    call.remaining -= 1
-                    if not call.remaining:
-                        call.wake.set()
+                    slot.caller.finished_one()
                 self._busy -= 1
                 self._wake_next_leader()
 

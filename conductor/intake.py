@@ -51,14 +51,15 @@ class RequestIntake:
         # first use. A message's requests are queued together, in the order
         # the messages came in (_queueing), so they are recorded in the
         # order the submitter sent them.
+        threads = conf_mod.request_threads(conf)
         self.request_threads = concurrent.futures.ThreadPoolExecutor(
-            conf_mod.request_threads(conf), thread_name_prefix="request"
+            threads, thread_name_prefix="request"
         )
         # A request of a build_instances_many message takes one of these
         # from before its record until it is handled: what the process
         # takes in is bounded by what its request threads work on, not by
         # its messages (see build_instances_many).
-        self._slots = threading.Semaphore(conf_mod.request_threads(conf))
+        self._slots = threading.Semaphore(threads)
         self._queueing = threading.Lock()
         # The requests this process is handling now, by request id: a
         # second delivery of one of them (RabbitMQ hands back a message

@@ -190,27 +190,24 @@ class Heartbeat:
         idle for IDLE_SECONDS (the thread ends)."""
         interval = self.records.lease_seconds / 3
         with self._cond:
-            try:
-                while True:
+            while True:
+                self._wakes_at = None  # set again only while it waits for a due lease
+                if not self._leases:
+                    self._cond.wait(self.IDLE_SECONDS)
                     if not self._leases:
-                        self._wakes_at = None
-                        self._cond.wait(self.IDLE_SECONDS)
-                        if not self._leases:
-                            self._thread = None
-                            return None
-                        continue
-                    now = time.monotonic()
-                    delay = min(lease.taken_at for lease in self._leases) + interval - now
-                    if delay <= 0:
-                        # The ones due within half a beat come along: renewed a
-                        # little early, they share this take instead of each
-                        # having its own a moment later.
-                        soon = now + interval / 2
-                        return [x for x in self._leases if x.taken_at + interval <= soon]
-                    self._wakes_at = now + delay
-                    self._cond.wait(delay)
-            finally:
-                self._wakes_at = None
+                        self._thread = None
+                        return None
+                    continue
+                now = time.monotonic()
+                delay = min(lease.taken_at for lease in self._leases) + interval - now
+                if delay <= 0:
+                    # The ones due within half a beat come along: renewed a
+                    # little early, they share this take instead of each
+                    # having its own a moment later.
+                    soon = now + interval / 2
+                    return [x for x in self._leases if x.taken_at + interval <= soon]
+                self._wakes_at = now + delay
+                self._cond.wait(delay)
 
     def _renew(self, locked):
         """One bulk take for the due leases ``locked`` (the ones not busy

@@ -290,11 +290,11 @@ def load_request_spec(data, make, limits):
     request_id_max, id_max, max_instances, max_list = limits
     if type(data) is not dict or not data.keys() <= _SPEC_KEYS or not _version_ok(data, 1):
         return None
+    # A field that is there is checked; null is never plain (the schema
+    # refuses a null request id, count or list).
     request_id = data.get("request_id")
-    if request_id is not None and not _id(request_id, request_id_max):
+    if "request_id" in data and not _id(request_id, request_id_max):
         return None
-    if "request_id" in data and request_id is None:
-        return None  # the schema refuses a null request id
     project_id = data.get("project_id")
     user_id = data.get("user_id")
     if not _id(project_id, id_max) or not _id(user_id, id_max):
@@ -313,22 +313,16 @@ def load_request_spec(data, make, limits):
     if required is None or forbidden is None or set(required) & set(forbidden):
         return None
     num = data.get("num_instances")
-    if num is not None and (type(num) is not int or not 1 <= num <= max_instances):
-        return None
-    if "num_instances" in data and num is None:
+    if "num_instances" in data and (type(num) is not int or not 1 <= num <= max_instances):
         return None
     uuids = data.get("instance_uuids")
-    if uuids is None:
-        if "instance_uuids" in data:
-            return None  # the schema refuses a null list
-    else:
+    if "instance_uuids" in data:
         if type(uuids) is not list or not 1 <= len(uuids) <= max_instances:
             return None
         if not all(_uuid(u) for u in uuids) or len(set(uuids)) != len(uuids):
             return None
         if num is not None and num != len(uuids):
             return None
-        uuids = tuple(uuids)
     return make(
         request_id=request_id,
         num_instances=num,

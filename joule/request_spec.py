@@ -575,16 +575,15 @@ class RequestSpecSchema(Message):
 
     @marshmallow.post_load
     def _make(self, data, **kwargs):
-        uuids = data.get("instance_uuids")
-        request_id = data.get("request_id")
-        if uuids is None:
-            uuids = instance_uuids_for(request_id, data.get("num_instances", 1))
+        request_id, uuids = _ids(
+            data.get("request_id"), data.get("num_instances"), data.get("instance_uuids")
+        )
         return RequestSpec(
-            request_id=request_id or f"req-{uuid_lib.uuid4()}",
+            request_id=request_id,
             project_id=data["project_id"],
             user_id=data["user_id"],
             workload_class=data["workload_class"],
-            instance_uuids=tuple(uuids),
+            instance_uuids=uuids,
             resources=dict(data["resources"]),
             required=tuple(data["required"]),
             forbidden=tuple(data["forbidden"]),
@@ -904,17 +903,18 @@ _SPEC_LIMITS = (REQUEST_ID_MAX, ID_MAX, MAX_INSTANCES, MAX_SPEC_LIST)
 
 
 def _plain_spec(request_id, num_instances, instance_uuids, **fields):
-    """The RequestSpec of a spec without optional parts (joule.message_fast_path),
-    its defaults as RequestSpecSchema's ``_make`` fills them."""
+    """The RequestSpec of a spec without optional parts (joule.message_fast_path)."""
+    request_id, uuids = _ids(request_id, num_instances, instance_uuids)
+    return RequestSpec(request_id=request_id, instance_uuids=uuids, **fields)
+
+
+def _ids(request_id, num_instances, instance_uuids):
+    """(request id, instance uuids) of a loaded spec, its defaults filled in:
+    uuids derived from the request id when none are given (one instance
+    unless ``num_instances`` says), a fresh request id when none is."""
     if instance_uuids is None:
-        instance_uuids = tuple(
-            instance_uuids_for(request_id, 1 if num_instances is None else num_instances)
-        )
-    return RequestSpec(
-        request_id=request_id or f"req-{uuid_lib.uuid4()}",
-        instance_uuids=instance_uuids,
-        **fields,
-    )
+        instance_uuids = instance_uuids_for(request_id, num_instances or 1)
+    return request_id or f"req-{uuid_lib.uuid4()}", tuple(instance_uuids)
 
 
 def dump_request_spec(spec):

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 
+from joule import waiting_callers
 from scheduler.pipeline import ALONE
 from scheduler.pipeline import EXPIRED
 from scheduler.pipeline import deadline_passed
@@ -21,30 +22,20 @@ from scheduler.pipeline import deadline_passed
 LOG = logging.getLogger(__name__)
 
 
-class _Call:
-    """One caller's items and its own wake-up. A batch wakes the callers
-    whose specs it decided, a new spec wakes only the gatherer, and a free
-    batch slot wakes the caller of the oldest queued spec to gather: never
-    every waiting thread (a worker holds up to batch_size x
-    concurrent_batches of them)."""
-
-    __slots__ = ("remaining", "wake")
-
-    def __init__(self, count):
-        self.remaining = count
-        self.wake = threading.Event()
-
-
 class _Item:
-    __slots__ = ("spec", "group", "deadline", "outcome", "done", "call")
+    __slots__ = ("spec", "group", "deadline", "outcome", "caller")
 
-    def __init__(self, spec, group, deadline, call):
+    def __init__(self, spec, group, deadline, caller):
         self.spec = spec
         self.group = group
         self.deadline = deadline
         self.outcome = None
-        self.done = False
-        self.call = call
+        self.caller = caller  # joule.waiting_callers.Caller
+
+    def finish(self, outcome):
+        """(Under the batcher's lock.)"""
+        self.outcome = outcome
+        self.caller.finished_one()
 
 
 class Batcher:
@@ -79,7 +70,7 @@ class Batcher:
         the same batches as single calls' specs. ``deadline``: their
         caller's (epoch seconds) or None: a spec still queued when it has
         passed is taken out of its batch, its outcome (EXPIRED, None)."""
-        call = _Call(len(pairs))
+        call = waiting_callers.Caller(len(pairs))
         items = [_Item(spec, group, deadline, call) for spec, group in pairs]
         if not items:
             return []
@@ -107,7 +98,7 @@ class Batcher:
         """(Under the lock.) Wake the caller of the oldest queued spec when
         a batch could be gathered now."""
         if self._queue and self._gatherer is None and self._busy < self._slots:
-            self._queue[0].call.wake.set()
+            self._queue[0].caller.wake.set()
 
     @staticmethod
     def _drop_expired(batch):
@@ -116,11 +107,7 @@ class Batcher:
         keep = []
         for it in batch:
             if deadline_passed(it.deadline):
-                it.outcome = (EXPIRED, None)
-                it.done = True
-                it.call.remaining -= 1
-                if not it.call.remaining:
-                    it.call.wake.set()
+                it.finish((EXPIRED, None))
             else:
                 keep.append(it)
         return keep
@@ -156,9 +143,5 @@ class Batcher:
         with self._lock:
             self._busy -= 1
             for it, outcome in zip(batch, outcomes, strict=True):
-                it.outcome = outcome
-                it.done = True
-                it.call.remaining -= 1
-                if not it.call.remaining:
-                    it.call.wake.set()
+                it.finish(outcome)
             self._wake_next_gatherer()

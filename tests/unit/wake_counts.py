@@ -1,23 +1,25 @@
-"""How often each thread waits on a batcher's per-call wake-up.
+"""How often each thread waits on a batcher's per-caller wake-up.
 
 Both batchers (conductor.batch, scheduler.batcher) give every caller a
-``_Call`` with its own ``wake`` event, so that a finished flush wakes its
-own callers and one next leader, never every waiting thread. A test swaps
-in this counting ``_Call`` to see that a caller waits a few times, not once
-per flush.
+``joule.waiting_callers.Caller`` with its own ``wake`` event, so that a
+finished flush wakes its own callers and one next leader, never every
+waiting thread. A test swaps in this counting ``Caller`` to see that a
+caller waits a few times, not once per flush.
 """
 
 import collections
 import contextlib
 import threading
 
+from joule import waiting_callers
+
 
 @contextlib.contextmanager
-def counting_waits(module):
-    """Within the block, ``module._Call``'s wake-ups count each thread's
-    waits; yields the Counter (thread id -> waits)."""
+def counting_waits():
+    """Within the block, every Caller's wake-ups count each thread's waits;
+    yields the Counter (thread id -> waits)."""
     waits = collections.Counter()
-    real_call = module._Call
+    real_call = waiting_callers.Caller
 
     class CountingCall(real_call):
         __slots__ = ()
@@ -33,16 +35,16 @@ def counting_waits(module):
 
             self.wake.wait = counted
 
-    module._Call = CountingCall
+    waiting_callers.Caller = CountingCall
     try:
         yield waits
     finally:
-        module._Call = real_call
+        waiting_callers.Caller = real_call
 
 
-def callers_at_once(module, count, call):
+def callers_at_once(count, call):
     """Run ``call(n)`` for n in range(count) on as many threads, released
-    together, with ``module``'s waits counted; return (the waits Counter,
+    together, with their waits counted; return (the waits Counter,
     whether every caller returned within 30 s)."""
     start = threading.Barrier(count)
 
@@ -50,7 +52,7 @@ def callers_at_once(module, count, call):
         start.wait(10)
         call(n)
 
-    with counting_waits(module) as waits:
+    with counting_waits() as waits:
         threads = [threading.Thread(target=caller, args=(n,)) for n in range(count)]
         for t in threads:
             t.start()

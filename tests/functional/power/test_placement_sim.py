@@ -254,7 +254,10 @@ def test_suspend_column_sleeps_idle_nodes_and_saves_beside_its_policy(capsys):
     assert slept["suspends"] > 0 and slept["wakeups"] <= slept["suspends"]
     assert slept["wakeups_per_node_day"] == round(slept["wakeups"] / 41 / 0.5, 3)
     assert slept["it_kwh"] < plain["it_kwh"]
-    # Suspending takes its saving out of what idle nodes drew: they draw less.
+    # On this small half-day the suspended nodes draw less than the idle ones
+    # of the policy alone. (Not a law: packing also makes idle nodes, and on
+    # the 5,000-node default day the +suspend column's idle energy is the
+    # higher one; docs/benchmarks.md.)
     assert 0 < slept["idle_it_kwh"] < plain["idle_it_kwh"] < plain["it_kwh"]
     assert slept["performance_on_eco"] == 0
     assert slept["jobs_started"] >= 0.9 * plain["jobs_started"]

@@ -393,7 +393,7 @@ def test_many_callers_each_get_their_results_and_a_flush_wakes_only_its_own():
     def caller(n):
         results[n] = b.submit_many([n, n + 1000])
 
-    wakes, all_returned = callers_at_once(batch, 200, caller)
+    wakes, all_returned = callers_at_once(200, caller)
     assert all_returned, "a caller was never woken"
     assert results == {n: [2 * n, 2 * (n + 1000)] for n in range(200)}
     assert sum(calls) == 400 and max(calls) <= 7

@@ -433,7 +433,7 @@ def test_batcher_many_callers_are_all_answered_and_wait_a_few_times_each():
     def call(n):
         results[n] = batcher.submit(f"s{n}")
 
-    waits, all_returned = callers_at_once(batcher_mod, 128, call)
+    waits, all_returned = callers_at_once(128, call)
     assert all_returned, "a caller was never woken"
     assert results == {n: (batching.PLACED, f"answer-s{n}") for n in range(128)}
     assert sum(sizes) == 128 and max(sizes) <= 8
