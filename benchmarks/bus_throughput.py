@@ -275,6 +275,16 @@ def _scrape(url, name, by=None):
     return out if by else total
 
 
+def _walks(urls):
+    """Kept walks read so far by the workers at ``urls``, {life: count}
+    (scheduler.host_cache: 'full' or 'shared')."""
+    out = {}
+    for url in urls:
+        for life, count in _scrape(url, "joule_scheduler_kept_walks_total", ("life",)).items():
+            out[life] = out.get(life, 0.0) + count
+    return out
+
+
 def _percentile(values, q):
     if not values:
         return None
@@ -629,6 +639,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         by = ("method", "route")
         calls_before = _scrape(metrics, "placement_api_requests_total", by)
         races_before = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races)
+        walks_before = _walks(races)
         cpu = CpuMeter(os.getpid(), inv.get("db_name"))
         cpu.start()
         # Before batching a submitter cast one message per request.
@@ -644,6 +655,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         }
         calls = sum(per_route.values())
         lost = sum(_scrape(u, "joule_scheduler_races_lost_total") for u in races) - races_before
+        walks = {k: v - walks_before.get(k, 0.0) for k, v in _walks(races).items()}
         over, doubled, placed_db, families, (distinct, fifths) = _check(inv["db"], f"bench-{seed}-")
         placed = summary["placed"]
         done = max(1, placed + summary["failed"])
@@ -657,6 +669,7 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
             "p99": _percentile(latencies, 0.99),
             "placement_per_instance": calls / done,
             "races_per_1000": 1000.0 * lost / max(1, placed),
+            "kept_walks": walks,
             "over_committed": over,
             "multi_host": doubled,
             "placed_recorded": placed_db,
@@ -666,6 +679,12 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         }
     finally:
         run.stop()
+
+
+def _walks_text(r):
+    walks = r.get("kept_walks") or {}
+    full, shared = int(walks.get("full", 0)), int(walks.get("shared", 0))
+    return f"{full + shared} ({shared} kept a quarter as long)"
 
 
 def _check_args(p, args):
@@ -875,7 +894,8 @@ def main(argv=None):
                         f"{r['instances_per_second']} instances/s, {r['placed']} placed, "
                         f"{r['failed']} failed, {r['seconds']} s, p50 {r['p50']:.1f} s, "
                         f"p99 {r['p99']:.1f} s, {r['placement_per_instance']:.2f} placement "
-                        f"req/instance, {r['races_per_1000']:.1f} races/1000, over-commit "
+                        f"req/instance, {r['races_per_1000']:.1f} races/1000, kept walks "
+                        f"{_walks_text(r)}, over-commit "
                         f"{r['over_committed']}, multi-host {r['multi_host']}, "
                         f"load {load:.1f}; {r['distinct_hosts']} distinct hosts, share per fifth "
                         f"of the hosts by id {r['fifths']} %; placement requests per instance by "

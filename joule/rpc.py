@@ -591,6 +591,14 @@ class SchedulerAPI:
             {}, "build_outcomes", failed_builds=failed_builds
         )
 
+    def claims_made(self, sender, claims):
+        """Tell every scheduler worker (a fanout cast, 1.4) the claims the
+        worker ``sender`` made, [[host uuid, {provider: {class: amount}}]],
+        so the walks they keep show them (scheduler.claim_feed)."""
+        self._client.prepare(fanout=True, version="1.4").cast(
+            {}, "claims_made", sender=sender, claims=claims
+        )
+
 
 class ConductorAPI:
     """Client of topic ``conductor`` (super conductors) and of the cell topics."""

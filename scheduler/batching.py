@@ -41,6 +41,7 @@ import json
 import logging
 
 from joule import request_spec as spec_mod
+from scheduler import claim_feed
 from scheduler import host_cache as host_cache_mod
 from scheduler import pipeline
 from scheduler import ranking
@@ -214,6 +215,17 @@ def _place(sched, kind, resources, cache, entry, key):
     planned = pipeline.run(sched, kind, source)
     if cache is None:
         return None
+    # This walk holds its claims; this worker's walks of other kinds share
+    # hosts with it and must show them too.
+    cache.apply_claims(
+        [
+            claim_feed.claim_of(p.host.uuid, p.allocation_request)
+            for m in planned
+            if m.claimed
+            for p in m.picks
+        ],
+        skip=key,
+    )
     # Keep the view only when everything planned on it was claimed: a lost
     # race, a refused or an unanswered claim says it is stale (and its
     # assumed usage holds plans that were not made).

@@ -33,8 +33,13 @@ def build_service(conf, transport, name):
     # Its RPC server's threads follow its batches (unless set).
     rpc.derive_executor_threads(conf, conf_mod.executor_threads(conf))
     svc = service_mod.Service(conf, transport, name)
-    endpoint = sched_service.SchedulerEndpoint(conf, lambda: sconf.placement_client_of(conf))
+    # Its claims go to the other workers over the bus (scheduler.claim_feed).
+    peers = rpc.SchedulerAPI(conf, transport)
+    endpoint = sched_service.SchedulerEndpoint(
+        conf, lambda: sconf.placement_client_of(conf), publish_claims=peers.claims_made
+    )
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
+    svc.stop_hooks.append(endpoint.stop)
     svc.endpoint = endpoint
     return svc
 

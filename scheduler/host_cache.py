@@ -47,11 +47,17 @@ import dataclasses
 import threading
 import time
 
+from scheduler import metrics
+
 # A new walk that finds at least this share of its hosts holding more than
 # this worker's view of them says other workers claim on the same hosts: it
 # is kept for SHARED_FACTOR of host_cache_seconds only (see HostCache.life).
 FOREIGN_SHARE = 0.01
 SHARED_FACTOR = 0.25
+
+# Another worker counts as live (``workers``) this long after its last
+# claims arrived.
+PEER_SECONDS = 60.0
 
 # How long a batch waits for a concurrent batch of its kind to hand the walk
 # back before walking on its own (a batch places and claims in well under
@@ -83,7 +89,11 @@ class HostCache:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._held = {}  # key -> the thread whose batch holds it
-        self.stats = {"hits": 0, "misses": 0, "dropped": 0}
+        # Other workers' claims received while a batch holds the key
+        # (scheduler.claim_feed), added to its walk when it is put back.
+        self._foreign = {}
+        self._peers = {}  # other workers heard on the claim feed -> when
+        self.stats = {"hits": 0, "misses": 0, "dropped": 0, "foreign_claims": 0}
 
     @property
     def enabled(self):
@@ -152,6 +162,7 @@ class HostCache:
         with self._cond:
             if self._held.get(key) == threading.get_ident():
                 del self._held[key]
+            foreign = self._foreign.pop(key, ())
             stale = key in self._stale
             self._stale.discard(key)
             self._cond.notify_all()
@@ -162,7 +173,44 @@ class HostCache:
                 return
             current = self._entries.get(key)
             if current is None or current.born <= entry.born:
+                _add_claims(entry, foreign, rank=True)
                 self._entries[key] = entry
+
+    def apply_claims(self, claims, sender=None, skip=None):
+        """Claims, [[host uuid, {provider: {class: amount}}]], added to the
+        hosts of every kept walk, and of the walks a new walk will be
+        compared with (``life``), so both show what placement holds; a walk
+        a batch holds now gets them when it is put back. ``sender``: the
+        other worker that made them (scheduler.claim_feed), None for this
+        worker's own; ``skip``: the kind whose walk already holds them
+        (the batch that planned them)."""
+        if not self.enabled or not claims:
+            return
+        if sender is not None:
+            metrics.CLAIMS_FED.labels("received").inc(len(claims))
+        with self._lock:
+            if sender is not None:
+                self.stats["foreign_claims"] += len(claims)
+                self._peers[sender] = self.clock()
+            for key, entry in self._entries.items():
+                if key != skip:
+                    _add_claims(entry, claims, rank=True)
+            for key, entry in self._previous.items():
+                if key != skip:
+                    _add_claims(entry, claims, rank=False)
+            for key in self._held:
+                if key != skip:
+                    self._foreign.setdefault(key, []).extend(claims)
+
+    def workers(self):
+        """This worker and the others heard from on the claim feed within
+        PEER_SECONDS: the workers that read walks of the same cluster."""
+        with self._lock:
+            now = self.clock()
+            for sender, heard in list(self._peers.items()):
+                if now - heard > PEER_SECONDS:
+                    del self._peers[sender]
+            return 1 + len(self._peers)
 
     def forget_hosts(self, uuids):
         """Drop the kept walks holding any host of ``uuids`` (its node data,
@@ -178,20 +226,30 @@ class HostCache:
             self._stale.update(self._held)
 
     def life(self, key, hosts):
-        """How long a new walk of ``key`` (its ``hosts``) is kept: the whole
-        ``seconds`` while this worker has the cluster to itself, a quarter
-        of it when the new walk shows other workers claiming meanwhile (at
-        least FOREIGN_SHARE of the hosts took capacity this worker did not
-        place). Independent views of concurrent workers pick the same hosts
-        more the longer they are kept: on 5,000 identical hosts, 4 workers
-        and 2,000 instances reached 1,879 distinct hosts with 10 s views and
-        1,955 with 3 s ones, while one worker alone loses throughput to
-        short views (66 against 86 instances/s on the 5,000-node inventory)
-        and gains nothing."""
+        """How long a new walk of ``key`` (its ``hosts``) is kept.
+
+        - A quarter of ``seconds`` when the new walk shows claims this
+          worker never heard of (at least FOREIGN_SHARE of the hosts took
+          more than its view of them: other workers without the claim feed,
+          or claims the feed lost). Independent views of concurrent workers
+          pick the same hosts more the longer they are kept: on 5,000
+          identical hosts, 4 workers and 2,000 instances reached 1,879
+          distinct hosts with 10 s views and 1,955 with 3 s ones.
+        - Otherwise ``seconds`` times the live workers (``workers``): the
+          others' claims reach this view on the feed, so what only a walk
+          shows is what was freed and what changed on the nodes, and the
+          workers together read each kind as often as one worker alone
+          does. Without that, every worker read every kind every
+          ``seconds``: at 5,000 hosts a walk is about half a second of CPU
+          over placement, PostgreSQL and the worker, and 4 workers spent
+          1.6 times one worker's CPU per instance.
+        """
         with self._lock:
             old = self._previous.pop(key, None)
+        workers = self.workers()
         if old is None or not hosts:
-            return self.seconds
+            metrics.KEPT_WALKS.labels("full").inc()
+            return self.seconds * workers
         before = {h.uuid: h for h in old.walk.passed}
         foreign = 0
         for host in hosts:
@@ -200,8 +258,33 @@ class HostCache:
                 foreign += 1
         if foreign >= FOREIGN_SHARE * len(hosts):
             self.stats["shared"] = self.stats.get("shared", 0) + 1
+            metrics.KEPT_WALKS.labels("shared").inc()
             return self.seconds * SHARED_FACTOR
-        return self.seconds
+        metrics.KEPT_WALKS.labels("full").inc()
+        return self.seconds * workers
+
+
+def _add_claims(entry, claims, rank):
+    """Add ``claims`` to the hosts of ``entry``'s walk that they landed on;
+    ``rank``: move those hosts in its ranking too."""
+    ranker = entry.ranker
+    for host_uuid, allocations in claims:
+        i = ranker.index.get(host_uuid)
+        if i is None:
+            continue  # not in this walk (filtered out, or another kind)
+        host = ranker.hosts[i]
+        took = False
+        for rp, classes in allocations.items():
+            have = host.providers.get(rp)
+            if have is None:
+                continue
+            for rc, amount in classes.items():
+                cap_used = have.get(rc)
+                if cap_used is not None:
+                    cap_used[1] += amount
+                    took = True
+        if took and rank:
+            ranker.update(host)
 
 
 def _took_more(host, seen):

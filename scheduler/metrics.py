@@ -30,3 +30,16 @@ LATENCY = prom.Histogram(
     "select_destinations_many call it came in (observed once per request).",
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+KEPT_WALKS = prom.Counter(
+    "joule_scheduler_kept_walks",
+    "Candidate walks read to be kept (scheduler.host_cache), by how long: "
+    "'full' (host_cache_seconds) or 'shared' (a quarter of it: the walk "
+    "showed other workers' claims this worker had not heard of).",
+    ["life"],
+)
+CLAIMS_FED = prom.Counter(
+    "joule_scheduler_claims_fed",
+    "Claims told to the other workers ('sent') and heard from them "
+    "('received'), scheduler.claim_feed.",
+    ["direction"],
+)

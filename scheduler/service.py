@@ -41,6 +41,7 @@ from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import batcher as batcher_mod
 from scheduler import batching
 from scheduler import claim as claim_mod
+from scheduler import claim_feed
 from scheduler import host_cache
 from scheduler import lookups
 from scheduler import metrics
@@ -64,9 +65,13 @@ class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
     # 1.2: select_destinations_many (a super conductor's requests in one call).
     # 1.3: select_destinations(_many) take the caller's ``deadline``.
-    target = oslo_messaging.Target(version="1.3")
+    # 1.4: claims_made (a fanout cast from the other workers).
+    target = oslo_messaging.Target(version="1.4")
 
-    def __init__(self, conf, client_factory):
+    def __init__(self, conf, client_factory, publish_claims=None):
+        """``publish_claims(sender, claims)``: a fanout cast of this
+        worker's claims to the others (scheduler.claim_feed); None keeps
+        them to this worker."""
         self.conf = conf
         self._client_factory = client_factory
         self._local = threading.local()
@@ -80,6 +85,11 @@ class SchedulerEndpoint:
         self.host_cache = host_cache.HostCache(
             group.host_cache_seconds if group.batch_size > 1 else 0
         )
+        # Only a worker that keeps walks has a view the others' claims
+        # could correct, and tells them its own.
+        self.claim_feed = None
+        if self.host_cache.enabled and publish_claims is not None:
+            self.claim_feed = claim_feed.ClaimFeed(publish_claims)
         if group.batch_size > 1:
             self._batcher = batcher_mod.Batcher(
                 lambda specs, groups: self._scheduler().select_batch(specs, groups),
@@ -134,6 +144,23 @@ class SchedulerEndpoint:
         if isinstance(failed_builds, dict) and failed_builds:
             self.host_cache.forget_hosts(set(failed_builds))
 
+    def claims_made(self, ctxt, sender, claims):
+        """1.4: another worker's claims (scheduler.claim_feed), cast to
+        every worker: added to the walks this one keeps. Our own are
+        already in them."""
+        if self.claim_feed is not None and sender == self.claim_feed.sender:
+            return
+        bad = claim_feed.problem(claims)
+        if bad is not None:
+            LOG.warning("claims_made from %s refused: %s", sender, bad)
+            return
+        self.host_cache.apply_claims(claims, sender=str(sender))
+
+    def stop(self):
+        """Stop telling other workers our claims (the service stops)."""
+        if self.claim_feed is not None:
+            self.claim_feed.stop()
+
     def _answers(self, request_specs, deadline=None):
         start = time.perf_counter()
         sched = self._scheduler()
@@ -170,8 +197,7 @@ class SchedulerEndpoint:
             metrics.LATENCY.observe(elapsed)
         return answers
 
-    @staticmethod
-    def _decide(sched, spec, deadline, select, *args):
+    def _decide(self, sched, spec, deadline, select, *args):
         """Run ``select(*args)`` and turn its outcome into the answer dict;
         selections made when the caller's ``deadline`` has passed are
         released (the caller gave the request up) and answered expired."""
@@ -192,6 +218,8 @@ class SchedulerEndpoint:
         if pipeline.deadline_passed(deadline):
             return _released_late(sched, spec, selections)
         metrics.DECISIONS.inc(len(selections))
+        if self.claim_feed is not None:
+            self.claim_feed.claimed(selections)
         return {
             "status": "placed",
             "selections": spec_mod.dump_selections(spec.request_id, selections),

@@ -15,6 +15,7 @@ import random
 from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import batching
+from scheduler import claim_feed
 from scheduler import filters as filters_mod
 from scheduler import lookups
 from scheduler import pipeline
@@ -89,6 +90,9 @@ class Scheduler:
                 self.write_reports([(spec, exc.report)])
             raise
         self.stats["placed"] += 1
+        if self.host_cache is not None:
+            # Placed on a walk of its own: the kept walks share its hosts.
+            self.host_cache.apply_claims(claim_feed.claims_of(result))
         self.write_reports([(spec, report.finish("placed"))])
         return result
 

@@ -6,7 +6,10 @@ land on it) and capacity another worker took (never over-committed). In
 both the request is still placed, on a fresh walk.
 """
 
+import time
 import uuid
+
+import pytest
 
 from joule import placement_client
 from joule import vocabulary
@@ -97,3 +100,80 @@ def test_capacity_another_worker_took_is_never_over_committed(client, db, live_s
         for rp in hosts
     }
     assert usage == {rp: 4 for rp in hosts}
+
+
+def _feeding_pair(url):
+    """Two workers whose claims reach each other as the bus's fanout would
+    deliver them (each gets every message, its own included)."""
+    endpoints = []
+
+    def publish(sender, claims):
+        for endpoint in endpoints:
+            endpoint.claims_made({}, sender, claims)
+
+    conf = conf_mod.make_conf(
+        overrides={
+            ("scheduler", "batch_size"): 16,
+            ("scheduler", "host_cache_seconds"): 600,
+            ("placement", "endpoint_override"): url,
+            ("placement", "auth_type"): "noauth",
+        }
+    )
+    for _ in range(2):
+        endpoints.append(
+            service.SchedulerEndpoint(
+                conf,
+                lambda: placement_client.PlacementClient.for_endpoint(url),
+                publish_claims=publish,
+            )
+        )
+    return endpoints
+
+
+def _wait_for(predicate, seconds=10):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "the other worker's claims never arrived"
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("feed", [True, False])
+def test_another_workers_claims_reach_my_kept_walk(client, db, live_server, feed):
+    """With the claim feed my kept walk shows the host the other worker
+    filled, so my next request goes elsewhere at once: no race lost, no new
+    walk. Without it (the control), the same request loses a race on that
+    host first."""
+    spare = _node(client, db, "spare", 8, 65536)
+    biggest = _node(client, db, "biggest", 16, 65536)
+    mine, other = _feeding_pair(live_server.url)
+    if not feed:
+        for endpoint in (mine, other):
+            endpoint.stop()
+            endpoint.claim_feed = None
+    try:
+        # Mine walks and keeps the view: 2 VCPU on the biggest host.
+        assert _host_of(mine.select_destinations({}, _request(1, vocabulary.STANDARD))) == biggest
+        # The other worker takes all that is left of the biggest host (only
+        # it has 14 free).
+        taken = other.select_destinations({}, _request(2, vocabulary.STANDARD, vcpu=14))
+        assert _host_of(taken) == biggest
+        if feed:
+            _wait_for(lambda: mine.host_cache.stats["foreign_claims"] >= 1)
+        lost_before = mine.races_lost()
+        walks_before = mine.host_cache.stats["misses"]
+        placed = mine.select_destinations({}, _request(3, vocabulary.STANDARD))
+        assert _host_of(placed) == spare
+        if feed:
+            assert mine.races_lost() == lost_before
+            assert mine.host_cache.stats["misses"] == walks_before  # placed on the kept walk
+            # Each took the other's claims, never its own a second time.
+            _wait_for(lambda: other.host_cache.stats["foreign_claims"] >= 2)
+            assert other.host_cache.stats["foreign_claims"] == 2
+            assert mine.host_cache.stats["foreign_claims"] == 1
+        else:
+            assert mine.races_lost() == lost_before + 1
+    finally:
+        for endpoint in (mine, other):
+            endpoint.stop()
+    usage = client.get(f"/resource_providers/{biggest}/usages").get_json()["usages"]
+    assert usage["VCPU"] == 16

@@ -123,7 +123,7 @@ def test_zero_seconds_walks_every_batch():
     for n in range(3):
         placed_on(sched.select_batch([spec(f"r{n}")]))
     assert len(fake.queries) == 3
-    assert sched.host_cache.stats == {"hits": 0, "misses": 0, "dropped": 0}
+    assert sched.host_cache.stats == {"hits": 0, "misses": 0, "dropped": 0, "foreign_claims": 0}
 
 
 def test_the_service_shares_one_cache_between_its_threads_and_turns_it_off_without_batching():
@@ -230,3 +230,96 @@ def test_hosts_whose_node_data_changed_drop_the_walks_holding_them():
     # The next batch holds and keeps as usual.
     placed_on(sched.select_batch([spec("r3")]))
     assert key in cache._entries
+
+
+def _uuid(fake, name):
+    return next(u for u, h in fake.hosts.items() if h["name"] == name)
+
+
+def _claim(fake, name, vcpu):
+    """Another worker's claim of ``vcpu`` on host ``name``, made in
+    placement and in its wire form (scheduler.claim_feed)."""
+    uuid = _uuid(fake, name)
+    fake.used[uuid]["VCPU"] += vcpu
+    return [uuid, {uuid: {"VCPU": vcpu}}]
+
+
+def test_another_workers_claims_move_the_hosts_of_a_kept_walk():
+    fake, sched, _clock = make([host("a", vcpu=8, ram=65536), host("b", vcpu=8, ram=65536)])
+    [first] = placed_on(sched.select_batch([spec("r1")]))
+    other = "b" if first == "a" else "a"
+    # The other worker fills the host this one would pick next.
+    sched.host_cache.apply_claims([_claim(fake, other, 8)], sender="w2")
+    assert placed_on(sched.select_batch([spec("r2")])) == [first]
+    assert len(fake.queries) == 1  # the kept walk, no race lost on it
+    assert sched.stats["races_lost"] == 0
+    assert sched.host_cache.stats["foreign_claims"] == 1
+
+
+def test_claims_that_arrive_while_a_batch_holds_the_walk_are_added_when_it_is_put_back():
+    fake, sched, _clock = make([host("a", vcpu=8, ram=65536), host("b", vcpu=8, ram=65536)])
+    cache = sched.host_cache
+    placed_on(sched.select_batch([spec("r1")]))
+    key = batching.group_key(spec("x"))
+    entry = cache.take(key, dict(spec("x").resources))  # a batch holds it
+    claim = _claim(fake, "a", 3)
+    cache.apply_claims([claim], sender="w2")
+    a = entry.ranker.hosts[entry.ranker.index[claim[0]]]
+    used_before = a.providers[claim[0]]["VCPU"][1]
+    cache.put(key, entry)
+    assert a.providers[claim[0]]["VCPU"][1] == used_before + 3
+    # A walk that is dropped instead takes nothing later.
+    entry = cache.take(key, dict(spec("x").resources))
+    cache.apply_claims([_claim(fake, "a", 1)], sender="w2")
+    cache.put(key, entry, keep=False)
+    assert cache._foreign == {}
+
+
+def test_with_the_others_claims_fed_a_new_walk_is_kept_for_every_live_worker():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(20)]
+    fake, mine, clock = make(hosts, seconds=8)
+    placed_on(mine.select_batch([spec("a1")]))
+    # The other worker claims on three hosts and says so.
+    mine.host_cache.apply_claims([_claim(fake, f"h{i}", 2) for i in range(3)], sender="w2")
+    clock.now += 9
+    placed_on(mine.select_batch([spec("a2")]))
+    key = batching.group_key(spec("x"))
+    # Not a quarter (2 s, as without the feed: above) but twice the 8 s:
+    # two workers read each kind, each half as often.
+    assert mine.host_cache._entries[key].ttl == 16
+    assert mine.host_cache.workers() == 2
+    # A worker not heard from for PEER_SECONDS no longer counts.
+    clock.now += host_cache.PEER_SECONDS + 1
+    assert mine.host_cache.workers() == 1
+
+
+def test_claims_unknown_to_a_walk_change_nothing():
+    fake, sched, _clock = make([host("a", vcpu=8, ram=65536)])
+    placed_on(sched.select_batch([spec("r1")]))
+    [entry] = sched.host_cache._entries.values()
+    before = [dict(h.providers) for h in entry.ranker.hosts]
+    sched.host_cache.apply_claims([["no-such-host", {"no-such-host": {"VCPU": 4}}]], sender="w2")
+    u = _uuid(fake, "a")
+    sched.host_cache.apply_claims(
+        [
+            [
+                u,
+                {"another-provider": {"VCPU": 4}},
+            ]
+        ]
+    )
+    sched.host_cache.apply_claims([[u, {u: {"CUSTOM_UNKNOWN": 4}}]], sender="w2")
+    assert [dict(h.providers) for h in entry.ranker.hosts] == before
+
+
+def test_the_walks_of_one_workers_kinds_show_each_others_claims():
+    fake, sched, _clock = make([host(f"h{i}", vcpu=16, ram=65536) for i in range(3)])
+    for n in range(6):
+        placed_on(sched.select_batch([spec(f"r{n}")]))
+        placed_on(sched.select_batch([spec(f"p{n}", vcpu=1, workload_class="performance")]))
+    entries = sched.host_cache._entries
+    assert len(entries) == 2
+    assert len(fake.queries) == 2  # one walk per kind, no race lost
+    for entry in entries.values():
+        for h in entry.ranker.hosts:
+            assert h.providers[h.uuid]["VCPU"][1] == fake.used[h.uuid]["VCPU"], h.name

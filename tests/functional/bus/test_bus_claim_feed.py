@@ -1,0 +1,90 @@
+"""Scheduler workers tell each other their claims over the real RabbitMQ.
+
+Two scheduler-worker services (scheduler.cmd.build_service, as the console
+script builds them) run in this process on a RabbitMQ virtual host of the
+test's own, against a live placement (SQLite and PostgreSQL). What one
+worker claims reaches the other's kept walk through the scheduler topic's
+fanout (scheduler.claim_feed), so the other's next request goes to a host
+that still has room without losing a race on the one that filled up; a
+worker never counts its own claims twice.
+"""
+
+import time
+import uuid
+
+from joule import rpc
+from joule import vocabulary
+from scheduler import cmd
+from scheduler import conf as conf_mod
+from tests import builders
+
+
+def _node(db, name, vcpu):
+    rp = builders.create_provider(db, name=name)
+    builders.set_inventory(db, rp, "VCPU", vcpu)
+    builders.set_inventory(db, rp, "MEMORY_MB", 65536)
+    builders.set_twin(db, rp, vocabulary.PERFORMANCE)
+    return rp
+
+
+def _request(n, vcpu):
+    return {
+        "version": "1.0",
+        "request_id": f"req-{n}",
+        "instance_uuids": [str(uuid.uuid4())],
+        "resources": {"VCPU": vcpu, "MEMORY_MB": 1024},
+        "workload_class": vocabulary.STANDARD,
+        "project_id": "p",
+        "user_id": "u",
+    }
+
+
+def _host_of(answer):
+    assert answer["status"] == "placed", answer
+    [[selected, *_alts]] = answer["selections"]["selections"]
+    return selected["host_uuid"]
+
+
+def _wait_for(predicate, seconds=20):
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "the other worker's claims never arrived"
+        time.sleep(0.02)
+
+
+def test_claims_reach_the_other_workers_kept_walk_over_rabbitmq(db, live_server, vhost):
+    spare = _node(db, "spare", 8)
+    biggest = _node(db, "biggest", 16)
+    conf = conf_mod.make_conf(
+        overrides={
+            (None, "transport_url"): f"rabbit://guest:guest@127.0.0.1:5672/{vhost}",
+            ("placement", "endpoint_override"): live_server.url,
+            ("placement", "auth_type"): "noauth",
+            ("scheduler", "host_cache_seconds"): 600,
+        }
+    )
+    transport = rpc.transport_of(conf)
+    services = [cmd.build_service(conf, transport, f"scheduler-{n}") for n in range(2)]
+    mine, other = (svc.endpoint for svc in services)
+    for svc in services:
+        svc.start()
+    try:
+        time.sleep(1.0)  # both consume the fanout queue before the first claim
+        assert _host_of(mine.select_destinations({}, _request(1, 2))) == biggest
+        _wait_for(lambda: other.host_cache.stats["foreign_claims"] >= 1)
+        assert _host_of(other.select_destinations({}, _request(2, 14))) == biggest
+        _wait_for(lambda: mine.host_cache.stats["foreign_claims"] >= 1)
+        lost_before = mine.races_lost()
+        walks_before = mine.host_cache.stats["misses"]
+        assert _host_of(mine.select_destinations({}, _request(3, 2))) == spare
+        assert mine.races_lost() == lost_before
+        assert mine.host_cache.stats["misses"] == walks_before
+        _wait_for(lambda: other.host_cache.stats["foreign_claims"] >= 2)
+        time.sleep(0.5)  # a message of its own would have arrived by now
+        assert mine.host_cache.stats["foreign_claims"] == 1
+        assert other.host_cache.stats["foreign_claims"] == 2
+        assert mine.claim_feed.stats["failed"] == other.claim_feed.stats["failed"] == 0
+    finally:
+        for svc in services:
+            svc.stop(timeout=10)
+        transport.cleanup()

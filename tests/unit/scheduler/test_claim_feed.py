@@ -1,0 +1,119 @@
+"""What a worker tells the others it claimed (scheduler.claim_feed)."""
+
+import threading
+import types
+
+import pytest
+
+from scheduler import claim_feed
+from scheduler import conf as conf_mod
+from scheduler import service
+
+
+def _selection(host, rp, **resources):
+    return types.SimpleNamespace(
+        host_uuid=host,
+        allocation_request={"allocations": {rp: {"resources": resources}}},
+    )
+
+
+def test_the_claims_of_selections_are_the_selected_hosts_only():
+    selections = [
+        [_selection("h1", "h1", VCPU=2, MEMORY_MB=512), _selection("alt", "alt", VCPU=2)],
+        [_selection("h2", "gpu-rp", VGPU=1)],
+    ]
+    assert claim_feed.claims_of(selections) == [
+        ["h1", {"h1": {"VCPU": 2, "MEMORY_MB": 512}}],
+        ["h2", {"gpu-rp": {"VGPU": 1}}],
+    ]
+
+
+@pytest.mark.parametrize(
+    "claims",
+    [
+        {"h1": {}},
+        [["h1"]],
+        [[1, {}]],
+        [["h1", []]],
+        [["h1", {"rp": 3}]],
+        [["h1", {"rp": {"VCPU": "2"}}]],
+        [["h1", {"rp": {"VCPU": -1}}]],
+        [["h1", {"rp": {"VCPU": True}}]],
+        [["h1", {"rp": {"VCPU": 1.5}}]],
+        [["h1", {}]] * (claim_feed.MAX_CLAIMS_PER_MESSAGE + 1),
+    ],
+)
+def test_a_malformed_message_is_refused_and_changes_no_view(claims):
+    assert claim_feed.problem(claims)
+    conf = conf_mod.make_conf(overrides={("scheduler", "batch_size"): 16})
+    endpoint = service.SchedulerEndpoint(conf, lambda: None)
+    applied = []
+    endpoint.host_cache.apply_claims = lambda claims, sender=None: applied.append(claims)
+    endpoint.claims_made({}, "another-worker", claims)
+    assert applied == []
+
+
+def test_a_good_message_is_applied_and_our_own_is_not():
+    conf = conf_mod.make_conf(overrides={("scheduler", "batch_size"): 16})
+    endpoint = service.SchedulerEndpoint(conf, lambda: None, publish_claims=lambda *a: None)
+    applied = []
+    endpoint.host_cache.apply_claims = lambda claims, sender=None: applied.append((claims, sender))
+    claims = [["h1", {"h1": {"VCPU": 2}}]]
+    endpoint.claims_made({}, endpoint.claim_feed.sender, claims)
+    assert applied == []
+    endpoint.claims_made({}, "another-worker", claims)
+    assert applied == [(claims, "another-worker")]
+    endpoint.stop()
+
+
+def test_a_worker_that_keeps_no_walks_neither_sends_nor_takes_claims():
+    conf = conf_mod.make_conf(
+        overrides={("scheduler", "batch_size"): 16, ("scheduler", "host_cache_seconds"): 0}
+    )
+    endpoint = service.SchedulerEndpoint(conf, lambda: None, publish_claims=lambda *a: None)
+    assert endpoint.claim_feed is None
+
+
+def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted():
+    sent = []
+    gate = threading.Event()
+
+    def publish(sender, claims):
+        gate.wait(5)
+        sent.append((sender, claims))
+        if len(sent) == 2:
+            raise ConnectionError("the bus is down")
+
+    feed = claim_feed.ClaimFeed(publish, sender="me")
+    try:
+        feed.claimed([[_selection("h1", "h1", VCPU=1)]])
+        feed.claimed([[_selection("h2", "h2", VCPU=1)], [_selection("h3", "h3", VCPU=1)]])
+        gate.set()
+        _wait(lambda: feed.stats["messages"] == 1)
+        assert sent == [
+            (
+                "me",
+                [
+                    ["h1", {"h1": {"VCPU": 1}}],
+                    ["h2", {"h2": {"VCPU": 1}}],
+                    ["h3", {"h3": {"VCPU": 1}}],
+                ],
+            )
+        ]
+        feed.claimed([[_selection("h4", "h4", VCPU=1)]])
+        _wait(lambda: feed.stats["failed"] == 1)
+        # The thread survives a failed send.
+        feed.claimed([[_selection("h5", "h5", VCPU=1)]])
+        _wait(lambda: feed.stats["messages"] == 2)
+        assert feed.stats["sent"] == 4
+    finally:
+        feed.stop()
+
+
+def _wait(predicate, seconds=5):
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
