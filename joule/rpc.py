@@ -53,6 +53,8 @@ LOG = logging.getLogger(__name__)
 
 SCHEDULER_TOPIC = "scheduler"
 CONDUCTOR_TOPIC = "conductor"
+# The scheduler workers' claims, fanned out to every worker (scheduler.claim_feed).
+CLAIMS_TOPIC = "scheduler_claims"
 # A node agent's compute service: compute.<host> (node_agent.compute).
 COMPUTE_TOPIC = "compute"
 COMPUTE_RPC_VERSION = "1.0"
@@ -463,6 +465,7 @@ class SchedulerAPI:
         self._client = _client(
             transport, topic(conf, SCHEDULER_TOPIC), timeout=conf.rpc.call_timeout
         )
+        self._claims = _client(transport, topic(conf, CLAIMS_TOPIC))
 
     def select_destinations(self, request_spec, on_retry=None):
         """Call ``select_destinations``; retry (bounded, backoff) when
@@ -592,12 +595,11 @@ class SchedulerAPI:
         )
 
     def claims_made(self, sender, claims):
-        """Tell every scheduler worker (a fanout cast, 1.4) the claims the
-        worker ``sender`` made, [[host uuid, {provider: {class: amount}}]],
-        so the walks they keep show them (scheduler.claim_feed)."""
-        self._client.prepare(fanout=True, version="1.4").cast(
-            {}, "claims_made", sender=sender, claims=claims
-        )
+        """Tell every scheduler worker (a fanout cast on their claims topic)
+        the claims the worker ``sender`` made, [[host uuid, {provider:
+        {class: amount}}]], so the walks they keep show them
+        (scheduler.claim_feed)."""
+        self._claims.prepare(fanout=True).cast({}, "claims_made", sender=sender, claims=claims)
 
 
 class ConductorAPI:

@@ -215,6 +215,16 @@ def _place(sched, kind, resources, cache, entry, key):
     planned = pipeline.run(sched, kind, source)
     if cache is None:
         return None
+    # Keep the view only when everything planned on it was claimed: a lost
+    # race, a refused or an unanswered claim says it is stale (and its
+    # assumed usage holds plans that were not made). With other workers
+    # feeding their claims, a lost race says only that one of their
+    # messages is still on its way: the raced members are placed again on
+    # the same view, without the hosts they lost on.
+    keep = all(m.claimed for m in planned)
+    raced = [m for m in planned if m.lost_picks is not None]
+    if raced and len(raced) == sum(not m.claimed for m in planned) and cache.workers() > 1:
+        keep = _again_after_races(sched, source, raced)
     # This walk holds its claims; this worker's walks of other kinds share
     # hosts with it and must show them too.
     cache.apply_claims(
@@ -226,10 +236,25 @@ def _place(sched, kind, resources, cache, entry, key):
         ],
         skip=key,
     )
-    # Keep the view only when everything planned on it was claimed: a lost
-    # race, a refused or an unanswered claim says it is stale (and its
-    # assumed usage holds plans that were not made).
-    return entry, all(m.claimed for m in planned)
+    return entry, keep
+
+
+def _again_after_races(sched, source, raced):
+    """Give back the assumed usage of the ``raced`` members' lost picks and
+    run them again on the same walk without those hosts; whether the walk
+    is still worth keeping (every member planned again was claimed)."""
+    lost = set()
+    for m in raced:
+        pipeline.unplan(m, source.ranker, picks=m.lost_picks)
+        lost.update(pick.host.uuid for pick in m.lost_picks)
+        m.lost_picks = None
+        m.outcome = None
+        m.picks = []
+    again = pipeline.run(sched, raced, source, lost=lost)
+    sched.stats["replaced_after_race"] = sched.stats.get("replaced_after_race", 0) + sum(
+        m.claimed for m in again
+    )
+    return all(m.claimed for m in again)
 
 
 def _source(sched, kind, resources, cache, entry, key):

@@ -11,10 +11,11 @@ a new walk showed other workers' claims. At 5,000 hosts that meant four
 times the walks: with 4 workers, a worker placed half as many instances per
 second as one worker alone, at more than twice the CPU per instance.
 
-So each worker tells the others what it claimed: a fanout cast on the
-scheduler topic (``claims_made``, RPC 1.4), one message per
-``PUBLISH_SECONDS`` at most, carrying every claim answered since the last
-one. A receiving worker adds those amounts to the hosts of the walks it
+So each worker tells the others what it claimed: a fanout cast
+(``claims_made``) on a topic of its own (``scheduler_claims``, so that a
+worker whose threads all wait for their batches still reads it at once),
+one message per ``PUBLISH_SECONDS`` at most, carrying every claim answered
+since the last one. A receiving worker adds those amounts to the hosts of the walks it
 keeps (HostCache.apply_claims), so its view matches placement's within a
 message's latency, and ranks them as they now are. The new walk's
 "other workers claimed" check then sees nothing foreign, and the walk is
@@ -31,6 +32,7 @@ import logging
 import threading
 import uuid
 
+from joule.rpc import oslo_messaging  # imported there, quietly
 from scheduler import metrics
 
 LOG = logging.getLogger(__name__)
@@ -82,6 +84,19 @@ def problem(claims):
                 ):
                     return f"bad amount in a claim: {rc!r}: {amount!r}"
     return None
+
+
+class FeedEndpoint:
+    """The RPC endpoint of topic ``scheduler_claims``: ``claims_made`` from
+    the other workers, handed to ``heard(sender, claims)``."""
+
+    target = oslo_messaging.Target(version="1.0")
+
+    def __init__(self, heard):
+        self._heard = heard
+
+    def claims_made(self, ctxt, sender, claims):
+        self._heard(sender, claims)
 
 
 class ClaimFeed:

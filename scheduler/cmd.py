@@ -39,6 +39,9 @@ def build_service(conf, transport, name):
         conf, lambda: sconf.placement_client_of(conf), publish_claims=peers.claims_made
     )
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
+    if endpoint.feed_endpoint is not None:
+        # Its own server: read at once, whatever the scheduler calls hold.
+        svc.add_server(rpc.topic(conf, rpc.CLAIMS_TOPIC), [endpoint.feed_endpoint])
     svc.stop_hooks.append(endpoint.stop)
     svc.endpoint = endpoint
     return svc

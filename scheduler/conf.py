@@ -271,9 +271,12 @@ scheduler_opts = [
         "placement. Placement still checks every claim, so a stale view costs a lost "
         "race (the request is then scheduled alone on a fresh walk), never an "
         "over-commit; a walk that lost a race is dropped at once. What other workers "
-        "claimed or freed, and a node's new power profile, are seen within this "
-        "time. 0 walks for every batch (a simulated clock needs that: the wall clock "
-        "says nothing about its time). Only batching workers (batch_size > 1) keep "
+        "claim reaches the walk at once over the bus (scheduler/claim_feed.py), so a "
+        "walk is kept this long times the workers heard from in the last minute: "
+        "together they read each kind as often as one worker does. What was freed, "
+        "and a node's new power profile, are seen within that time. 0 walks for "
+        "every batch (a simulated clock needs that: the wall clock says nothing "
+        "about its time). Only batching workers (batch_size > 1) keep "
         "walks.",
     ),
 ]

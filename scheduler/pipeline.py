@@ -77,6 +77,10 @@ class Member:
     picks: list = dataclasses.field(default_factory=list)
     outcome: tuple | None = None
     claimed: bool = False  # its picks are claimed in placement
+    # The picks of a batch claim that lost a race (the member then goes
+    # ALONE), kept so that a batch on a kept walk can give back their
+    # assumed usage and place the member again (scheduler.batching).
+    lost_picks: list | None = None
     # The caller's deadline (epoch seconds, its clock) or None: no claim is
     # written once it has passed (the request is Expired).
     deadline: float | None = None
@@ -111,12 +115,14 @@ class Source:
         return self.walk, self.ranker
 
 
-def run(sched, members, source, alone=False):
+def run(sched, members, source, alone=False, lost=None):
     """Place ``members`` through the stages, in order; return those planned
     (each with its outcome set). ``alone``: one request on its own walk,
-    whose failures raise SchedulerError (NoValidHost, ConsumerInUse...)."""
+    whose failures raise SchedulerError (NoValidHost, ConsumerInUse...).
+    ``lost``: hosts not to offer (they lost a race before this run)."""
     walk, ranker = source.open(sched)  # 1. walk, 2. filter, 3. score and normalise
-    lost = set()  # hosts that lost a race in this run: never offered again here
+    # Hosts that lost a race in this run: never offered again here.
+    lost = set() if lost is None else set(lost)
     planned = plan(sched, members, walk, ranker, lost, alone)  # 4. pick
     reserve(sched, planned, walk, ranker, lost, alone)  # 5. claim (7. unreserve on failure)
     for m in planned:
@@ -352,6 +358,7 @@ def _settle(sched, m, result, lost):
         for pick in m.picks:
             lost.add(pick.host.uuid)
         sched.stats["races_lost"] += 1
+        m.lost_picks = m.picks
         _alone(m)
 
 

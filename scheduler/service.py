@@ -65,8 +65,7 @@ class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
     # 1.2: select_destinations_many (a super conductor's requests in one call).
     # 1.3: select_destinations(_many) take the caller's ``deadline``.
-    # 1.4: claims_made (a fanout cast from the other workers).
-    target = oslo_messaging.Target(version="1.4")
+    target = oslo_messaging.Target(version="1.3")
 
     def __init__(self, conf, client_factory, publish_claims=None):
         """``publish_claims(sender, claims)``: a fanout cast of this
@@ -88,8 +87,10 @@ class SchedulerEndpoint:
         # Only a worker that keeps walks has a view the others' claims
         # could correct, and tells them its own.
         self.claim_feed = None
+        self.feed_endpoint = None
         if self.host_cache.enabled and publish_claims is not None:
             self.claim_feed = claim_feed.ClaimFeed(publish_claims)
+            self.feed_endpoint = claim_feed.FeedEndpoint(self._heard)
         if group.batch_size > 1:
             self._batcher = batcher_mod.Batcher(
                 lambda specs, groups: self._scheduler().select_batch(specs, groups),
@@ -144,10 +145,10 @@ class SchedulerEndpoint:
         if isinstance(failed_builds, dict) and failed_builds:
             self.host_cache.forget_hosts(set(failed_builds))
 
-    def claims_made(self, ctxt, sender, claims):
-        """1.4: another worker's claims (scheduler.claim_feed), cast to
-        every worker: added to the walks this one keeps. Our own are
-        already in them."""
+    def _heard(self, sender, claims):
+        """Another worker's claims (scheduler.claim_feed), cast to every
+        worker: added to the walks this one keeps. Our own are already in
+        them."""
         if self.claim_feed is not None and sender == self.claim_feed.sender:
             return
         bad = claim_feed.problem(claims)

@@ -109,7 +109,7 @@ def _feeding_pair(url):
 
     def publish(sender, claims):
         for endpoint in endpoints:
-            endpoint.claims_made({}, sender, claims)
+            endpoint.feed_endpoint.claims_made({}, sender, claims)
 
     conf = conf_mod.make_conf(
         overrides={

@@ -46,11 +46,12 @@ def test_the_claims_of_selections_are_the_selected_hosts_only():
 def test_a_malformed_message_is_refused_and_changes_no_view(claims):
     assert claim_feed.problem(claims)
     conf = conf_mod.make_conf(overrides={("scheduler", "batch_size"): 16})
-    endpoint = service.SchedulerEndpoint(conf, lambda: None)
+    endpoint = service.SchedulerEndpoint(conf, lambda: None, publish_claims=lambda *a: None)
     applied = []
     endpoint.host_cache.apply_claims = lambda claims, sender=None: applied.append(claims)
-    endpoint.claims_made({}, "another-worker", claims)
+    endpoint.feed_endpoint.claims_made({}, "another-worker", claims)
     assert applied == []
+    endpoint.stop()
 
 
 def test_a_good_message_is_applied_and_our_own_is_not():
@@ -59,9 +60,9 @@ def test_a_good_message_is_applied_and_our_own_is_not():
     applied = []
     endpoint.host_cache.apply_claims = lambda claims, sender=None: applied.append((claims, sender))
     claims = [["h1", {"h1": {"VCPU": 2}}]]
-    endpoint.claims_made({}, endpoint.claim_feed.sender, claims)
+    endpoint.feed_endpoint.claims_made({}, endpoint.claim_feed.sender, claims)
     assert applied == []
-    endpoint.claims_made({}, "another-worker", claims)
+    endpoint.feed_endpoint.claims_made({}, "another-worker", claims)
     assert applied == [(claims, "another-worker")]
     endpoint.stop()
 
@@ -71,7 +72,7 @@ def test_a_worker_that_keeps_no_walks_neither_sends_nor_takes_claims():
         overrides={("scheduler", "batch_size"): 16, ("scheduler", "host_cache_seconds"): 0}
     )
     endpoint = service.SchedulerEndpoint(conf, lambda: None, publish_claims=lambda *a: None)
-    assert endpoint.claim_feed is None
+    assert endpoint.claim_feed is None and endpoint.feed_endpoint is None
 
 
 def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted():

@@ -323,3 +323,29 @@ def test_the_walks_of_one_workers_kinds_show_each_others_claims():
     for entry in entries.values():
         for h in entry.ranker.hosts:
             assert h.providers[h.uuid]["VCPU"][1] == fake.used[h.uuid]["VCPU"], h.name
+
+
+def test_with_other_workers_feeding_a_lost_race_places_again_on_the_kept_walk():
+    fake, sched, _clock = make([host(f"h{i}", vcpu=8, ram=65536) for i in range(2)])
+    cache = sched.host_cache
+    [first] = placed_on(sched.select_batch([spec("r1")]))
+    cache.apply_claims([], sender="w2")  # an empty message says nothing of a peer
+    assert cache.workers() == 1
+    cache.apply_claims([_claim(fake, first, 0)], sender="w2")
+    assert cache.workers() == 2
+    # The other worker fills the other host, which our view picks next
+    # (the emptiest), its message still on the way: our claim loses, and
+    # the request is placed again on the same view, on the first host.
+    fake.steal = {u for u, h in fake.hosts.items() if h["name"] != first}
+    walks = len(fake.queries)
+    assert placed_on(sched.select_batch([spec("r2")])) == [first]
+    assert sched.stats["races_lost"] == 1
+    assert sched.stats["replaced_after_race"] == 1
+    assert len(fake.queries) == walks  # no walk, not even alone
+    key = batching.group_key(spec("x"))
+    assert key in cache._entries  # kept
+    # The view gave back what the lost pick assumed: the host it lost on is
+    # as it was, until the other worker's message says what it took.
+    [entry] = cache._entries.values()
+    lost = [h for h in entry.ranker.hosts if h.name != first]
+    assert sum(h.providers[h.uuid]["VCPU"][1] for h in lost) == 0
