@@ -347,6 +347,17 @@ def _quote_segment(seg):
     return quoted.replace(".", "%2E") if quoted in (".", "..") else quoted
 
 
+def _encoded(value):
+    """The keyword that sends ``value`` as a JSON body: ``data``, encoded
+    by orjson (the standard codec was a tenth of a scheduler's CPU, in its
+    claims and reports), or ``json`` for what orjson refuses (integers past
+    64 bits, keys that are not strings), which is encoded as before."""
+    try:
+        return {"data": orjson.dumps(value)}
+    except (TypeError, orjson.JSONEncodeError):
+        return {"json": value}
+
+
 class PlacementClient:
     def __init__(
         self,
@@ -443,13 +454,18 @@ class PlacementClient:
             "openstack-api-version": f"placement {MICROVERSION}",
             **(headers or {}),
         }
+        body = {}
+        if json is not None:
+            body = _encoded(json)
+            if "data" in body:
+                headers["content-type"] = "application/json"
         connect_failures = status_retries = 0
         while True:
             try:
                 resp = self.adapter.request(
                     path,
                     method,
-                    json=json,
+                    **body,
                     params=params,
                     headers=headers,
                     raise_exc=False,

@@ -43,7 +43,7 @@ class DirectAdapter:
     def get_endpoint(self):
         return ENDPOINT
 
-    def request(self, url, method, json=None, params=None, headers=None, **_ignored):
+    def request(self, url, method, json=None, params=None, headers=None, data=None, **_ignored):
         """Call the app; return a ``requests.Response`` (never raises for a status)."""
         path, _, query = url.partition("?")
         if path.startswith(ENDPOINT):
@@ -57,6 +57,8 @@ class DirectAdapter:
             # As requests sends it: compact separators are not required, NaN is refused.
             body = jsonlib.dumps(json, allow_nan=False).encode("utf-8")
             environ_headers["CONTENT_TYPE"] = "application/json"
+        elif data is not None:
+            body = data  # encoded by the caller, who names its content type
         for name, value in (headers or {}).items():
             key = name.upper().replace("-", "_")
             if key in ("CONTENT_TYPE", "CONTENT_LENGTH"):

@@ -25,6 +25,7 @@ to the whole second, as before.
 
 import datetime
 import json
+import types
 
 import sqlalchemy as sa
 
@@ -141,6 +142,15 @@ def _to_dict(row):
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
+
+
+def _written(row, seen, values):
+    """``row`` as a guarded UPDATE from generation ``seen`` with ``values``
+    left it. The writers here lock the rows they read (``_rows_by_uuid``
+    with ``lock``) and every value is one they computed, so the answer is
+    built from them instead of read back: a bulk take or finish was a
+    second SELECT of every row, spec included."""
+    return types.SimpleNamespace(**{**row._mapping, **values, "generation": seen + 1})
 
 
 def _chunks(items):
@@ -415,8 +425,11 @@ def take_many(db, items, owner, lease_seconds, hand_off=False):
             values,
             now,
         )
-        rows = _rows_by_uuid(conn, uuids)
-    return [_to_dict(rows[u]) for u in uuids]
+        written = {
+            i["instance_uuid"]: _written(rows[i["instance_uuid"]], i["generation"], values)
+            for i in items
+        }
+    return [_to_dict(written[u]) for u in uuids]
 
 
 def _guarded_update(conn, changes, common, now):
@@ -555,29 +568,27 @@ def update_many(db, items):
             _refuse(refused)
         # UPDATE build_requests SET status=:s ... WHERE id=:id AND
         # generation=:g AND status='pending', in one executemany.
-        _guarded_update(
-            conn,
-            [
-                (
-                    row,
-                    row.generation,
-                    {
-                        "status": item["status"],
-                        "host_uuid": item.get("host_uuid"),
-                        "reason": item.get("reason"),
-                    },
-                )
-                for row, item in todo
-            ],
-            {"owner": None, "lease_expires_at": None, "updated_at": now},
-            now,
-        )
+        changes = [
+            (
+                row,
+                row.generation,
+                {
+                    "status": item["status"],
+                    "host_uuid": item.get("host_uuid"),
+                    "reason": item.get("reason"),
+                },
+            )
+            for row, item in todo
+        ]
+        common = {"owner": None, "lease_expires_at": None, "updated_at": now}
+        _guarded_update(conn, changes, common, now)
         _clear_failed_builds(
             conn,
             now,
             {i["host_uuid"] for _row, i in todo if i.get("build_succeeded") and i["host_uuid"]},
         )
-        rows = _rows_by_uuid(conn, uuids)
+        for row, seen, own in changes:
+            rows[row.instance_uuid] = _written(row, seen, {**common, **own})
     return [_to_dict(rows[u]) for u in uuids]
 
 

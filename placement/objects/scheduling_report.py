@@ -32,18 +32,24 @@ def put(db, request_id, project_id, report):
     return _to_dict(row), bool(created)
 
 
+def encode(report):
+    """A report's stored text (``put_many`` takes it already encoded)."""
+    return json.dumps(report, sort_keys=True)
+
+
 def put_many(db, items):
     """Create or replace several reports in one transaction, all or none.
 
-    ``items``: [(request_id, project_id, report)], request ids distinct.
+    ``items``: [(request_id, project_id, report text)] (``encode``: the
+    handler has it already, to check its size), request ids distinct.
     Return the number created and the number replaced.
     """
     with db.write() as conn:
-        created = _write(conn, items)
+        created = _write(conn, items, encoded=True)
     return len(created), len(items) - len(created)
 
 
-def _write(conn, items):
+def _write(conn, items, encoded=False):
     """Create or replace ``items``; the request ids created.
 
     The unique constraint on request_id decides which are new (INSERT ...
@@ -53,7 +59,7 @@ def _write(conn, items):
     """
     now = db_mod.utcnow()
     todo = {
-        request_id: (project_id, json.dumps(report, sort_keys=True))
+        request_id: (project_id, report if encoded else encode(report))
         for request_id, project_id, report in items
     }
     created = set()

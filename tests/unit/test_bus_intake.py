@@ -54,7 +54,13 @@ def test_a_scheduler_worker_prefetches_its_batch_threads_and_acks_on_start():
     conf = _conf(sconf.make_conf)
     svc = scheduler_cmd.build_service(conf, rpc.transport_of(conf), "s1")
     assert conf[RABBIT].rabbit_qos_prefetch_count == sconf.executor_threads(conf) == 128
-    assert [s._ack_when_done for s in svc.servers] == [False]
+    # Its calls, and the other workers' claims on a server of their own.
+    assert [s._ack_when_done for s in svc.servers] == [False, False]
+    assert [s._target.topic for s in svc.servers] == [
+        rpc.topic(conf, rpc.SCHEDULER_TOPIC),
+        rpc.topic(conf, rpc.CLAIMS_TOPIC),
+    ]
+    svc.endpoint.stop()
 
 
 def test_a_prefetch_the_operator_set_is_kept(monkeypatch):
