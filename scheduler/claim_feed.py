@@ -14,18 +14,23 @@ second as one worker alone, at more than twice the CPU per instance.
 So each worker tells the others what it claimed: a fanout cast
 (``claims_made``) on a topic of its own (``scheduler_claims``, so that a
 worker whose threads all wait for their batches still reads it at once),
-one message per ``PUBLISH_SECONDS`` at most, carrying every claim answered
-since the last one. A receiving worker adds those amounts to the hosts of the walks it
-keeps (HostCache.apply_claims), so its view matches placement's within a
-message's latency, and ranks them as they now are. The new walk's
-"other workers claimed" check then sees nothing foreign, and the walk is
-kept for the whole time.
+one message per ``PUBLISH_SECONDS`` at most, carrying every claim sent to
+placement since the last one (sent as the write goes out, not once it is
+answered: a placement round trip is most of the time in which another
+worker could race for the same host). A receiving worker adds those
+amounts to the hosts of the walks it keeps (HostCache.apply_claims), so its
+view matches placement's within a message's latency, and ranks them as
+they now are. Its next walk's "other workers claimed" check then finds
+nothing foreign, so the walk keeps its whole life, which is
+``host_cache_seconds`` times the workers heard on the feed
+(HostCache.life): together the workers read each kind as often as one.
 
 It is a hint, never the arbiter. Placement checks every claim, so a lost
-or late message costs a lost race (the walk is then dropped and read
-again), never an over-commit. Releases are not sent: a view that still
-counts a released claim only under-states a host until its next walk. A
-worker ignores its own messages (they are already in its view).
+or late message costs a lost race (the member is placed again on the same
+walk without that host: scheduler.batching), never an over-commit.
+Releases, and claims that failed after they were told, are not sent: a
+view that still counts them only under-states a host until its next walk.
+A worker ignores its own messages (they are already in its view).
 """
 
 import logging
@@ -37,8 +42,8 @@ from scheduler import metrics
 
 LOG = logging.getLogger(__name__)
 
-# Claims answered within this time go in one message: under load a worker
-# answers a batch every few milliseconds, and one message per batch per
+# Claims sent within this time go in one message: under load a worker
+# claims a batch every few milliseconds, and one message per batch per
 # other worker would be most of what the bus carries.
 PUBLISH_SECONDS = 0.005
 # Claims waiting to be sent beyond this are dropped (the bus is down or
@@ -115,9 +120,10 @@ class ClaimFeed:
         self._thread = threading.Thread(target=self._run, name="claim-feed", daemon=True)
         self._thread.start()
 
-    def claimed(self, selections):
-        """A request was answered with ``selections``: send its claims."""
-        claims = claims_of(selections)
+    def publish(self, claims):
+        """Send ``claims`` (wire form: ``claim_of``) to the other workers."""
+        if not claims:
+            return
         with self._lock:
             room = MAX_PENDING - len(self._pending)
             if room < len(claims):

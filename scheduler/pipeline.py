@@ -35,6 +35,7 @@ from joule import placement_client
 from joule import request_spec as spec_mod
 from scheduler import alternates as alternates_mod
 from scheduler import claim as claim_mod
+from scheduler import claim_feed
 from scheduler import explain
 from scheduler import lookups
 from scheduler import picking
@@ -264,6 +265,7 @@ def _claim_instance(sched, m, k, walk, ranker, lost, claimed):
             one = [_claim_of(m, pick)]
             result = claim_mod.reserve(sched.client, one, m.rng)
             if result.status == claim_mod.CLAIMED:
+                _tell_others(sched, [pick])
                 return
             _refused(sched, m, k, result, lost)
         unplan(m, ranker, [pick])
@@ -308,6 +310,12 @@ def reserve_together(sched, planned, lost):
     """Claim every planned member in one write; when that is refused, each
     member in its own; a member whose own write loses goes ALONE."""
     everything = [c for m in planned for c in _claims(m)]
+    # Told before the write, not after it: the other workers plan on their
+    # views meanwhile, and a claim they hear of only once it is answered
+    # (a placement round trip later) is one they may race for. One that
+    # then fails is counted by them until their next walk: a host shown
+    # fuller than it is, never an over-commit.
+    _tell_others(sched, [p for m in planned for p in m.picks])
     result = claim_mod.reserve(sched.client, everything, planned[0].rng, bulk=True)
     if result.status == claim_mod.CLAIMED:
         for m in planned:
@@ -360,6 +368,14 @@ def _settle(sched, m, result, lost):
         sched.stats["races_lost"] += 1
         m.lost_picks = m.picks
         _alone(m)
+
+
+def _tell_others(sched, picks):
+    """Send the claims of ``picks`` to the other scheduler workers
+    (scheduler.claim_feed), when this worker has a feed."""
+    feed = getattr(sched, "claim_feed", None)
+    if feed is not None:
+        feed.publish([claim_feed.claim_of(p.host.uuid, p.allocation_request) for p in picks])
 
 
 def deadline_passed(deadline):

@@ -106,6 +106,8 @@ class SchedulerEndpoint:
             sched = self._local.scheduler = worker_mod.Scheduler(
                 self.conf, self._client_factory(), traits=self.traits, host_cache=self.host_cache
             )
+            # Its claims go to the other workers as they are sent.
+            sched.claim_feed = self.claim_feed
             with self._lock:
                 self._all.append(sched)
         return sched
@@ -198,7 +200,8 @@ class SchedulerEndpoint:
             metrics.LATENCY.observe(elapsed)
         return answers
 
-    def _decide(self, sched, spec, deadline, select, *args):
+    @staticmethod
+    def _decide(sched, spec, deadline, select, *args):
         """Run ``select(*args)`` and turn its outcome into the answer dict;
         selections made when the caller's ``deadline`` has passed are
         released (the caller gave the request up) and answered expired."""
@@ -219,8 +222,6 @@ class SchedulerEndpoint:
         if pipeline.deadline_passed(deadline):
             return _released_late(sched, spec, selections)
         metrics.DECISIONS.inc(len(selections))
-        if self.claim_feed is not None:
-            self.claim_feed.claimed(selections)
         return {
             "status": "placed",
             "selections": spec_mod.dump_selections(spec.request_id, selections),

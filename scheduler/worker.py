@@ -47,6 +47,9 @@ class Scheduler:
         # The walks a batching worker keeps (scheduler.host_cache); None
         # walks for every batch.
         self.host_cache = host_cache
+        # Where its claims are told to the other workers
+        # (scheduler.claim_feed.ClaimFeed), or None.
+        self.claim_feed = None
         self.stats = {"requests": 0, "placed": 0, "failed": 0, "races_lost": 0}
 
     def rng_for(self, spec):

@@ -87,8 +87,12 @@ def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted
 
     feed = claim_feed.ClaimFeed(publish, sender="me")
     try:
-        feed.claimed([[_selection("h1", "h1", VCPU=1)]])
-        feed.claimed([[_selection("h2", "h2", VCPU=1)], [_selection("h3", "h3", VCPU=1)]])
+        feed.publish(claim_feed.claims_of([[_selection("h1", "h1", VCPU=1)]]))
+        feed.publish(
+            claim_feed.claims_of(
+                [[_selection("h2", "h2", VCPU=1)], [_selection("h3", "h3", VCPU=1)]]
+            )
+        )
         gate.set()
         _wait(lambda: feed.stats["messages"] == 1)
         assert sent == [
@@ -101,10 +105,10 @@ def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted
                 ],
             )
         ]
-        feed.claimed([[_selection("h4", "h4", VCPU=1)]])
+        feed.publish(claim_feed.claims_of([[_selection("h4", "h4", VCPU=1)]]))
         _wait(lambda: feed.stats["failed"] == 1)
         # The thread survives a failed send.
-        feed.claimed([[_selection("h5", "h5", VCPU=1)]])
+        feed.publish(claim_feed.claims_of([[_selection("h5", "h5", VCPU=1)]]))
         _wait(lambda: feed.stats["messages"] == 2)
         assert feed.stats["sent"] == 4
     finally:
