@@ -212,6 +212,10 @@ def _place(sched, kind, resources, cache, entry, key):
             cache.clock(),
             ttl=cache.life(key, source.walk.passed),
         )
+    if cache is not None:
+        # With other workers on the feed, this worker draws its share of
+        # equally good hosts first.
+        source.ranker.prefers = cache.preference()
     planned = pipeline.run(sched, kind, source)
     if cache is None:
         return None

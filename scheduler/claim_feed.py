@@ -45,7 +45,7 @@ LOG = logging.getLogger(__name__)
 # Claims sent within this time go in one message: under load a worker
 # claims a batch every few milliseconds, and one message per batch per
 # other worker would be most of what the bus carries.
-PUBLISH_SECONDS = 0.005
+PUBLISH_SECONDS = 0.001
 # Claims waiting to be sent beyond this are dropped (the bus is down or
 # slow): the feed is a hint, and a backlog would only be stale.
 MAX_PENDING = 20000

@@ -44,6 +44,7 @@ needs: there the wall clock says nothing about the cluster's time.
 """
 
 import dataclasses
+import hashlib
 import threading
 import time
 
@@ -93,6 +94,9 @@ class HostCache:
         # (scheduler.claim_feed), added to its walk when it is put back.
         self._foreign = {}
         self._peers = {}  # other workers heard on the claim feed -> when
+        # This worker's id on the claim feed (its sender), once it has one.
+        self.owner_id = None
+        self._share = None  # (the workers it was computed for, Share)
         self.stats = {"hits": 0, "misses": 0, "dropped": 0, "foreign_claims": 0}
 
     @property
@@ -206,11 +210,26 @@ class HostCache:
         """This worker and the others heard from on the claim feed within
         PEER_SECONDS: the workers that read walks of the same cluster."""
         with self._lock:
-            now = self.clock()
-            for sender, heard in list(self._peers.items()):
-                if now - heard > PEER_SECONDS:
-                    del self._peers[sender]
-            return 1 + len(self._peers)
+            return 1 + len(self._live_peers())
+
+    def _live_peers(self):
+        now = self.clock()
+        for sender, heard in list(self._peers.items()):
+            if now - heard > PEER_SECONDS:
+                del self._peers[sender]
+        return self._peers
+
+    def preference(self):
+        """Which hosts this worker prefers among equally good ones (a
+        ``Share``), or None while it knows of no other worker."""
+        with self._lock:
+            peers = self._live_peers()
+            if not peers or self.owner_id is None:
+                return None
+            members = tuple(sorted([self.owner_id, *peers]))
+            if self._share is None or self._share[0] != members:
+                self._share = (members, Share(self.owner_id, members))
+            return self._share[1]
 
     def forget_hosts(self, uuids):
         """Drop the kept walks holding any host of ``uuids`` (its node data,
@@ -264,16 +283,42 @@ class HostCache:
         return self.seconds * workers
 
 
+class Share:
+    """The hosts one worker prefers among hosts of equal weight: those
+    whose rendezvous hash over the live workers names it (each host names
+    exactly one worker, and a worker that comes or goes moves only the
+    hosts it wins or held). Workers that draw among the same tied hosts
+    then draw from disjoint shares, so they do not race for one of them;
+    a worker whose share has no usable host left draws from all of them
+    (scheduler.ranking, scheduler.picking). Called with a host uuid."""
+
+    def __init__(self, me, members):
+        self.me = me
+        self.members = members
+        self._mine = {}
+
+    def __call__(self, uuid):
+        mine = self._mine.get(uuid)
+        if mine is None:
+            mine = self._mine[uuid] = self.me == max(self.members, key=lambda w: _score(w, uuid))
+        return mine
+
+
+def _score(worker, uuid):
+    # Stable across processes (str hashes are salted per process).
+    return hashlib.blake2b(f"{worker}/{uuid}".encode(), digest_size=8).digest()
+
+
 def _add_claims(entry, claims, rank):
     """Add ``claims`` to the hosts of ``entry``'s walk that they landed on;
     ``rank``: move those hosts in its ranking too."""
     ranker = entry.ranker
+    touched = {}
     for host_uuid, allocations in claims:
         i = ranker.index.get(host_uuid)
         if i is None:
             continue  # not in this walk (filtered out, or another kind)
         host = ranker.hosts[i]
-        took = False
         for rp, classes in allocations.items():
             have = host.providers.get(rp)
             if have is None:
@@ -282,8 +327,10 @@ def _add_claims(entry, claims, rank):
                 cap_used = have.get(rc)
                 if cap_used is not None:
                     cap_used[1] += amount
-                    took = True
-        if took and rank:
+                    touched[i] = host
+    if rank:
+        # Once per host, however many of the claims landed on it.
+        for host in touched.values():
             ranker.update(host)
 
 

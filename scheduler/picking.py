@@ -62,10 +62,12 @@ def usable_for(host, spec, merge):
     return areq
 
 
-def choose(available, rng, subset, shuffle_ties=True):
+def choose(available, rng, subset, shuffle_ties=True, prefers=None):
     """One of ``available`` ([(weight, allocation request, host)], best
     first): the best-weight ties shuffled, then at random among the
-    ``subset`` best."""
+    ``subset`` best. ``prefers`` (a host uuid -> bool, or None): the ties
+    this worker prefers go first (scheduler.host_cache.Share), so workers
+    drawing among the same ties do not race for one."""
     if shuffle_ties:
         best = available[0][0]
         ties = 1
@@ -74,5 +76,7 @@ def choose(available, rng, subset, shuffle_ties=True):
         if ties > 1:
             head = available[:ties]
             rng.shuffle(head)
+            if prefers is not None:
+                head.sort(key=lambda item: not prefers(item[2].uuid))  # stable
             available = head + available[ties:]
     return rng.choice(available[:subset])

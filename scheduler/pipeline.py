@@ -180,7 +180,11 @@ def pick_one(sched, m, instance, walk, ranker, lost, report_top=False):
     if report_top:
         m.report.top(view, conf.report_top_hosts)
     _weight, areq, host = picking.choose(
-        available, m.rng, conf.host_subset_size, conf.shuffle_best_same_weighed_hosts
+        available,
+        m.rng,
+        conf.host_subset_size,
+        conf.shuffle_best_same_weighed_hosts,
+        ranker.prefers,
     )
     if m.merge:
         areq = picking.retarget(areq, m.spec.resources)

@@ -67,6 +67,9 @@ class Ranker:
         # How many of a decision's best hosts its alternates are drawn from
         # (None: all; a walk kept for many batches keeps ALTERNATES_PREFIX).
         self.alternates_prefix = None
+        # Among hosts tied at the best weight, the ones this worker draws
+        # first (scheduler.host_cache.Share: a uuid -> bool), or None.
+        self.prefers = None
 
     # -- hosts ---------------------------------------------------------------
 
@@ -227,7 +230,20 @@ class View:
             return []
         end = bisect.bisect_right(keys, (keys[start][0], len(r.hosts)))
         if end - start > TIE_DRAWS and subset < end - start:
-            drawn = _draw(usable, start, end, subset, rng)
+            drawn = None
+            if r.prefers is not None:
+                # This worker's share of the ties first: concurrent workers
+                # draw from disjoint shares instead of racing.
+                prefers, hosts = r.prefers, r.hosts
+                drawn = _draw(
+                    lambda pos: usable(pos) if prefers(hosts[keys[pos][1]].uuid) else None,
+                    start,
+                    end,
+                    subset,
+                    rng,
+                )
+            if drawn is None:
+                drawn = _draw(usable, start, end, subset, rng)
             if drawn is not None:
                 return drawn
         out = [first]

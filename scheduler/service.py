@@ -90,6 +90,7 @@ class SchedulerEndpoint:
         self.feed_endpoint = None
         if self.host_cache.enabled and publish_claims is not None:
             self.claim_feed = claim_feed.ClaimFeed(publish_claims)
+            self.host_cache.owner_id = self.claim_feed.sender
             self.feed_endpoint = claim_feed.FeedEndpoint(self._heard)
         if group.batch_size > 1:
             self._batcher = batcher_mod.Batcher(

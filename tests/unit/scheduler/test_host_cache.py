@@ -349,3 +349,44 @@ def test_with_other_workers_feeding_a_lost_race_places_again_on_the_kept_walk():
     [entry] = cache._entries.values()
     lost = [h for h in entry.ranker.hosts if h.name != first]
     assert sum(h.providers[h.uuid]["VCPU"][1] for h in lost) == 0
+
+
+def test_live_workers_prefer_disjoint_shares_of_the_hosts():
+    uuids = [f"host-{n}" for n in range(2000)]
+    caches = {}
+    for me in ("w-a", "w-b", "w-c"):
+        cache = host_cache.HostCache(10, clock=Clock())
+        cache.owner_id = me
+        assert cache.preference() is None  # alone: no preference
+        caches[me] = cache
+    for me, cache in caches.items():
+        for other in caches:
+            if other != me:
+                cache.apply_claims([], sender=other)
+                cache.apply_claims([["h", {"h": {"VCPU": 0}}]], sender=other)
+    shares = {me: cache.preference() for me, cache in caches.items()}
+    owners = [[me for me in shares if shares[me](u)] for u in uuids]
+    assert all(len(o) == 1 for o in owners)  # each host is one worker's
+    counts = {me: sum(o == [me] for o in owners) for me in shares}
+    assert all(550 < c < 780 for c in counts.values()), counts
+    # A worker that leaves moves only the hosts it held.
+    gone = caches["w-c"]
+    before = {u: owners[i][0] for i, u in enumerate(uuids)}
+    caches["w-a"]._peers.pop("w-c")
+    after = caches["w-a"].preference()
+    assert all(after(u) for u in uuids if before[u] == "w-a")
+    assert gone.preference() is shares["w-c"]  # unchanged workers, same share
+
+
+def test_a_worker_draws_its_share_of_tied_hosts_first():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(200)]
+    fake, sched, _clock = make(hosts)
+    cache = sched.host_cache
+    cache.owner_id = "w-a"
+    cache.apply_claims([["x", {"x": {"VCPU": 0}}]], sender="w-b")
+    share = cache.preference()
+    # 200 identical hosts tie: every pick of this worker is in its share.
+    names = placed_on(sched.select_batch([spec(f"r{n}") for n in range(40)]))
+    by_name = {h["name"]: u for u, h in fake.hosts.items()}
+    assert all(share(by_name[n]) for n in names)
+    assert len(set(names)) == 40
