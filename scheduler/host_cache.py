@@ -177,14 +177,7 @@ class HostCache:
                 return
             current = self._entries.get(key)
             if current is None or current.born <= entry.born:
-                if entry.batches:
-                    # A kept walk: what the feed told meanwhile is not in it.
-                    # A walk read by this batch (``batches`` 0) may already
-                    # hold those claims, read from placement: adding them
-                    # again would show hosts fuller than they are for the
-                    # walk's whole life, and move work off the best hosts;
-                    # one it misses costs a race at most.
-                    _add_claims(entry, foreign, rank=True)
+                _add_claims(entry, foreign, rank=True)
                 self._entries[key] = entry
 
     def apply_claims(self, claims, sender=None, skip=None):

@@ -390,24 +390,3 @@ def test_a_worker_draws_its_share_of_tied_hosts_first():
     by_name = {h["name"]: u for u, h in fake.hosts.items()}
     assert all(share(by_name[n]) for n in names)
     assert len(set(names)) == 40
-
-
-def test_claims_told_while_a_batch_reads_a_new_walk_are_not_counted_twice():
-    fake, sched, clock = make([host("a", vcpu=8, ram=65536), host("b", vcpu=8, ram=65536)])
-    cache = sched.host_cache
-    placed_on(sched.select_batch([spec("r1")]))
-    clock.now += 11  # the kept walk expired: the next batch walks
-    pages = fake.candidate_pages
-
-    def told_while_walking(*args, **kwargs):
-        # Another worker's claim, in placement before the pages are read,
-        # and told on the feed while this batch holds the kind.
-        cache.apply_claims([_claim(fake, "a", 3)], sender="w2")
-        return pages(*args, **kwargs)
-
-    fake.candidate_pages = told_while_walking
-    placed_on(sched.select_batch([spec("r2")]))
-    fake.candidate_pages = pages
-    [entry] = cache._entries.values()
-    for h in entry.ranker.hosts:
-        assert h.providers[h.uuid]["VCPU"][1] == fake.used[h.uuid]["VCPU"], h.name
