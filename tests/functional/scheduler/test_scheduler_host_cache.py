@@ -177,3 +177,32 @@ def test_another_workers_claims_reach_my_kept_walk(client, db, live_server, feed
             endpoint.stop()
     usage = client.get(f"/resource_providers/{biggest}/usages").get_json()["usages"]
     assert usage["VCPU"] == 16
+
+
+def test_the_kept_walks_of_feeding_workers_match_placement(client, db, live_server):
+    """Two workers, two kinds of request, hosts of two sizes: after they
+    placed in turn, every host of every walk either keeps shows what
+    placement holds (the feed neither loses nor repeats a claim)."""
+    for n in range(6):
+        _node(client, db, f"big-{n}", 64, 262144)
+        _node(client, db, f"small-{n}", 16, 65536)
+    mine, other = _feeding_pair(live_server.url)
+    try:
+        for n in range(40):
+            endpoint = (mine, other)[n % 2]
+            kind = (vocabulary.STANDARD, vocabulary.PERFORMANCE)[(n // 2) % 2]
+            _host_of(endpoint.select_destinations({}, _request(n, kind, vcpu=1 + n % 3)))
+        sent = mine.claim_feed.stats, other.claim_feed.stats
+        _wait_for(lambda: all(s["sent"] == 20 for s in sent))
+        _wait_for(lambda: mine.host_cache.stats["foreign_claims"] == 20)
+        _wait_for(lambda: other.host_cache.stats["foreign_claims"] == 20)
+        for endpoint in (mine, other):
+            entries = list(endpoint.host_cache._entries.values())
+            assert entries
+            for entry in entries:
+                for h in entry.ranker.hosts:
+                    usage = client.get(f"/resource_providers/{h.uuid}/usages").get_json()
+                    assert h.providers[h.uuid]["VCPU"][1] == usage["usages"].get("VCPU", 0), h.name
+    finally:
+        for endpoint in (mine, other):
+            endpoint.stop()
