@@ -155,7 +155,17 @@ class PowerStates:
             off = vocabulary.POWER_STATE_TRAITS[vocabulary.POWER_OFF]
             fits = self._fits_by_root(resources, klass, [off])
             chosen = []
-            for root, n in sorted(fits.items(), key=lambda item: (-item[1], item[0])):
+            # Most instances first, then by node name: a provider uuid is
+            # random per deployment (and per simulator run), so ties broken
+            # by it woke different nodes in two runs of one simulated day.
+            for root, n in sorted(
+                fits.items(),
+                key=lambda item: (
+                    -item[1],
+                    (nodes_by_uuid.get(item[0]) or {}).get("name", ""),
+                    item[0],
+                ),
+            ):
                 if need <= 0:
                     break
                 if root in wakes or root not in nodes_by_uuid:
