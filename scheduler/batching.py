@@ -232,13 +232,7 @@ def _place(sched, kind, resources, cache, entry, key):
     # This walk holds its claims; this worker's walks of other kinds share
     # hosts with it and must show them too.
     cache.apply_claims(
-        [
-            claim_feed.claim_of(p.host.uuid, p.allocation_request)
-            for m in planned
-            if m.claimed
-            for p in m.picks
-        ],
-        skip=key,
+        claim_feed.claims_of_picks([p for m in planned if m.claimed for p in m.picks]), skip=key
     )
     return entry, keep
 
@@ -249,11 +243,7 @@ def _again_after_races(sched, source, raced):
     is still worth keeping (every member planned again was claimed)."""
     lost = set()
     for m in raced:
-        pipeline.unplan(m, source.ranker, picks=m.lost_picks)
-        lost.update(pick.host.uuid for pick in m.lost_picks)
-        m.lost_picks = None
-        m.outcome = None
-        m.picks = []
+        lost |= pipeline.take_back_lost(m, source.ranker)
     again = pipeline.run(sched, raced, source, lost=lost)
     sched.stats["replaced_after_race"] = sched.stats.get("replaced_after_race", 0) + sum(
         m.claimed for m in again

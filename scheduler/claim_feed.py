@@ -8,8 +8,8 @@ follow. Workers pick the same "emptiest" hosts, which costs the spread over
 identical hosts. And they lose races, which costs a fresh walk each. The
 cache's old defence was to keep a walk for a quarter of the time whenever
 a new walk showed other workers' claims. At 5,000 hosts that meant four
-times the walks: with 4 workers, a worker placed half as many instances per
-second as one worker alone, at more than twice the CPU per instance.
+times the walks: 4 workers placed 0.28 times one worker's instances per
+second, at about 4 times its CPU per instance (docs/benchmarks.md).
 
 So each worker tells the others what it claimed: a fanout cast
 (``claims_made``) on a topic of its own (``scheduler_claims``, so that a
@@ -57,6 +57,11 @@ def claims_of(selections):
     """The wire form of the claims in ``selections`` (per instance,
     [selected, *alternates]): [[host uuid, {provider: {class: amount}}]]."""
     return [claim_of(hosts[0].host_uuid, hosts[0].allocation_request) for hosts in selections]
+
+
+def claims_of_picks(picks):
+    """The wire form of the claims of ``picks`` (scheduler.pipeline.Pick)."""
+    return [claim_of(p.host.uuid, p.allocation_request) for p in picks]
 
 
 def claim_of(host_uuid, allocation_request):

@@ -260,8 +260,9 @@ class HostCache:
           workers together read each kind as often as one worker alone
           does. Without that, every worker read every kind every
           ``seconds``: at 5,000 hosts a walk is about half a second of CPU
-          over placement, PostgreSQL and the worker, and 4 workers spent
-          1.6 times one worker's CPU per instance.
+          over placement, PostgreSQL and the worker, and 4 workers fed
+          each other's claims still spent 1.56 times one worker's CPU per
+          instance (3,000 instances at 5,000 hosts, 17.6 against 11.3 ms).
         """
         with self._lock:
             old = self._previous.pop(key, None)

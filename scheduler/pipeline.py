@@ -377,9 +377,20 @@ def _settle(sched, m, result, lost):
 def _tell_others(sched, picks):
     """Send the claims of ``picks`` to the other scheduler workers
     (scheduler.claim_feed), when this worker has a feed."""
-    feed = getattr(sched, "claim_feed", None)
-    if feed is not None:
-        feed.publish([claim_feed.claim_of(p.host.uuid, p.allocation_request) for p in picks])
+    if sched.claim_feed is not None:
+        sched.claim_feed.publish(claim_feed.claims_of_picks(picks))
+
+
+def take_back_lost(m, ranker):
+    """Make a member whose batch claim lost a race (its ``lost_picks``)
+    ready to be planned again on the same walk: the assumed usage of those
+    picks given back. Return the hosts it lost on."""
+    hosts = {pick.host.uuid for pick in m.lost_picks}
+    unplan(m, ranker, picks=m.lost_picks)
+    m.lost_picks = None
+    m.outcome = None
+    m.picks = []
+    return hosts
 
 
 def deadline_passed(deadline):

@@ -45,3 +45,11 @@ def build_request_spec(instance_uuid, request_id, workload_class="standard", **f
     }
     spec.update(fields)
     return spec
+
+
+def selected_host(answer):
+    """The host uuid a scheduler answer (scheduler.service) selected for
+    its one instance; the answer must say it was placed."""
+    assert answer["status"] == "placed", answer
+    [[selected, *_alternates]] = answer["selections"]["selections"]
+    return selected["host_uuid"]

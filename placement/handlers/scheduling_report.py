@@ -5,7 +5,6 @@ by request id. The policy target is the report's project, so when the rule lets
 project readers in they still see only their own project's reports.
 """
 
-import json
 
 from joule import request_spec
 from placement import errors
@@ -53,13 +52,12 @@ def put_report(request_id):
     util.context().can(policies.UPDATE)
     request_id = _request_id(request_id)
     body = util.extract_json(schema.PUT_REPORT)
-    if len(json.dumps(body["report"])) > schema.MAX_REPORT_BYTES:
+    text = report_obj.encode(body["report"])
+    if len(text) > schema.MAX_REPORT_BYTES:
         raise errors.ApiError(
             413, f"Scheduling report larger than {schema.MAX_REPORT_BYTES} bytes."
         )
-    item, created = report_obj.put(
-        util.deps().db, request_id, body.get("project_id"), body["report"]
-    )
+    item, created = report_obj.put(util.deps().db, request_id, body.get("project_id"), text)
     return util.json_response(
         _serialize(item),
         status=201 if created else 200,

@@ -24,33 +24,36 @@ def _to_dict(row):
     }
 
 
-def put(db, request_id, project_id, report):
-    """Create or replace the report of ``request_id``; return (dict, created)."""
+def encode(report):
+    """A report's stored text. The writers take it encoded: the handler has
+    it already, to check the report's size."""
+    return json.dumps(report, sort_keys=True)
+
+
+def put(db, request_id, project_id, text):
+    """Create or replace the report of ``request_id`` with ``text``
+    (``encode``); return (dict, created)."""
     with db.write() as conn:
-        created = _write(conn, [(request_id, project_id, report)])
+        created = _write(conn, [(request_id, project_id, text)])
         row = conn.execute(sa.select(_T).where(_T.c.request_id == request_id)).one()
     return _to_dict(row), bool(created)
-
-
-def encode(report):
-    """A report's stored text (``put_many`` takes it already encoded)."""
-    return json.dumps(report, sort_keys=True)
 
 
 def put_many(db, items):
     """Create or replace several reports in one transaction, all or none.
 
-    ``items``: [(request_id, project_id, report text)] (``encode``: the
-    handler has it already, to check its size), request ids distinct.
+    ``items``: [(request_id, project_id, report text)] (``encode``),
+    request ids distinct.
     Return the number created and the number replaced.
     """
     with db.write() as conn:
-        created = _write(conn, items, encoded=True)
+        created = _write(conn, items)
     return len(created), len(items) - len(created)
 
 
-def _write(conn, items, encoded=False):
-    """Create or replace ``items``; the request ids created.
+def _write(conn, items):
+    """Create or replace ``items`` ([(request_id, project_id, text)]); the
+    request ids created.
 
     The unique constraint on request_id decides which are new (INSERT ...
     ON CONFLICT DO NOTHING), the others are replaced: two writers of one
@@ -58,10 +61,7 @@ def _write(conn, items, encoded=False):
     replaced; the later write's body stays), never an IntegrityError.
     """
     now = db_mod.utcnow()
-    todo = {
-        request_id: (project_id, report if encoded else encode(report))
-        for request_id, project_id, report in items
-    }
+    todo = {request_id: (project_id, text) for request_id, project_id, text in items}
     created = set()
     # A report purged between the insert and its update is inserted on the
     # next pass.

@@ -17,6 +17,7 @@ from joule import vocabulary
 from scheduler import cmd
 from scheduler import conf as conf_mod
 from tests import builders
+from tests import specs
 
 
 def _node(db, name, vcpu):
@@ -28,21 +29,15 @@ def _node(db, name, vcpu):
 
 
 def _request(n, vcpu):
-    return {
-        "version": "1.0",
-        "request_id": f"req-{n}",
-        "instance_uuids": [str(uuid.uuid4())],
-        "resources": {"VCPU": vcpu, "MEMORY_MB": 1024},
-        "workload_class": vocabulary.STANDARD,
-        "project_id": "p",
-        "user_id": "u",
-    }
+    return specs.build_request_spec(
+        str(uuid.uuid4()),
+        f"req-{n}",
+        vocabulary.STANDARD,
+        resources={"VCPU": vcpu, "MEMORY_MB": 1024},
+    )
 
 
-def _host_of(answer):
-    assert answer["status"] == "placed", answer
-    [[selected, *_alts]] = answer["selections"]["selections"]
-    return selected["host_uuid"]
+_host_of = specs.selected_host
 
 
 def _wait_for(predicate, seconds=20):

@@ -16,6 +16,7 @@ from joule import vocabulary
 from scheduler import conf as conf_mod
 from scheduler import service
 from tests import builders
+from tests import specs
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement latest"}
 
@@ -43,21 +44,12 @@ def _node(client, db, name, vcpu, ram):
 
 
 def _request(n, workload_class, vcpu=2):
-    return {
-        "version": "1.0",
-        "request_id": f"req-{n}",
-        "instance_uuids": [str(uuid.uuid4())],
-        "resources": {"VCPU": vcpu, "MEMORY_MB": 1024},
-        "workload_class": workload_class,
-        "project_id": "p",
-        "user_id": "u",
-    }
+    return specs.build_request_spec(
+        str(uuid.uuid4()), f"req-{n}", workload_class, resources={"VCPU": vcpu, "MEMORY_MB": 1024}
+    )
 
 
-def _host_of(answer):
-    assert answer["status"] == "placed", answer
-    [[selected, *_alts]] = answer["selections"]["selections"]
-    return selected["host_uuid"]
+_host_of = specs.selected_host
 
 
 def test_a_node_turned_eco_after_the_walk_gets_no_performance_work(client, db, live_server):
