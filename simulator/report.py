@@ -240,6 +240,7 @@ POWER_PNG = "power.png"
 FAMILIES_PNG = "performance_nodes.png"
 SLOWDOWN_PNG = "slowdown.png"
 TRADEOFF_PNG = "tradeoff.png"
+SUSPEND_SWEEP_PNG = "suspend_after.png"
 
 
 def _pyplot():
@@ -384,6 +385,78 @@ def plot_tradeoff(data, path):
     return True
 
 
+def suspend_sweep_points(data):
+    """{policy: [(suspend_after minutes, IT saved %, wake-ups per node-day,
+    performance p95 wait min, standard p95 wait min, standard p95 slowdown)]}
+    of the '+suspend' columns, by suspend_after; only policies swept over at
+    least two values."""
+    by_policy = {}
+    for p in data["policies"]:
+        options = p["options"]
+        if not options.get("suspend_enabled") or p["energy_saved_pct"] is None:
+            continue
+        perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
+        by_policy.setdefault(p["policy"], []).append(
+            (
+                options["suspend_after"] / 60.0,
+                p["energy_saved_pct"],
+                p.get("wakeups_per_node_day", 0.0),
+                perf["wait_p95_minutes"],
+                std["wait_p95_minutes"],
+                std["p95"],
+            )
+        )
+    return {
+        policy: sorted(points)
+        for policy, points in sorted(by_policy.items())
+        if len({point[0] for point in points}) > 1
+    }
+
+
+def plot_suspend_sweep(data, path):
+    """The suspend_after trade-off, one line per swept policy: energy saved
+    and wake-ups per node-day (left; sooner saves more and wakes more), and
+    how long performance and standard work wait at p95 (right)."""
+    sweeps = suspend_sweep_points(data)
+    if not sweeps:
+        return False
+    plt = _pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
+    wear = left.twinx()
+    for policy, points in sweeps.items():
+        minutes = [p[0] for p in points]
+        left.plot(minutes, [p[1] for p in points], marker="o", label=f"{policy}: IT saved (%)")
+        wear.plot(
+            minutes,
+            [p[2] for p in points],
+            marker="x",
+            linestyle="--",
+            label=f"{policy}: wake-ups per node-day",
+        )
+        right.plot(minutes, [p[3] for p in points], marker="o", label=f"{policy}: performance")
+        right.plot(
+            minutes, [p[4] for p in points], marker="s", linestyle="--", label=f"{policy}: standard"
+        )
+    left.set_xlabel("suspend_after (minutes idle before a node is suspended)")
+    left.set_ylabel("IT energy saved vs no management (%)")
+    wear.set_ylabel("wake-ups per node per day")
+    wear.set_ylim(bottom=0)
+    lines, extra = left.get_legend_handles_labels(), wear.get_legend_handles_labels()
+    left.legend(lines[0] + extra[0], lines[1] + extra[1], fontsize=8)
+    left.set_title("energy saved and wear against suspend_after", fontsize=9)
+    left.grid(alpha=0.3)
+    right.set_xlabel("suspend_after (minutes)")
+    right.set_ylabel("p95 wait (minutes)")
+    right.set_ylim(bottom=0)
+    right.legend(fontsize=8)
+    right.set_title("how long work waits at p95", fontsize=9)
+    right.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Software": None})
+    plt.close(fig)
+    return True
+
+
 def write_plots(data, outcomes, directory):
     """The PNGs and ``index.html`` in ``directory``; returns the report's path."""
     os.makedirs(directory, exist_ok=True)
@@ -398,6 +471,8 @@ def write_plots(data, outcomes, directory):
         images.append((SLOWDOWN_PNG, "Slowdown distributions per class"))
     if plot_tradeoff(data, os.path.join(directory, TRADEOFF_PNG)):
         images.append((TRADEOFF_PNG, "static_partition: energy saved against slowdown"))
+    if plot_suspend_sweep(data, os.path.join(directory, SUSPEND_SWEEP_PNG)):
+        images.append((SUSPEND_SWEEP_PNG, "suspend_after: energy saved against wear and waits"))
     path = os.path.join(directory, "index.html")
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(_html(data, images))

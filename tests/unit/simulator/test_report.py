@@ -141,3 +141,46 @@ def test_merge_refuses_other_workloads_and_differing_runs(tmp_path, capsys):
     assert sim_run.main(["--merge", str(bad)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "last line is not the JSON object" in err
+
+
+def test_suspend_sweep_points_follow_suspend_after(tmp_path):
+    def suspended(minutes, kwh, wakeups):
+        outcome = _outcome(
+            f"static_partition+suspend@{minutes}m",
+            "static_partition",
+            kwh,
+            {"static_hp_frac": 0.2, "suspend_enabled": True, "suspend_after": minutes * 60},
+            waits=(0.0, 60.0 * minutes),
+        )
+        outcome.wakeups = wakeups
+        return outcome
+
+    outcomes = [
+        _outcome("none", "static_partition", 1000.0, {"static_hp_frac": 1.0}),
+        suspended(30, 800.0, 4),
+        suspended(3, 700.0, 10),
+        # One value of another policy is no sweep: it gets no line.
+        _outcome(
+            "queue_aware_v1+suspend",
+            "queue_aware_v1",
+            750.0,
+            {"suspend_enabled": True, "suspend_after": 1800},
+        ),
+    ]
+    meta = {"nodes": 2, "inventory": "x", "hours": 1, "seed": 1, "jobs": 3}
+    data = report.summary(outcomes, meta, 1.0)
+    sweeps = report.suspend_sweep_points(data)
+    assert list(sweeps) == ["static_partition"]
+    minutes = [p[0] for p in sweeps["static_partition"]]
+    saved = [p[1] for p in sweeps["static_partition"]]
+    wear = [p[2] for p in sweeps["static_partition"]]
+    assert minutes == [3.0, 30.0] and saved == [30.0, 20.0]
+    # 10 and 4 wake-ups over 2 nodes in 15 simulated minutes (the last
+    # sample's time): 1/96 of a day.
+    assert wear == [480.0, 192.0]
+    path = tmp_path / "sweep.png"
+    assert report.plot_suspend_sweep(data, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    no_sweep = {**data, "policies": data["policies"][:2]}
+    assert not report.plot_suspend_sweep(no_sweep, str(tmp_path / "none.png"))
+    assert not (tmp_path / "none.png").exists()
