@@ -210,7 +210,7 @@ def _place(sched, kind, resources, cache, entry, key):
             walk_data,
             resources,
             cache.clock(),
-            ttl=cache.life(key, source.walk.passed),
+            shared=cache.shows_foreign(key, source.walk.passed),
         )
     if cache is not None:
         # With other workers on the feed, this worker draws its share of

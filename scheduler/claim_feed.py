@@ -23,7 +23,7 @@ view matches placement's within a message's latency, and ranks them as
 they now are. Its next walk's "other workers claimed" check then finds
 nothing foreign, so the walk keeps its whole life, which is
 ``host_cache_seconds`` times the workers heard on the feed
-(HostCache.life): together the workers read each kind as often as one.
+(HostCache._life): together the workers read each kind as often as one.
 
 It is a hint, never the arbiter. Placement checks every claim, so a lost
 or late message costs a lost race (the member is placed again on the same

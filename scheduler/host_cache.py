@@ -52,7 +52,7 @@ from scheduler import metrics
 
 # A new walk that finds at least this share of its hosts holding more than
 # this worker's view of them says other workers claim on the same hosts: it
-# is kept for SHARED_FACTOR of host_cache_seconds only (see HostCache.life).
+# is kept for SHARED_FACTOR of host_cache_seconds only (see HostCache._life).
 FOREIGN_SHARE = 0.01
 SHARED_FACTOR = 0.25
 
@@ -76,7 +76,9 @@ class Entry:
     resources: dict  # the amounts the walk asked for, per resource class
     born: float  # clock() when walked
     batches: int = 0  # batches placed on it after the first
-    ttl: float | None = None  # its own life (HostCache.life), else the cache's
+    # It showed claims nobody told this worker of (HostCache.shows_foreign):
+    # kept a quarter as long.
+    shared: bool = False
 
 
 class HostCache:
@@ -147,8 +149,32 @@ class HostCache:
             return dict(floor)
 
     def _expired(self, entry):
-        life = self.seconds if entry.ttl is None else entry.ttl
-        return self.clock() - entry.born >= life
+        return self.clock() - entry.born >= self._life(entry)
+
+    def _life(self, entry):
+        """How long ``entry`` is kept, judged now rather than when it was
+        walked (under the lock):
+
+        - a quarter of ``seconds`` when it showed claims this worker never
+          heard of (``shows_foreign``);
+        - otherwise ``seconds`` times the live workers: the others' claims
+          reach this view on the feed, so what only a walk shows is what
+          was freed and what changed on the nodes, and the workers together
+          read each kind as often as one worker alone does. Without that,
+          every worker read every kind every ``seconds``: at 5,000 hosts a
+          walk is about half a second of CPU over placement, PostgreSQL and
+          the worker, and 4 workers fed each other's claims still spent
+          1.56 times one worker's CPU per instance (3,000 instances at
+          5,000 hosts, 17.6 against 11.3 ms).
+
+        Judged now because a worker's first walks come before it has heard
+        any other worker: kept for ``seconds`` alone, four workers read
+        every kind again after 10 s, 47 walks in a 45 s burst against one
+        worker's 16 (issue 27).
+        """
+        if entry.shared:
+            return self.seconds * SHARED_FACTOR
+        return self.seconds * (1 + len(self._live_peers()))
 
     def usable(self, entry, resources):
         if self._expired(entry):
@@ -244,44 +270,35 @@ class HostCache:
                     self.stats["dropped"] += 1
             self._stale.update(self._held)
 
-    def life(self, key, hosts):
-        """How long a new walk of ``key`` (its ``hosts``) is kept.
-
-        - A quarter of ``seconds`` when the new walk shows claims this
-          worker never heard of (at least FOREIGN_SHARE of the hosts took
-          more than its view of them: other workers without the claim feed,
-          or claims the feed lost). Independent views of concurrent workers
-          pick the same hosts more the longer they are kept: on 5,000
-          identical hosts, 4 workers and 2,000 instances reached 1,879
-          distinct hosts with 10 s views and 1,955 with 3 s ones.
-        - Otherwise ``seconds`` times the live workers (``workers``): the
-          others' claims reach this view on the feed, so what only a walk
-          shows is what was freed and what changed on the nodes, and the
-          workers together read each kind as often as one worker alone
-          does. Without that, every worker read every kind every
-          ``seconds``: at 5,000 hosts a walk is about half a second of CPU
-          over placement, PostgreSQL and the worker, and 4 workers fed
-          each other's claims still spent 1.56 times one worker's CPU per
-          instance (3,000 instances at 5,000 hosts, 17.6 against 11.3 ms).
-        """
+    def shows_foreign(self, key, hosts):
+        """Whether a new walk of ``key`` (its ``hosts``) shows claims this
+        worker never heard of: at least FOREIGN_SHARE of the hosts took
+        more than its previous view of them (other workers without the
+        claim feed, or claims the feed lost). Such a walk is kept a quarter
+        of ``seconds`` (``_life``): independent views of concurrent workers
+        pick the same hosts more the longer they are kept (on 5,000
+        identical hosts, 4 workers and 2,000 instances reached 1,879
+        distinct hosts with 10 s views and 1,955 with 3 s ones)."""
         with self._lock:
             old = self._previous.pop(key, None)
-        workers = self.workers()
-        if old is None or not hosts:
-            metrics.KEPT_WALKS.labels("full").inc()
-            return self.seconds * workers
-        before = {h.uuid: h for h in old.walk.passed}
-        foreign = 0
-        for host in hosts:
-            seen = before.get(host.uuid)
-            if seen is not None and _took_more(host, seen):
-                foreign += 1
-        if foreign >= FOREIGN_SHARE * len(hosts):
+        shared = False
+        if old is not None and hosts:
+            before = {h.uuid: h for h in old.walk.passed}
+            foreign = 0
+            for host in hosts:
+                seen = before.get(host.uuid)
+                if seen is not None and _took_more(host, seen):
+                    foreign += 1
+            shared = foreign >= FOREIGN_SHARE * len(hosts)
+        if shared:
             self.stats["shared"] = self.stats.get("shared", 0) + 1
-            metrics.KEPT_WALKS.labels("shared").inc()
-            return self.seconds * SHARED_FACTOR
-        metrics.KEPT_WALKS.labels("full").inc()
-        return self.seconds * workers
+        metrics.KEPT_WALKS.labels("shared" if shared else "full").inc()
+        return shared
+
+    def life(self, entry):
+        """How long ``entry`` is kept, as things stand now (``_life``)."""
+        with self._lock:
+            return self._life(entry)
 
 
 class Share:

@@ -194,14 +194,14 @@ def test_a_walk_that_shows_other_workers_claiming_is_kept_a_quarter_as_long():
     placed_on(alone.select_batch([spec("a2")]))
     # Only its own claims since: the new walk is kept the whole 8 s.
     key = batching.group_key(spec("x"))
-    assert alone.host_cache._entries[key].ttl == 8
+    assert alone.host_cache.life(alone.host_cache._entries[key]) == 8
     # Another worker (its own view, the same placement) claims meanwhile.
     other = worker.Scheduler(make_conf(), fake, rng=random.Random(2))
     other.host_cache = host_cache.HostCache(8, clock=clock)
     placed_on(other.select_batch([spec(f"b{i}") for i in range(3)]))
     clock.now += 9
     placed_on(alone.select_batch([spec("a3")]))
-    assert alone.host_cache._entries[key].ttl == 2
+    assert alone.host_cache.life(alone.host_cache._entries[key]) == 2
     clock.now += 2.1
     placed_on(alone.select_batch([spec("a4")]))
     assert len(fake.queries) == 5  # a1, a2, b, a3, a4: expired after 2 s
@@ -286,11 +286,30 @@ def test_with_the_others_claims_fed_a_new_walk_is_kept_for_every_live_worker():
     key = batching.group_key(spec("x"))
     # Not a quarter (2 s, as without the feed: above) but twice the 8 s:
     # two workers read each kind, each half as often.
-    assert mine.host_cache._entries[key].ttl == 16
+    assert mine.host_cache.life(mine.host_cache._entries[key]) == 16
     assert mine.host_cache.workers() == 2
     # A worker not heard from for PEER_SECONDS no longer counts.
     clock.now += host_cache.PEER_SECONDS + 1
     assert mine.host_cache.workers() == 1
+
+
+def test_a_walk_read_before_any_other_worker_was_heard_lives_longer_once_one_is():
+    hosts = [host(f"h{i}", vcpu=64, ram=65536) for i in range(20)]
+    fake, mine, clock = make(hosts, seconds=8)
+    placed_on(mine.select_batch([spec("a1")]))  # alone: 8 s
+    key = batching.group_key(spec("x"))
+    entry = mine.host_cache._entries[key]
+    assert mine.host_cache.life(entry) == 8
+    # A second worker starts claiming: the walk already kept now lives 16 s.
+    mine.host_cache.apply_claims([_claim(fake, "h1", 2)], sender="w2")
+    assert mine.host_cache.life(entry) == 16
+    clock.now += 9
+    placed_on(mine.select_batch([spec("a2")]))
+    assert len(fake.queries) == 1  # no second walk at 9 s
+    # The other worker falls silent: after PEER_SECONDS a walk is kept for
+    # this worker alone again.
+    clock.now += host_cache.PEER_SECONDS
+    assert mine.host_cache.life(mine.host_cache._entries[key]) == 8
 
 
 def test_claims_unknown_to_a_walk_change_nothing():
