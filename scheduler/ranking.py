@@ -20,7 +20,10 @@ about the hosts it looks at, not the cluster:
   at random among them instead of collecting all of them (on a cluster of
   identical hosts every host ties). A uniform draw among the usable tied
   hosts is what shuffling them and picking one does, so nova's herding
-  defence (scheduler.picking) is the same.
+  defence (scheduler.picking) is the same;
+- with other scheduler workers on the claim feed, a decision takes a host of
+  its own share within NEAR_TIE of the best before the best itself, so
+  workers placing from views that agree do not all race for one host.
 """
 
 import bisect
@@ -36,6 +39,16 @@ ALTERNATES_PREFIX = 256
 # Random draws among tied hosts before falling back to looking at them in
 # order (a tie of mostly full hosts).
 TIE_DRAWS = 64
+# With other scheduler workers on the claim feed, a host of this worker's
+# share (scheduler.host_cache.Share) within NEAR_TIE of the best weight is
+# taken before a better one outside it, looking at most NEAR_SCAN hosts
+# down the ranking: workers placing the same kind of request from views
+# that agree would otherwise all take the one best host and all but one
+# lose the race for it. NEAR_TIE is 1 % of one weigher's normalized range
+# (at a multiplier of 1): about what three instances' RAM moves a host on
+# a 5,000-host spread ranking.
+NEAR_TIE = 0.01
+NEAR_SCAN = 16
 
 
 class Ranker:
@@ -209,7 +222,9 @@ class View:
         usable hosts tied at the best weight when there are more than
         TIE_DRAWS of them, ``subset`` of those drawn at random; otherwise the
         first usable hosts in order, at least ``subset`` and every one tied
-        with the best (all a pick looks at). ``fitting(host)``: its
+        with the best (all a pick looks at), led by a host of this worker's
+        share within NEAR_TIE of the best when the best is not in it (with
+        other workers on the claim feed only). ``fitting(host)``: its
         allocation request that fits, or None; ``allows(uuid)``: whether a
         hard server group lets the host take one more."""
         r = self.ranker
@@ -253,7 +268,26 @@ class View:
             item = usable(pos)
             if item is not None:
                 out.append(item)
+        if r.prefers is not None and not r.prefers(first[2].uuid):
+            near = self._near_preferred(usable, start, first[0])
+            if near is not None:
+                return [near] + [item for item in out if item[2] is not near[2]]
         return out
+
+    def _near_preferred(self, usable, start, best):
+        """The first usable host of this worker's share ranked within
+        NEAR_TIE of ``best`` (at most NEAR_SCAN hosts down), or None."""
+        r = self.ranker
+        keys, prefers, hosts = r.keys, r.prefers, r.hosts
+        for pos in range(start + 1, min(start + 1 + NEAR_SCAN, len(keys))):
+            neg, i = keys[pos]
+            if -neg < best - NEAR_TIE:
+                return None
+            if prefers(hosts[i].uuid):
+                item = usable(pos)
+                if item is not None:
+                    return item
+        return None
 
 
 def _draw(usable, start, end, subset, rng):

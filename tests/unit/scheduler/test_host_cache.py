@@ -409,3 +409,33 @@ def test_a_worker_draws_its_share_of_tied_hosts_first():
     by_name = {h["name"]: u for u, h in fake.hosts.items()}
     assert all(share(by_name[n]) for n in names)
     assert len(set(names)) == 40
+
+
+def _sharing_worker(hosts):
+    fake, sched, _clock = make(hosts)
+    cache = sched.host_cache
+    cache.owner_id = "w-a"
+    cache.apply_claims([["x", {"x": {"VCPU": 0}}]], sender="w-b")
+    by_name = {h["name"]: u for u, h in fake.hosts.items()}
+    return sched, cache.preference(), by_name
+
+
+def test_a_worker_takes_a_host_of_its_share_within_a_near_tie_of_the_best():
+    # Free RAM 64 MiB apart over 200 hosts: neighbours are 1/199 of the
+    # RAM weigher's range apart, so the best three are within NEAR_TIE.
+    hosts = [host(f"h{i}", vcpu=64, ram=65536 + 64 * i) for i in range(200)]
+    sched, share, by_name = _sharing_worker(hosts)
+    [name] = placed_on(sched.select_batch([spec("r1")]))
+    near = [f"h{i}" for i in (199, 198, 197)]
+    mine = [n for n in near if share(by_name[n])]
+    assert name == (mine[0] if mine else "h199")
+    # Twenty picks, each the best or a near one: never further down.
+    names = placed_on(sched.select_batch([spec(f"s{n}") for n in range(20)]))
+    assert all(int(n[1:]) >= 170 for n in names)
+
+
+def test_a_clearly_better_host_outside_the_share_is_still_taken():
+    # A tenth of the RAM weigher's range apart: no near tie.
+    hosts = [host(f"h{i}", vcpu=64, ram=65536 * (1 + i)) for i in range(10)]
+    sched, share, by_name = _sharing_worker(hosts)
+    assert placed_on(sched.select_batch([spec("r1")])) == ["h9"]
