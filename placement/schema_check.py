@@ -3,8 +3,8 @@
 jsonschema decides what is valid and says why not: its ``best_match`` error
 is the text of every 400 (as upstream's). It is also slow: a POST
 /allocations of 64 consumers took 16-32 ms to validate, about a tenth of
-placement's CPU per scheduled instance. So a schema used more than once is
-also compiled to Python with fastjsonschema, and a body that compiled check
+placement's CPU per scheduled instance. So a schema is also compiled to
+Python with fastjsonschema when first used, and a body that compiled check
 accepts is accepted; anything it refuses goes through jsonschema, which
 accepts it or gives the error. Only the fast "yes" is trusted, so the
 compiled check is used only for schemas whose every keyword means the same
@@ -55,9 +55,6 @@ _FAST_KEYWORDS = frozenset(
 # Keywords whose value is a map of names to schemas.
 _SCHEMA_MAPS = ("properties", "patternProperties")
 
-# Schemas checked at most this many times without being compiled: one built
-# per request (a new object each time) is never worth compiling.
-_COMPILE_AFTER = 2
 _MAX_CACHED = 512
 
 
@@ -70,19 +67,14 @@ class Checker:
         cls = jsonschema.validators.validator_for(schema)
         cls.check_schema(schema)
         self._reference = cls(schema, format_checker=format_checker)
-        self._uuid_pattern = uuid_pattern
-        self._uses = 0
+        # Compiled at the first check (about 10 ms for the largest schema):
+        # jsonschema on a first bulk body of 500 finishes costs more.
         self._fast = None
-        self._fast_ok = fast_compatible(schema)
+        if fast_compatible(schema):
+            self._fast = fastjsonschema.compile(schema, formats={"uuid": uuid_pattern})
 
     def check(self, instance):
         fast = self._fast
-        if fast is None and self._fast_ok:
-            self._uses += 1
-            if self._uses >= _COMPILE_AFTER:
-                fast = self._fast = fastjsonschema.compile(
-                    self.schema, formats={"uuid": self._uuid_pattern}
-                )
         if fast is not None:
             try:
                 fast(instance)
