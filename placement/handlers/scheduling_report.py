@@ -5,7 +5,6 @@ by request id. The policy target is the report's project, so when the rule lets
 project readers in they still see only their own project's reports.
 """
 
-
 from joule import request_spec
 from placement import errors
 from placement import util
