@@ -47,6 +47,9 @@ SERVER_GROUP_POLICY_VIOLATION = "placement.server_group.policy_violation"
 # Performance work (workload_class) asked for a tree whose root carries the
 # eco profile trait; refused in the claim's own transaction.
 ALLOCATION_PROFILE_CONFLICT = "placement.allocation.profile_conflict"
+# Work (workload_class) asked for a tree whose root's power state is not on
+# (suspending, off, waking); refused in the claim's own transaction.
+ALLOCATION_POWER_STATE_CONFLICT = "placement.allocation.power_state_conflict"
 
 # How webob turns its HTML error template into text.
 _BR_RE = re.compile(r"<br.*?>", re.I | re.S)

@@ -305,7 +305,8 @@ def _refused(sched, m, k, result, lost):
     if result.code == claim_mod.PROFILE_CONFLICT:
         m.report.profile_refused(pick.host)
     # Lost a race: someone else took the capacity (or the power controller
-    # made the host eco). Never retry this host in this request.
+    # made the host eco, or is powering it off: placement's
+    # power_state_conflict). Never retry this host in this request.
     m.report.race_lost(pick.host)
     sched.stats["races_lost"] += 1
 

@@ -153,6 +153,10 @@ def _write(writes, class_not_found_prefix, guard=None):
         raise errors.conflict(
             f"Unable to allocate inventory: {exc}", errors.ALLOCATION_PROFILE_CONFLICT
         )
+    except alloc_obj.PowerStateConflict as exc:
+        raise errors.conflict(
+            f"Unable to allocate inventory: {exc}", errors.ALLOCATION_POWER_STATE_CONFLICT
+        )
     except alloc_obj.InvalidInventory as exc:
         raise errors.conflict(f"Unable to allocate inventory: {exc}")
     except server_group_obj.GroupNotFound as exc:

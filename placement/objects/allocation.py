@@ -165,6 +165,25 @@ class ProfileConflict(AllocationError):
         self.trait = trait
 
 
+class PowerStateConflict(AllocationError):
+    """Work asked for a provider of a tree whose root is not on (409)."""
+
+    def __init__(self, consumer, provider, root, trait):
+        where = (
+            f"resource provider '{provider}'"
+            if provider == root
+            else f"resource provider '{provider}' (root provider '{root}')"
+        )
+        super().__init__(
+            f"consumer {consumer} may not allocate from {where}: the root carries {trait}, "
+            f"and work is placed only on nodes whose power state is '{vocabulary.POWER_ON}'."
+        )
+        self.consumer = consumer
+        self.provider = provider
+        self.root = root
+        self.trait = trait
+
+
 class LostRace(Exception):
     """Internal: a generation guard matched no row; roll back and start over."""
 
@@ -416,20 +435,23 @@ _LOCK_PROVIDERS_AND_ROOTS = (
     .order_by(_RP.c.id)
     .with_for_update()
 )
-# The eco check: which of the providers of performance work (sharing
-# providers aside: they are nobody's host) have a root carrying the eco
-# profile trait, read after the locks above, in the claim's transaction.
-# SELECT rp.uuid, root.uuid FROM resource_providers rp
+# The eco and power-state checks: which of the providers of the claims
+# (sharing providers aside: they are nobody's host) have a root carrying one
+# of the traits :names, read after the locks above, in the claim's
+# transaction.
+# SELECT rp.uuid, root.uuid, t.name FROM resource_providers rp
 # JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
 # JOIN resource_provider_traits rpt ON rpt.resource_provider_id = root.id
 # JOIN traits t ON t.id = rpt.trait_id
-# WHERE rp.uuid IN (:rp_uuids) AND t.name = 'CUSTOM_POWER_PROFILE_ECO'
+# WHERE rp.uuid IN (:rp_uuids) AND t.name IN (:names)
 #   AND NOT EXISTS (<rp carries MISC_SHARES_VIA_AGGREGATE>)
 ECO_TRAIT = vocabulary.PROFILE_TRAITS[vocabulary.ECO]
+# The power-state traits of a node that is not on (suspending, off, waking).
+SLEEPING_TRAITS = sorted(vocabulary.POWER_STATE_TRAITS[state] for state in vocabulary.NOT_ON)
 _ROOT = _RP.alias("root")
 _RPT = m.resource_provider_traits
-_ECO_ROOTS = (
-    sa.select(_RP.c.uuid, _ROOT.c.uuid.label("root_uuid"))
+_ROOTS_CARRYING = (
+    sa.select(_RP.c.uuid, _ROOT.c.uuid.label("root_uuid"), m.traits.c.name)
     .select_from(
         _RP.join(_ROOT, _ROOT.c.id == sa.func.coalesce(_RP.c.root_provider_id, _RP.c.id))
         .join(_RPT, _RPT.c.resource_provider_id == _ROOT.c.id)
@@ -437,7 +459,7 @@ _ECO_ROOTS = (
     )
     .where(
         _RP.c.uuid.in_(sa.bindparam("rp_uuids", expanding=True)),
-        m.traits.c.name == ECO_TRAIT,
+        m.traits.c.name.in_(sa.bindparam("names", expanding=True)),
         server_group_obj.is_host_provider(),
     )
 )
@@ -581,11 +603,12 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     )
     now = db_mod.utcnow()
     rp_uuids = _ordered_unique(rp_uuid for w in writes for rp_uuid in w.allocations)
-    performance = [
-        w for w in writes if w.allocations and w.workload_class == vocabulary.PERFORMANCE
-    ]
+    # The scheduler's claims (they say their workload class): checked
+    # against the roots' profile and power state, so their roots are locked.
+    classed = [w for w in writes if w.allocations and w.workload_class is not None]
+    performance = [w for w in classed if w.workload_class == vocabulary.PERFORMANCE]
     if lock_first and rp_uuids:
-        lock = _LOCK_PROVIDERS_AND_ROOTS if performance else _LOCK_PROVIDERS
+        lock = _LOCK_PROVIDERS_AND_ROOTS if classed else _LOCK_PROVIDERS
         conn.execute(lock, {"rp_uuids": rp_uuids}).all()
     rc_names = _ordered_unique(
         name for w in writes for res in w.allocations.values() for name in res
@@ -595,6 +618,8 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     _check(writes, rp_uuids, rc_names, rc_ids, state, existing)
     if performance:
         _check_profiles(conn, performance, existing)
+    if classed:
+        _check_power_states(conn, classed, existing)
     # After the provider locks (one lock order: providers, then groups).
     server_group_obj.check_claims(conn, writes)
     emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
@@ -660,18 +685,55 @@ def _check_profiles(conn, performance, existing):
 
     :raise ProfileConflict: nothing may be written.
     """
-    rp_uuids = _ordered_unique(rp for w in performance for rp in w.allocations)
-    eco = dict(conn.execute(_ECO_ROOTS, {"rp_uuids": rp_uuids}).all())
-    if not eco:
-        return
+    found = _new_in_trees_carrying(conn, performance, existing, [ECO_TRAIT])
+    if found:
+        consumer, rp_uuid, root, trait = found
+        raise ProfileConflict(consumer, rp_uuid, root, trait)
+
+
+def _check_power_states(conn, classed, existing):
+    """Refuse work on a tree whose root is not on (its power-state trait is
+    suspending, off or waking: [power] suspend_enabled).
+
+    Only writes that carry ``workload_class`` are checked: the scheduler's
+    claims, never a plain client's. The scheduler leaves such nodes out of
+    its candidates, but a view it keeps between batches
+    (scheduler/host_cache.py) can be older than the power controller's
+    twin write, and a claim on a node being powered off would lose its
+    instance. Read after the provider and root locks, as the eco check.
+    A consumer that already holds allocations in that tree may be rewritten
+    there.
+
+    :raise PowerStateConflict: nothing may be written.
+    """
+    found = _new_in_trees_carrying(conn, classed, existing, SLEEPING_TRAITS)
+    if found:
+        consumer, rp_uuid, root, trait = found
+        raise PowerStateConflict(consumer, rp_uuid, root, trait)
+
+
+def _new_in_trees_carrying(conn, writes, existing, trait_names):
+    """(consumer, provider, root, trait) of the first of ``writes`` that
+    asks for a provider whose root carries one of ``trait_names`` and does
+    not already hold allocations in that tree; None when there is none."""
+    rp_uuids = _ordered_unique(rp for w in writes for rp in w.allocations)
+    marked = {
+        rp: (root, trait)
+        for rp, root, trait in conn.execute(
+            _ROOTS_CARRYING, {"rp_uuids": rp_uuids, "names": list(trait_names)}
+        )
+    }
+    if not marked:
+        return None
     already = set()
-    rewritten = [w.uuid for w in performance if w.uuid in existing]
+    rewritten = [w.uuid for w in writes if w.uuid in existing]
     if rewritten:
         # SELECT DISTINCT a.consumer_id, root.uuid FROM allocations a
         # JOIN resource_providers rp ON rp.id = a.resource_provider_id
         # JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
         # WHERE a.consumer_id IN (:consumers) AND root.uuid IN (:roots)
         a = m.allocations
+        roots = sorted({root for root, _trait in marked.values()})
         already = set(
             conn.execute(
                 sa.select(a.c.consumer_id, _ROOT.c.uuid)
@@ -681,14 +743,15 @@ def _check_profiles(conn, performance, existing):
                         _ROOT, _ROOT.c.id == sa.func.coalesce(_RP.c.root_provider_id, _RP.c.id)
                     )
                 )
-                .where(a.c.consumer_id.in_(rewritten), _ROOT.c.uuid.in_(sorted(set(eco.values()))))
+                .where(a.c.consumer_id.in_(rewritten), _ROOT.c.uuid.in_(roots))
             ).all()
         )
-    for w in performance:
+    for w in writes:
         for rp_uuid in w.allocations:
-            root = eco.get(rp_uuid)
-            if root is not None and (w.uuid, root) not in already:
-                raise ProfileConflict(w.uuid, rp_uuid, root, ECO_TRAIT)
+            hit = marked.get(rp_uuid)
+            if hit is not None and (w.uuid, hit[0]) not in already:
+                return w.uuid, rp_uuid, hit[0], hit[1]
+    return None
 
 
 def _providers_of(conn, consumer_uuids):
