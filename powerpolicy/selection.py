@@ -40,6 +40,23 @@ class Candidate:
     name: str
     family: str
     profile: str | None = None
+    # How soon the node could take performance work, lowest first (READY_*;
+    # the controller sets it only with [power] suspend_enabled): within a
+    # family's current and new slots alike, the readier nodes are chosen.
+    # 0 for every node keeps the order by name alone.
+    readiness: int = 0
+
+
+# Readiness, with idle nodes suspended: a node already running performance
+# work first (it stays uncapped), then one on and empty (takes work now), one
+# waking (within its boot), one off or suspending (the controller wakes it for
+# the waiting work, minutes), and last one on and running standard work only
+# (performance work fits there once that ends, hours later).
+READY_RUNNING_PERFORMANCE = 0
+READY_ON_IDLE = 1
+READY_WAKING = 2
+READY_ASLEEP = 3
+READY_BUSY_STANDARD = 4
 
 
 def round_half_away(value):
@@ -65,14 +82,18 @@ def scaled_count(n, fraction):
 def group_families(nodes):
     """{family: [Candidate, ...]} with each family in selection order.
 
-    Selection order: current performance nodes first, then by name, so the
-    slots of a family are filled by the nodes that are already uncapped.
+    Selection order: current performance nodes first, then by readiness
+    (with idle nodes suspended: the nodes that can take performance work
+    soonest), then by name, so the slots of a family are filled by the nodes
+    that are already uncapped.
     """
     members = {}
     for node in nodes:
         members.setdefault(node.family, []).append(node)
     for family_nodes in members.values():
-        family_nodes.sort(key=lambda c: (c.profile != vocabulary.PERFORMANCE, c.name))
+        family_nodes.sort(
+            key=lambda c: (c.profile != vocabulary.PERFORMANCE, c.readiness, c.name)
+        )
     return members
 
 
