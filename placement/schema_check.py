@@ -2,8 +2,9 @@
 
 jsonschema decides what is valid and says why not: its ``best_match`` error
 is the text of every 400 (as upstream's). It is also slow: a POST
-/allocations of 64 consumers took 16-32 ms to validate, about a tenth of
-placement's CPU per scheduled instance. So a schema is also compiled to
+/allocations of 64 consumers took 32 ms to validate (a VM under load),
+and placement's CPU per scheduled instance fell by about a tenth without
+it (docs/benchmarks.md). So a schema is also compiled to
 Python with fastjsonschema when first used, and a body that compiled check
 accepts is accepted; anything it refuses goes through jsonschema, which
 accepts it or gives the error. Only the fast "yes" is trusted, so the

@@ -174,7 +174,7 @@ class HostCache:
         """
         if entry.shared:
             return self.seconds * SHARED_FACTOR
-        return self.seconds * (1 + len(self._live_peers()))
+        return self.seconds * self._workers()
 
     def usable(self, entry, resources):
         if self._expired(entry):
@@ -236,7 +236,10 @@ class HostCache:
         """This worker and the others heard from on the claim feed within
         PEER_SECONDS: the workers that read walks of the same cluster."""
         with self._lock:
-            return 1 + len(self._live_peers())
+            return self._workers()
+
+    def _workers(self):
+        return 1 + len(self._live_peers())  # under the lock
 
     def _live_peers(self):
         now = self.clock()

@@ -45,8 +45,8 @@ TIE_DRAWS = 64
 # down the ranking: workers placing the same kind of request from views
 # that agree would otherwise all take the one best host and all but one
 # lose the race for it. NEAR_TIE is 1 % of one weigher's normalized range
-# (at a multiplier of 1): about what three instances' RAM moves a host on
-# a 5,000-host spread ranking.
+# (at a multiplier of 1), chosen, not tuned: with 4 workers the races fell
+# from 7-12 to 5.5-5.7 per 1,000 (docs/benchmarks.md).
 NEAR_TIE = 0.01
 NEAR_SCAN = 16
 

@@ -133,6 +133,25 @@ def allocate(
     alloc_obj.replace_all(db, [write], _RETRIES)
 
 
+def allocation_body(rp_uuid, workload_class=None, generation=None, amount=1, group=None):
+    """The body of a 1.38 ``PUT /allocations/{consumer}`` (one value of a
+    ``POST /allocations``) of ``amount`` VCPU from ``rp_uuid``, with the
+    scheduler's extension fields when given (``workload_class``,
+    ``server_group``); a plain client's write leaves them out."""
+    body = {
+        "allocations": {rp_uuid: {"resources": {"VCPU": amount}}},
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_generation": generation,
+        "consumer_type": "INSTANCE",
+    }
+    if workload_class is not None:
+        body["workload_class"] = workload_class
+    if group is not None:
+        body["server_group"] = group
+    return body
+
+
 def build_request(instance=None, request_id="req-page", workload_class="standard"):
     """One record of POST /build_requests (a fresh instance unless named)."""
     instance = instance or str(uuid_lib.uuid4())

@@ -145,43 +145,44 @@ class ConcurrentUpdate(AllocationError):
         )
 
 
-class ProfileConflict(AllocationError):
+class RootTraitConflict(AllocationError):
+    """A claim asked for a provider of a tree whose root carries a trait that
+    refuses it (409); each subclass's ``_say`` words why."""
+
+    def __init__(self, consumer, provider, root, trait):
+        where = (
+            f"resource provider '{provider}'"
+            if provider == root
+            else f"resource provider '{provider}' (root provider '{root}')"
+        )
+        self.consumer = consumer
+        self.provider = provider
+        self.root = root
+        self.trait = trait
+        super().__init__(self._say(f"allocate from {where}: the root carries {trait}"))
+
+    def _say(self, what):
+        raise NotImplementedError
+
+
+class ProfileConflict(RootTraitConflict):
     """Performance work asked for a provider of a tree whose root is eco (409)."""
 
-    def __init__(self, consumer, provider, root, trait):
-        where = (
-            f"resource provider '{provider}'"
-            if provider == root
-            else f"resource provider '{provider}' (root provider '{root}')"
+    def _say(self, what):
+        return (
+            f"consumer {self.consumer} has workload_class '{vocabulary.PERFORMANCE}' and may "
+            f"not {what}, and performance work must not be placed on an eco node."
         )
-        super().__init__(
-            f"consumer {consumer} has workload_class '{vocabulary.PERFORMANCE}' and may not "
-            f"allocate from {where}: the root carries {trait}, and performance work must "
-            "not be placed on an eco node."
-        )
-        self.consumer = consumer
-        self.provider = provider
-        self.root = root
-        self.trait = trait
 
 
-class PowerStateConflict(AllocationError):
+class PowerStateConflict(RootTraitConflict):
     """Work asked for a provider of a tree whose root is not on (409)."""
 
-    def __init__(self, consumer, provider, root, trait):
-        where = (
-            f"resource provider '{provider}'"
-            if provider == root
-            else f"resource provider '{provider}' (root provider '{root}')"
+    def _say(self, what):
+        return (
+            f"consumer {self.consumer} may not {what}, and work is placed only on nodes "
+            f"whose power state is '{vocabulary.POWER_ON}'."
         )
-        super().__init__(
-            f"consumer {consumer} may not allocate from {where}: the root carries {trait}, "
-            f"and work is placed only on nodes whose power state is '{vocabulary.POWER_ON}'."
-        )
-        self.consumer = consumer
-        self.provider = provider
-        self.root = root
-        self.trait = trait
 
 
 class LostRace(Exception):
@@ -435,10 +436,10 @@ _LOCK_PROVIDERS_AND_ROOTS = (
     .order_by(_RP.c.id)
     .with_for_update()
 )
-# The eco and power-state checks: which of the providers of the claims
-# (sharing providers aside: they are nobody's host) have a root carrying one
-# of the traits :names, read after the locks above, in the claim's
-# transaction.
+# The eco and power-state checks (_check_root_traits): which of the
+# providers of the claims (sharing providers aside: they are nobody's host)
+# have a root carrying one of the traits :names, read after the locks above,
+# in the claim's transaction.
 # SELECT rp.uuid, root.uuid, t.name FROM resource_providers rp
 # JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
 # JOIN resource_provider_traits rpt ON rpt.resource_provider_id = root.id
@@ -447,7 +448,8 @@ _LOCK_PROVIDERS_AND_ROOTS = (
 #   AND NOT EXISTS (<rp carries MISC_SHARES_VIA_AGGREGATE>)
 ECO_TRAIT = vocabulary.PROFILE_TRAITS[vocabulary.ECO]
 # The power-state traits of a node that is not on (suspending, off, waking).
-SLEEPING_TRAITS = sorted(vocabulary.POWER_STATE_TRAITS[state] for state in vocabulary.NOT_ON)
+SLEEPING_TRAITS = frozenset(vocabulary.POWER_STATE_TRAITS[state] for state in vocabulary.NOT_ON)
+_REFUSING_TRAITS = sorted({ECO_TRAIT} | SLEEPING_TRAITS)
 _ROOT = _RP.alias("root")
 _RPT = m.resource_provider_traits
 _ROOTS_CARRYING = (
@@ -606,7 +608,6 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     # The scheduler's claims (they say their workload class): checked
     # against the roots' profile and power state, so their roots are locked.
     classed = [w for w in writes if w.allocations and w.workload_class is not None]
-    performance = [w for w in classed if w.workload_class == vocabulary.PERFORMANCE]
     if lock_first and rp_uuids:
         lock = _LOCK_PROVIDERS_AND_ROOTS if classed else _LOCK_PROVIDERS
         conn.execute(lock, {"rp_uuids": rp_uuids}).all()
@@ -616,10 +617,8 @@ def _write_attempt(conn, writes, lock_first=False, cache=None, learned=None):
     rc_ids = _resource_class_ids(conn, rc_names, ids.cache, ids.learned)
     state, existing = _read_state(conn, writes, rp_uuids, rc_ids)
     _check(writes, rp_uuids, rc_names, rc_ids, state, existing)
-    if performance:
-        _check_profiles(conn, performance, existing)
     if classed:
-        _check_power_states(conn, classed, existing)
+        _check_root_traits(conn, classed, existing)
     # After the provider locks (one lock order: providers, then groups).
     server_group_obj.check_claims(conn, writes)
     emptied = [w.uuid for w in writes if not w.allocations and w.uuid in existing]
@@ -671,69 +670,47 @@ def _check(writes, rp_uuids, rc_names, rc_ids, state, existing):
     _check_capacity(writes, state, rc_ids)
 
 
-def _check_profiles(conn, performance, existing):
-    """Refuse performance work on a tree whose root carries the eco profile trait.
+def _check_root_traits(conn, classed, existing):
+    """Refuse a claim on a tree whose root says it must not take it: one
+    query for both checks, read after the provider and root locks.
 
-    Only writes that say ``workload_class: performance`` are checked (a
-    client that never sends the extension field is never refused here). The
-    trait is read after the provider (and root) locks, so a twin write that
-    made the root eco either committed before (and is seen here) or waits
-    for this claim to commit (and the power controller's tick then counts
-    this consumer, objects/node.py). A consumer that already holds
-    allocations in that tree may be rewritten there (a node draining its
-    performance work keeps it; the write adds no performance work to it).
+    - Performance work on a root carrying the eco profile trait
+      (ProfileConflict). The trait is read after the locks, so a twin write
+      that made the root eco either committed before (and is seen here) or
+      waits for this claim to commit (and the power controller's tick then
+      counts this consumer, objects/node.py).
+    - Any work on a root whose power state is not on: suspending, off or
+      waking ([power] suspend_enabled; PowerStateConflict). The scheduler
+      leaves such nodes out of its candidates, but a view it keeps between
+      batches (scheduler/host_cache.py) can be older than the power
+      controller's twin write, and a claim on a node being powered off
+      would lose its instance.
 
-    :raise ProfileConflict: nothing may be written.
-    """
-    found = _new_in_trees_carrying(conn, performance, existing, [ECO_TRAIT])
-    if found:
-        consumer, rp_uuid, root, trait = found
-        raise ProfileConflict(consumer, rp_uuid, root, trait)
-
-
-def _check_power_states(conn, classed, existing):
-    """Refuse work on a tree whose root is not on (its power-state trait is
-    suspending, off or waking: [power] suspend_enabled).
-
-    Only writes that carry ``workload_class`` are checked: the scheduler's
-    claims, never a plain client's. The scheduler leaves such nodes out of
-    its candidates, but a view it keeps between batches
-    (scheduler/host_cache.py) can be older than the power controller's
-    twin write, and a claim on a node being powered off would lose its
-    instance. Read after the provider and root locks, as the eco check.
+    Only writes that say their ``workload_class`` (``classed``: the
+    scheduler's claims) are checked; a plain client is never refused here.
     A consumer that already holds allocations in that tree may be rewritten
-    there.
+    there (a node draining its performance work keeps it; the write adds no
+    work to it).
 
-    :raise PowerStateConflict: nothing may be written.
+    :raise ProfileConflict, PowerStateConflict: nothing may be written.
     """
-    found = _new_in_trees_carrying(conn, classed, existing, SLEEPING_TRAITS)
-    if found:
-        consumer, rp_uuid, root, trait = found
-        raise PowerStateConflict(consumer, rp_uuid, root, trait)
-
-
-def _new_in_trees_carrying(conn, writes, existing, trait_names):
-    """(consumer, provider, root, trait) of the first of ``writes`` that
-    asks for a provider whose root carries one of ``trait_names`` and does
-    not already hold allocations in that tree; None when there is none."""
-    rp_uuids = _ordered_unique(rp for w in writes for rp in w.allocations)
-    marked = {
-        rp: (root, trait)
-        for rp, root, trait in conn.execute(
-            _ROOTS_CARRYING, {"rp_uuids": rp_uuids, "names": list(trait_names)}
-        )
-    }
+    rp_uuids = _ordered_unique(rp for w in classed for rp in w.allocations)
+    marked = {}  # provider uuid -> (root uuid, {refusing traits of the root})
+    for rp, root, trait in conn.execute(
+        _ROOTS_CARRYING, {"rp_uuids": rp_uuids, "names": _REFUSING_TRAITS}
+    ):
+        marked.setdefault(rp, (root, set()))[1].add(trait)
     if not marked:
-        return None
+        return
     already = set()
-    rewritten = [w.uuid for w in writes if w.uuid in existing]
+    rewritten = [w.uuid for w in classed if w.uuid in existing]
     if rewritten:
         # SELECT DISTINCT a.consumer_id, root.uuid FROM allocations a
         # JOIN resource_providers rp ON rp.id = a.resource_provider_id
         # JOIN resource_providers root ON root.id = COALESCE(rp.root_provider_id, rp.id)
         # WHERE a.consumer_id IN (:consumers) AND root.uuid IN (:roots)
         a = m.allocations
-        roots = sorted({root for root, _trait in marked.values()})
+        roots = sorted({root for root, _traits in marked.values()})
         already = set(
             conn.execute(
                 sa.select(a.c.consumer_id, _ROOT.c.uuid)
@@ -746,12 +723,17 @@ def _new_in_trees_carrying(conn, writes, existing, trait_names):
                 .where(a.c.consumer_id.in_(rewritten), _ROOT.c.uuid.in_(roots))
             ).all()
         )
-    for w in writes:
+    for w in classed:
         for rp_uuid in w.allocations:
             hit = marked.get(rp_uuid)
-            if hit is not None and (w.uuid, hit[0]) not in already:
-                return w.uuid, rp_uuid, hit[0], hit[1]
-    return None
+            if hit is None or (w.uuid, hit[0]) in already:
+                continue
+            root, traits = hit
+            if w.workload_class == vocabulary.PERFORMANCE and ECO_TRAIT in traits:
+                raise ProfileConflict(w.uuid, rp_uuid, root, ECO_TRAIT)
+            sleeping = sorted(traits & SLEEPING_TRAITS)
+            if sleeping:
+                raise PowerStateConflict(w.uuid, rp_uuid, root, sleeping[0])
 
 
 def _providers_of(conn, consumer_uuids):

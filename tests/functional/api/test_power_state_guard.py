@@ -24,17 +24,7 @@ def _new():
     return str(uuid.uuid4())
 
 
-def _claim(rp, workload_class=None, generation=None):
-    body = {
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": generation,
-        "consumer_type": "INSTANCE",
-    }
-    if workload_class is not None:
-        body["workload_class"] = workload_class
-    return body
+_claim = builders.allocation_body
 
 
 def _node(client, db, power_state, nested=False):
@@ -121,3 +111,20 @@ def test_a_node_back_on_takes_claims_again(client, db):
     resp = client.put(f"/allocations/{consumer}", json=_claim(rp, vocabulary.STANDARD))
     assert resp.status_code == 204, resp.get_json()
     assert _usages(client, rp) == {"VCPU": 1}
+
+
+def test_an_eco_node_that_is_off_refuses_each_class_for_its_own_reason(client, db):
+    # One query reads both traits: performance work is refused for the
+    # profile first, standard work for the power state.
+    root = builders.create_provider(db, name=f"node-{_new()[:8]}")
+    builders.set_inventory(db, root, "VCPU", 8)
+    twin = {"uuid": root, "profile": vocabulary.ECO, "power_state": vocabulary.POWER_OFF}
+    resp = client.post("/nodes/twins", json={"twins": [twin]})
+    assert resp.status_code == 200, resp.get_json()
+    performance = client.put(f"/allocations/{_new()}", json=_claim(root, vocabulary.PERFORMANCE))
+    assert performance.status_code == 409
+    assert performance.get_json()["errors"][0]["code"] == "placement.allocation.profile_conflict"
+    standard = client.put(f"/allocations/{_new()}", json=_claim(root, vocabulary.STANDARD))
+    assert standard.status_code == 409
+    assert standard.get_json()["errors"][0]["code"] == POWER_STATE_CONFLICT
+    assert _usages(client, root) == {"VCPU": 0}

@@ -21,19 +21,7 @@ def _new():
     return str(uuid.uuid4())
 
 
-def _body(rp, workload_class=None, generation=None, amount=1, group=None):
-    body = {
-        "allocations": {rp: {"resources": {"VCPU": amount}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": generation,
-        "consumer_type": "INSTANCE",
-    }
-    if workload_class is not None:
-        body["workload_class"] = workload_class
-    if group is not None:
-        body["server_group"] = group
-    return body
+_body = builders.allocation_body
 
 
 def _node(client, db, profile, schedulable_class=None, nested=False):
