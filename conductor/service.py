@@ -46,6 +46,7 @@ from conductor import cell_build as cell_mod
 from conductor import instance_ends as ends_mod
 from conductor import intake as intake_mod
 from conductor import outcomes as outcomes_mod
+from conductor import scheduler_routing as routing_mod
 from conductor import super_conductor as super_mod
 from conductor import sweep as sweep_mod
 from conductor.endpoints import CellConductorEndpoint
@@ -105,14 +106,20 @@ class Conductor:
             rpc.ConductorAPI(conf, transport),
             rpc.OutcomeAPI(transport),
         )
+        # Which scheduler worker each kind of request goes to.
+        self.router = routing_mod.Router(
+            lambda: self.bus.scheduler, ask_timeout=conf.rpc.call_timeout
+        )
         build_reports = outcomes_mod.BuildReports(client, self.bus)
         flushes = {
             "build_reports": build_reports.send,
             "build_casts": functools.partial(super_mod.send_builds, self.bus),
             "outcome_casts": functools.partial(outcomes_mod.send_instances_done, self.bus),
-            "scheduling": functools.partial(super_mod.select_many, self.bus),
+            "scheduling": functools.partial(super_mod.select_many_at, self.bus, self.router),
         }
-        self.batchers = batchers_mod.make(conf, client, name, self.in_hand.company, flushes)
+        self.batchers = batchers_mod.make(
+            conf, client, name, self.in_hand.company, flushes, self.router
+        )
         self.records = self.batchers.records
         self.reporter = outcomes_mod.Reporter(self.records, self.bus, build_reports, self.batchers)
         self.cell_build = cell_mod.CellBuild(

@@ -291,6 +291,21 @@ def select_many(bus, items):
     )
 
 
+def select_many_at(bus, router, worker, items):
+    """``select_many`` sent to ``worker`` (the owner of the items' kind:
+    conductor.scheduler_routing), or on the shared topic when None; a
+    worker that does not answer is suspected and the call retried on the
+    shared topic."""
+    if worker is None:
+        return select_many(bus, items)
+    return bus.scheduler.select_destinations_many(
+        [spec for spec, _release in items],
+        releases=[release for _spec, release in items],
+        server=worker,
+        on_silent=lambda: router.suspect(worker),
+    )
+
+
 def send_builds(bus, cell, items):
     """Flush of a cell's build casts: one message for (build, reply_topic)
     pairs (``build_many``); a cells API without it (an older simulator's

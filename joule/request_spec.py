@@ -921,6 +921,24 @@ def dump_request_spec(spec):
     return _REQUEST_SPEC.dump(spec)
 
 
+# The fields of a spec that are its own, not its kind's (kind_key).
+_PER_REQUEST_FIELDS = frozenset({"request_id", "instance_uuids", "num_instances", "server_group"})
+
+
+def kind_key(dumped):
+    """The kind of a spec in its wire form (``dump_request_spec``): specs of
+    one kind can share one candidate walk (scheduler.batching). Everything
+    but the spec's ids, instances and server group (applied per member);
+    without granular groups the resource classes, not their amounts (a walk
+    for the smaller amounts serves the larger ones). A super conductor sends
+    each kind to one scheduler worker by it (conductor.scheduler_routing),
+    so the scheduler and the conductors must agree on it."""
+    data = {k: v for k, v in dumped.items() if k not in _PER_REQUEST_FIELDS}
+    if not dumped.get("groups"):
+        data["resources"] = sorted(dumped.get("resources") or ())
+    return json.dumps(data, sort_keys=True, default=str)
+
+
 def canonical_request_specs(items):
     """Yield (RequestSpec, its wire form as dumped) for each wire spec of ``items``.
 

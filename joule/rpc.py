@@ -432,6 +432,9 @@ class SchedulerAnswerError(Exception):
 DEADLINE_VERSION = "1.3"
 DEADLINE_MARGIN = 2.0
 EXPIRED = "expired"
+# Scheduler RPC 1.4: scheduler_workers, the workers a super conductor may
+# send each kind of request to (conductor.scheduler_routing).
+WORKERS_VERSION = "1.4"
 # The key an error answer carries when no scheduler answered in time: the
 # caller gave the request up while a scheduler may still be working on it.
 UNANSWERED = "unanswered"
@@ -485,10 +488,14 @@ class SchedulerAPI:
             request_spec=request_spec,
         )
 
-    def _call(self, client, method, what, on_retry, **kwargs):
+    def _call(self, client, method, what, on_retry, retry_client=None, on_silent=None, **kwargs):
         """Call ``method`` through ``client`` (its version prepared), each
         try with its own deadline (1.3, unless a scheduler does not know
-        it); a timeout, or an answer that the deadline passed, is retried."""
+        it); a timeout, or an answer that the deadline passed, is retried,
+        through ``retry_client`` when given (a call sent to one worker is
+        retried on the shared topic, where any worker answers), after
+        ``on_silent()`` (the worker the first try went to is taken to be
+        gone)."""
         retries = self.conf.rpc.call_retries
         timeout = self.conf.rpc.call_timeout
         for attempt in range(retries + 1):
@@ -499,6 +506,10 @@ class SchedulerAPI:
                 LOG.warning("%s: a scheduler answered after the call's deadline", what)
             except oslo_messaging.MessagingTimeout:
                 pass
+            if attempt == 0 and on_silent is not None:
+                on_silent()
+            if retry_client is not None:
+                client = retry_client
             if attempt == retries:
                 break
             LOG.warning(
@@ -532,13 +543,38 @@ class SchedulerAPI:
                 self._deadline_unsupported = True
         return _checked_call(client, method, **kwargs)
 
-    def select_destinations_many(self, request_specs, releases=None):
+    def scheduler_workers(self, timeout):
+        """The scheduler workers a kind of request may be sent to (1.4): the
+        RPC server names one worker knows of, itself included, sorted ([]
+        when it keeps no walks). One try within ``timeout`` seconds.
+
+        :raise Unanswered: no worker answered.
+        :raise SchedulerAnswerError: the answer is not a list of names, or
+            the worker does not know 1.4 (too old to route to).
+        """
+        try:
+            answer = _checked_call(
+                self._client.prepare(version=WORKERS_VERSION, timeout=timeout), "scheduler_workers"
+            )
+        except oslo_messaging.MessagingTimeout as exc:
+            raise Unanswered(f"no scheduler answered within {timeout} s") from exc
+        except _Unsupported as exc:
+            raise SchedulerAnswerError(f"scheduler_workers: {exc}") from exc
+        if not isinstance(answer, list) or not all(
+            isinstance(name, str) and name for name in answer
+        ):
+            raise SchedulerAnswerError(f"scheduler_workers answered {str(answer)[:200]}")
+        return answer
+
+    def select_destinations_many(self, request_specs, releases=None, server=None, on_silent=None):
         """Call ``select_destinations_many`` (1.2) with several request specs;
         the answers, one per spec, in order. ``releases``: one callable per
         spec, what to release before a retry (the claims a scheduler that
         died half way may have made for it). The bulk call is retried like
         ``select_destinations``, every release running before each retry (it
-        may have claimed for any of them).
+        may have claimed for any of them). ``server``: the worker to send it
+        to (conductor.scheduler_routing), None for any; a retry goes to any,
+        after ``on_silent()``.
 
         A scheduler too old to know the method answers it as unsupported:
         then each spec is called on its own (with its own release only), and
@@ -557,12 +593,15 @@ class SchedulerAPI:
                     if release is not None:
                         release()
 
+            shared = self._client.prepare(version="1.2")
             try:
                 answers = self._call(
-                    self._client.prepare(version="1.2"),
+                    self._client.prepare(version="1.2", server=server) if server else shared,
                     "select_destinations_many",
                     f"{len(request_specs)} requests",
                     release_all,
+                    retry_client=shared if server else None,
+                    on_silent=on_silent if server else None,
                     request_specs=request_specs,
                 )
             except _Unsupported:

@@ -37,7 +37,6 @@ hints (lookups of their own) never enter a batch.
 """
 
 import dataclasses
-import json
 import logging
 
 from joule import request_spec as spec_mod
@@ -93,14 +92,8 @@ def merges_amounts(spec):
 
 
 def group_key(spec):
-    """Requests with equal keys can share one walk."""
-    data = spec_mod.dump_request_spec(spec)
-    # The server group is applied per member, on the shared walk.
-    for name in ("request_id", "instance_uuids", "num_instances", "server_group"):
-        data.pop(name, None)
-    if merges_amounts(spec):
-        data["resources"] = sorted(spec.resources)
-    return json.dumps(data, sort_keys=True, default=str)
+    """Requests with equal keys can share one walk (joule.request_spec.kind_key)."""
+    return spec_mod.kind_key(spec_mod.dump_request_spec(spec))
 
 
 def schedule_batch(sched, specs, views=None):

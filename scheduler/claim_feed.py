@@ -31,10 +31,18 @@ walk without that host: scheduler.batching), never an over-commit.
 Releases, and claims that failed after they were told, are not sent: a
 view that still counts them only under-states a host until its next walk.
 A worker ignores its own messages (they are already in its view).
+
+The feed also says who is there. A worker sends an empty message when it
+starts, every PRESENCE_SECONDS while it claims nothing, and once more soon
+after it first hears a worker it did not know (so a worker that starts
+after the others learns of them at once). Its sender id is its RPC server
+name: the workers heard on the feed are the ones a super conductor can
+send a kind of request to (``scheduler_workers``, conductor.scheduler_routing).
 """
 
 import logging
 import threading
+import time
 import uuid
 
 from joule.rpc import oslo_messaging  # imported there, quietly
@@ -51,6 +59,14 @@ PUBLISH_SECONDS = 0.001
 MAX_PENDING = 20000
 # At most this many claims in one message (a receiver refuses more).
 MAX_CLAIMS_PER_MESSAGE = 5000
+# A worker that claimed nothing for this long says it is there (an empty
+# message); a worker not heard for ROUTE_PEER_SECONDS is taken to be gone
+# (scheduler.host_cache.HostCache.live_workers).
+PRESENCE_SECONDS = 5.0
+ROUTE_PEER_SECONDS = 3 * PRESENCE_SECONDS
+# After hearing a new worker, say we are there within this long, at most
+# once per this long (several workers starting at once hear each other).
+ANNOUNCE_SECONDS = 0.2
 
 
 def claims_of(selections):
@@ -114,16 +130,33 @@ class ClaimFeed:
     thread, ``PUBLISH_SECONDS`` of claims per message. ``publish(sender,
     claims)`` sends one message; ``sender`` is this worker's own id."""
 
-    def __init__(self, publish, sender=None):
+    def __init__(self, publish, sender=None, presence_seconds=PRESENCE_SECONDS):
         self.sender = sender or str(uuid.uuid4())
         self._publish = publish
+        self._presence_seconds = presence_seconds
         self._pending = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stopped = threading.Event()
-        self.stats = {"sent": 0, "messages": 0, "dropped": 0, "failed": 0}
+        # Say we are there at the next turn of the thread (at start, and
+        # after hearing a new worker).
+        self._announce = True
+        self._announced = 0.0  # time.monotonic() of the last announcement asked
+        self.stats = {"sent": 0, "messages": 0, "dropped": 0, "failed": 0, "presence": 0}
+        self._wake.set()
         self._thread = threading.Thread(target=self._run, name="claim-feed", daemon=True)
         self._thread.start()
+
+    def announce(self):
+        """Say this worker is there (a new worker was heard): at once, but
+        at most once per ANNOUNCE_SECONDS."""
+        with self._lock:
+            now = time.monotonic()
+            if now - self._announced < ANNOUNCE_SECONDS:
+                return
+            self._announced = now
+            self._announce = True
+        self._wake.set()
 
     def publish(self, claims):
         """Send ``claims`` (wire form: ``claim_of``) to the other workers."""
@@ -144,7 +177,10 @@ class ClaimFeed:
 
     def _run(self):
         while not self._stopped.is_set():
-            self._wake.wait()
+            if not self._wake.wait(self._presence_seconds):
+                # Nothing claimed for a while: say we are still there.
+                self._send([])
+                continue
             if self._stopped.is_set():
                 return
             # Let the claims of the next few milliseconds join this message.
@@ -152,6 +188,9 @@ class ClaimFeed:
             with self._lock:
                 self._wake.clear()
                 pending, self._pending = self._pending, []
+                announce, self._announce = self._announce, False
+            if announce and not pending:
+                self._send([])
             for start in range(0, len(pending), MAX_CLAIMS_PER_MESSAGE):
                 part = pending[start : start + MAX_CLAIMS_PER_MESSAGE]
                 try:
@@ -163,3 +202,12 @@ class ClaimFeed:
                 self.stats["sent"] += len(part)
                 metrics.CLAIMS_FED.labels("sent").inc(len(part))
                 self.stats["messages"] += 1
+
+    def _send(self, claims):
+        """An empty message: this worker is there."""
+        try:
+            self._publish(self.sender, claims)
+        except Exception as exc:  # noqa: BLE001 - a hint: never stop the worker
+            LOG.warning("presence not sent to the other workers: %s", exc)
+            return
+        self.stats["presence"] += 1

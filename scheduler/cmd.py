@@ -36,7 +36,7 @@ def build_service(conf, transport, name):
     # Its claims go to the other workers over the bus (scheduler.claim_feed).
     peers = rpc.SchedulerAPI(conf, transport)
     endpoint = sched_service.SchedulerEndpoint(
-        conf, lambda: sconf.placement_client_of(conf), publish_claims=peers.claims_made
+        conf, lambda: sconf.placement_client_of(conf), publish_claims=peers.claims_made, name=name
     )
     svc.add_server(rpc.topic(conf, rpc.SCHEDULER_TOPIC), [endpoint])
     if endpoint.feed_endpoint is not None:

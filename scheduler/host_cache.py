@@ -213,15 +213,23 @@ class HostCache:
         a batch holds now gets them when it is put back. ``sender``: the
         other worker that made them (scheduler.claim_feed), None for this
         worker's own; ``skip``: the kind whose walk already holds them
-        (the batch that planned them)."""
-        if not self.enabled or not claims:
-            return
+        (the batch that planned them). Returns whether ``sender`` was heard
+        for the first time (or again after it was taken to be gone)."""
+        if not self.enabled:
+            return False
+        new = False
+        if sender is not None:
+            with self._lock:
+                # An empty message is a worker saying it is there.
+                new = sender not in self._live_peers()
+                self._peers[sender] = self.clock()
+        if not claims:
+            return new
         if sender is not None:
             metrics.CLAIMS_FED.labels("received").inc(len(claims))
         with self._lock:
             if sender is not None:
                 self.stats["foreign_claims"] += len(claims)
-                self._peers[sender] = self.clock()
             for key, entry in self._entries.items():
                 if key != skip:
                     _add_claims(entry, claims, rank=True)
@@ -231,6 +239,7 @@ class HostCache:
             for key in self._held:
                 if key != skip:
                     self._foreign.setdefault(key, []).extend(claims)
+        return new
 
     def workers(self):
         """This worker and the others heard from on the claim feed within
@@ -240,6 +249,15 @@ class HostCache:
 
     def _workers(self):
         return 1 + len(self._live_peers())  # under the lock
+
+    def live_workers(self, within):
+        """The ids of this worker and of the others heard on the claim
+        feed within ``within`` seconds, sorted: the workers a super
+        conductor may send requests to (``scheduler_workers``)."""
+        with self._lock:
+            now = self.clock()
+            peers = [s for s, heard in self._live_peers().items() if now - heard <= within]
+            return sorted([self.owner_id, *peers]) if self.owner_id is not None else []
 
     def _live_peers(self):
         now = self.clock()

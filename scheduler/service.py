@@ -65,12 +65,15 @@ class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
     # 1.2: select_destinations_many (a super conductor's requests in one call).
     # 1.3: select_destinations(_many) take the caller's ``deadline``.
-    target = oslo_messaging.Target(version="1.3")
+    # 1.4: scheduler_workers (who a super conductor may send a kind to).
+    target = oslo_messaging.Target(version="1.4")
 
-    def __init__(self, conf, client_factory, publish_claims=None):
+    def __init__(self, conf, client_factory, publish_claims=None, name=None):
         """``publish_claims(sender, claims)``: a fanout cast of this
         worker's claims to the others (scheduler.claim_feed); None keeps
-        them to this worker."""
+        them to this worker. ``name``: its RPC server name, its id on the
+        claim feed (a super conductor sends a kind of request to it by
+        that name: conductor.scheduler_routing)."""
         self.conf = conf
         self._client_factory = client_factory
         self._local = threading.local()
@@ -89,7 +92,7 @@ class SchedulerEndpoint:
         self.claim_feed = None
         self.feed_endpoint = None
         if self.host_cache.enabled and publish_claims is not None:
-            self.claim_feed = claim_feed.ClaimFeed(publish_claims)
+            self.claim_feed = claim_feed.ClaimFeed(publish_claims, sender=name)
             self.host_cache.owner_id = self.claim_feed.sender
             self.feed_endpoint = claim_feed.FeedEndpoint(self._heard)
         if group.batch_size > 1:
@@ -140,6 +143,16 @@ class SchedulerEndpoint:
             return {"status": "invalid", "error": problem}
         return self._answers(request_specs, deadline)
 
+    def scheduler_workers(self, ctxt):
+        """1.4: the RPC server names of this worker and of the others it
+        heard on the claim feed within ROUTE_PEER_SECONDS, sorted (a super
+        conductor sends each kind of request to one of them:
+        conductor.scheduler_routing); [] when it keeps no
+        walks (a kind gains nothing from one worker then)."""
+        if self.claim_feed is None:
+            return []
+        return self.host_cache.live_workers(claim_feed.ROUTE_PEER_SECONDS)
+
     def build_outcomes(self, ctxt, failed_builds):
         """New failed-build counts of hosts, {host uuid: count} (cast by the
         cell conductors to every worker): the kept walks holding any of
@@ -158,7 +171,9 @@ class SchedulerEndpoint:
         if bad is not None:
             LOG.warning("claims_made from %s refused: %s", sender, bad)
             return
-        self.host_cache.apply_claims(claims, sender=str(sender))
+        if self.host_cache.apply_claims(claims, sender=str(sender)):
+            # A worker we did not know: tell it we are here at once.
+            self.claim_feed.announce()
 
     def stop(self):
         """Stop telling other workers our claims (the service stops)."""

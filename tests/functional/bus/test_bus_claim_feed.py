@@ -83,3 +83,81 @@ def test_claims_reach_the_other_workers_kept_walk_over_rabbitmq(db, live_server,
         for svc in services:
             svc.stop(timeout=10)
         transport.cleanup()
+
+
+def _requests_of(endpoint):
+    return sum(s.stats["requests"] for s in endpoint._all)
+
+
+def test_a_super_conductor_sends_each_kind_to_one_worker_and_around_a_silent_one(
+    db, live_server, vhost
+):
+    """Workers learn of each other on the feed and say so (RPC 1.4); a
+    super conductor's router sends every request of a kind to one of them;
+    a call to a worker that stopped is retried on the shared topic."""
+    from conductor import scheduler_routing
+    from conductor import super_conductor
+
+    for n in range(4):
+        _node(db, f"node-{n}", 64)
+    conf = conf_mod.make_conf(
+        overrides={
+            (None, "transport_url"): f"rabbit://guest:guest@127.0.0.1:5672/{vhost}",
+            ("placement", "endpoint_override"): live_server.url,
+            ("placement", "auth_type"): "noauth",
+            ("rpc", "call_timeout"): 3,
+            ("rpc", "call_retries"): 2,
+        }
+    )
+    transport = rpc.transport_of(conf)
+    names = ["scheduler-a", "scheduler-b"]
+    services = {name: cmd.build_service(conf, transport, name) for name in names}
+    for svc in services.values():
+        svc.start()
+    api = rpc.SchedulerAPI(conf, transport)
+    bus = type("Bus", (), {"scheduler": api})()
+    try:
+        _wait_for(lambda: api.scheduler_workers(2) == names)
+        router = scheduler_routing.Router(lambda: api)
+
+        def kind(n, project):
+            spec = _request(n, 1)
+            spec["project_id"] = project
+            return spec
+
+        # Projects are kinds: find one kind owned by each worker.
+        projects = {}
+        for p in range(64):
+            projects.setdefault(router.owner(kind(0, f"project-{p}")), f"project-{p}")
+        assert set(projects) == set(names)
+        n = 0
+        for owner, project in projects.items():
+            before = {name: _requests_of(services[name].endpoint) for name in names}
+            items = []
+            for _ in range(5):
+                n += 1
+                items.append((kind(n, project), None))
+            answers = super_conductor.select_many_at(bus, router, owner, items)
+            assert [a["status"] for a in answers] == ["placed"] * 5
+            after = {name: _requests_of(services[name].endpoint) for name in names}
+            assert after[owner] - before[owner] == 5
+            assert all(after[w] == before[w] for w in names if w != owner)
+        # A worker that stopped: the call sent to it is answered by the other.
+        gone, left = names
+        services[gone].stop(timeout=10)
+        before = _requests_of(services[left].endpoint)
+        released = []
+        answers = api.select_destinations_many(
+            [kind(100, projects[gone])],
+            releases=[lambda: released.append(1)],
+            server=gone,
+            on_silent=lambda: router.suspect(gone),
+        )
+        assert answers[0]["status"] == "placed"
+        assert _requests_of(services[left].endpoint) == before + 1
+        assert released == [1]
+        assert gone not in router.members()
+    finally:
+        for svc in services.values():
+            svc.stop(timeout=10)
+        transport.cleanup()

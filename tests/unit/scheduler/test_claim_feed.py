@@ -1,6 +1,7 @@
 """What a worker tells the others it claimed (scheduler.claim_feed)."""
 
 import threading
+import time
 import types
 
 import pytest
@@ -80,6 +81,8 @@ def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted
     gate = threading.Event()
 
     def publish(sender, claims):
+        if not claims:
+            return  # the worker saying it is there (at start)
         gate.wait(5)
         sent.append((sender, claims))
         if len(sent) == 2:
@@ -113,6 +116,59 @@ def test_claims_made_together_travel_in_one_message_and_a_failed_send_is_counted
         assert feed.stats["sent"] == 4
     finally:
         feed.stop()
+
+
+def test_a_worker_says_it_is_there_at_start_and_while_it_claims_nothing():
+    sent = []
+    feed = claim_feed.ClaimFeed(lambda *m: sent.append(m), sender="me", presence_seconds=0.05)
+    try:
+        _wait(lambda: len(sent) >= 3)
+        assert all(m == ("me", []) for m in sent)
+        assert feed.stats["presence"] >= 3 and feed.stats["messages"] == 0
+    finally:
+        feed.stop()
+
+
+def test_a_worker_heard_for_the_first_time_is_answered_at_once_and_routable():
+    conf = conf_mod.make_conf(overrides={("scheduler", "batch_size"): 16})
+    sent = []
+    endpoint = service.SchedulerEndpoint(
+        conf, lambda: None, publish_claims=lambda *m: sent.append(m), name="w1"
+    )
+    try:
+        _wait(lambda: ("w1", []) in sent)  # at start
+        assert endpoint.scheduler_workers({}) == ["w1"]
+        del sent[:]
+        endpoint.feed_endpoint.claims_made({}, "w0", [])
+        _wait(lambda: ("w1", []) in sent)  # w0 learns of us without waiting
+        assert endpoint.scheduler_workers({}) == ["w0", "w1"]
+        del sent[:]
+        endpoint.feed_endpoint.claims_made({}, "w0", [])  # known: no answer
+        time.sleep(0.1)
+        assert sent == []
+    finally:
+        endpoint.stop()
+
+
+def test_a_worker_not_heard_for_a_while_is_not_routed_to():
+    conf = conf_mod.make_conf(overrides={("scheduler", "batch_size"): 16})
+    endpoint = service.SchedulerEndpoint(
+        conf, lambda: None, publish_claims=lambda *m: None, name="w1"
+    )
+    try:
+        clock = [100.0]
+        endpoint.host_cache.clock = lambda: clock[0]
+        endpoint.feed_endpoint.claims_made({}, "w2", [])
+        assert endpoint.scheduler_workers({}) == ["w1", "w2"]
+        clock[0] += claim_feed.ROUTE_PEER_SECONDS + 1
+        assert endpoint.scheduler_workers({}) == ["w1"]
+    finally:
+        endpoint.stop()
+    # A worker that keeps no walks names none: nothing to gain from routing.
+    conf = conf_mod.make_conf(
+        overrides={("scheduler", "batch_size"): 16, ("scheduler", "host_cache_seconds"): 0}
+    )
+    assert service.SchedulerEndpoint(conf, lambda: None, name="w3").scheduler_workers({}) == []
 
 
 def _wait(predicate, seconds=5):

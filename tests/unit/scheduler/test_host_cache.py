@@ -348,10 +348,11 @@ def test_with_other_workers_feeding_a_lost_race_places_again_on_the_kept_walk():
     fake, sched, _clock = make([host(f"h{i}", vcpu=8, ram=65536) for i in range(2)])
     cache = sched.host_cache
     [first] = placed_on(sched.select_batch([spec("r1")]))
-    cache.apply_claims([], sender="w2")  # an empty message says nothing of a peer
     assert cache.workers() == 1
-    cache.apply_claims([_claim(fake, first, 0)], sender="w2")
+    # An empty message is a worker saying it is there (scheduler.claim_feed).
+    assert cache.apply_claims([], sender="w2") is True  # heard for the first time
     assert cache.workers() == 2
+    assert cache.apply_claims([_claim(fake, first, 0)], sender="w2") is False
     # The other worker fills the other host, which our view picks next
     # (the emptiest), its message still on the way: our claim loses, and
     # the request is placed again on the same view, on the first host.
