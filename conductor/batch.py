@@ -159,10 +159,9 @@ class Batcher:
 
 
 class Batchers:
-    """One Batcher per key, made on first use: ``flush(key, items)``, up to
-    ``concurrent`` flushes of one key at once; the batchers of keys gone
-    quiet are forgotten (``max_keys``, ``idle_seconds``: see the module's
-    docstring)."""
+    """One Batcher per key, made on first use: ``flush(key, items)``; the
+    batchers of keys gone quiet are forgotten (``max_keys``,
+    ``idle_seconds``: see the module's docstring)."""
 
     def __init__(
         self,
@@ -175,7 +174,6 @@ class Batchers:
         max_keys=MAX_KEYS,
         idle_seconds=IDLE_SECONDS,
         clock=time.monotonic,
-        concurrent=1,
     ):
         def make(key):
             return Batcher(
@@ -184,7 +182,6 @@ class Batchers:
                 max_items,
                 company,
                 kind=kind,
-                concurrent=concurrent,
                 histogram=histogram,
             )
 

@@ -15,11 +15,9 @@ batch_window_ms``) and, but for the scheduling calls, the same size
   in one ``build_many`` per cell;
 - ``outcome_casts``: the outcomes finished together for one submitter, in
   one ``instances_done`` per reply topic;
-- ``scheduling``: concurrent requests of one owner worker in one
-  ``select_destinations_many`` (``schedule_batch_size``,
-  ``schedule_calls_in_flight`` calls at once per worker: each kind of
-  request goes to one worker, conductor.scheduler_routing), or None when
-  ``schedule_batch_size`` is 1: each request calls alone.
+- ``scheduling``: concurrent requests in one ``select_destinations_many``
+  (``schedule_batch_size``, ``schedule_calls_in_flight`` calls at once), or
+  None when ``schedule_batch_size`` is 1: each request calls alone.
 
 A batch's leader only waits out the window while other messages are in
 hand (``InHand``, which the RPC endpoints and the fan-outs count): a lone
@@ -37,7 +35,6 @@ import threading
 from conductor import batch as batch_mod
 from conductor import metrics
 from conductor import records as records_mod
-from conductor import scheduler_routing
 
 
 class InHand:
@@ -69,35 +66,29 @@ class ConductorBatchers:
     build_reports: batch_mod.Batcher
     build_casts: batch_mod.Batchers
     outcome_casts: batch_mod.Batchers
-    scheduling: scheduler_routing.RoutedScheduling | None
+    scheduling: batch_mod.Batcher | None
 
 
-def make(conf, client, owner, company, flushes, router):
+def make(conf, client, owner, company, flushes):
     """The batchers of one conductor process.
 
     :param owner: the owner name its records are held under.
     :param company: ``InHand.company``.
     :param flushes: {kind: flush} for ``build_reports`` (reports),
         ``build_casts`` (cell, items), ``outcome_casts`` (reply topic,
-        outcomes) and ``scheduling`` (worker name or None, (request spec,
-        release) items).
-    :param router: the scheduler_routing.Router that names each request's
-        worker.
+        outcomes) and ``scheduling`` ((request spec, release) items).
     """
     c = conf.conductor
     window = c.batch_window_ms / 1000.0
     scheduling = None
     if c.schedule_batch_size > 1:
-        scheduling = scheduler_routing.RoutedScheduling(
-            router,
-            batch_mod.Batchers(
-                flushes["scheduling"],
-                window,
-                c.schedule_batch_size,
-                company,
-                "select_destinations",
-                concurrent=c.schedule_calls_in_flight,
-            ),
+        scheduling = batch_mod.Batcher(
+            flushes["scheduling"],
+            window,
+            c.schedule_batch_size,
+            company,
+            "select_destinations",
+            concurrent=c.schedule_calls_in_flight,
         )
     return ConductorBatchers(
         records=records_mod.Records(client, owner, c.lease_seconds, window, c.batch_size, company),

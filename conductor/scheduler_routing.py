@@ -35,6 +35,7 @@ What keeps it safe:
   most a lost race, never an over-commit.
 """
 
+import concurrent.futures
 import hashlib
 import logging
 import threading
@@ -55,6 +56,9 @@ FIRST_WAIT_MARGIN = 0.5
 # A worker that let a call sent to it time out gets no calls for this long
 # (it may be gone: the claim feed says so within ROUTE_PEER_SECONDS).
 SUSPECT_SECONDS = 30.0
+# Calls of one flush sent to their workers at once (one per worker among
+# the flush's requests), beyond the one its own thread makes.
+PARALLEL_CALLS = 16
 
 
 class Router:
@@ -77,6 +81,7 @@ class Router:
         self._suspects = {}  # worker -> clock() until which it gets no calls
         self._owners = {}  # kind key -> owner, for the members as they are
         self._said = None  # the last state logged, so each change is said once
+        self._pool = None  # the threads of the calls to several workers (run)
 
     def owner(self, dumped):
         """The worker to send ``dumped`` (a spec in its wire form) to, or
@@ -91,6 +96,23 @@ class Router:
                 found = max(members, key=lambda w: _score(w, key))
                 self._owners[key] = found
         return found
+
+    def split(self, dumped_specs):
+        """{worker or None: [positions of the specs it owns]}, in order."""
+        groups = {}
+        for position, dumped in enumerate(dumped_specs):
+            groups.setdefault(self.owner(dumped), []).append(position)
+        return groups
+
+    def run(self, fn, *args):
+        """``fn(*args)`` in one of the router's threads (a Future): the
+        calls of one flush to several workers go out at once."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    PARALLEL_CALLS, thread_name_prefix="scheduler-call"
+                )
+        return self._pool.submit(fn, *args)
 
     def suspect(self, worker):
         """``worker`` let a call time out: no calls to it for SUSPECT_SECONDS."""
@@ -160,17 +182,3 @@ class Router:
 def _score(worker, key):
     # Stable across processes (str hashes are salted per process).
     return hashlib.blake2b(f"{worker}/{key}".encode(), digest_size=8).digest()
-
-
-class RoutedScheduling:
-    """A super conductor's scheduling batches, one series per owner worker
-    (``batchers``: conductor.batch.Batchers keyed by the worker's name, None
-    for the shared topic): requests of one kind are batched together and
-    sent to their owner. ``submit((dumped spec, release))`` -> the answer."""
-
-    def __init__(self, router, batchers):
-        self.router = router
-        self.batchers = batchers
-
-    def submit(self, item):
-        return self.batchers.submit(self.router.owner(item[0]), item)

@@ -115,11 +115,9 @@ class Conductor:
             "build_reports": build_reports.send,
             "build_casts": functools.partial(super_mod.send_builds, self.bus),
             "outcome_casts": functools.partial(outcomes_mod.send_instances_done, self.bus),
-            "scheduling": functools.partial(super_mod.select_many_at, self.bus, self.router),
+            "scheduling": functools.partial(super_mod.select_many_routed, self.bus, self.router),
         }
-        self.batchers = batchers_mod.make(
-            conf, client, name, self.in_hand.company, flushes, self.router
-        )
+        self.batchers = batchers_mod.make(conf, client, name, self.in_hand.company, flushes)
         self.records = self.batchers.records
         self.reporter = outcomes_mod.Reporter(self.records, self.bus, build_reports, self.batchers)
         self.cell_build = cell_mod.CellBuild(

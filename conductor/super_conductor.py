@@ -291,19 +291,50 @@ def select_many(bus, items):
     )
 
 
-def select_many_at(bus, router, worker, items):
-    """``select_many`` sent to ``worker`` (the owner of the items' kind:
-    conductor.scheduler_routing), or on the shared topic when None; a
-    worker that does not answer is suspected and the call retried on the
-    shared topic."""
-    if worker is None:
+def select_many_routed(bus, router, items):
+    """Flush of the scheduling batcher with each kind of request sent to
+    the worker that owns it (conductor.scheduler_routing): one call per
+    worker among the items, all at once, or one call on the shared topic
+    while nothing is routed. The flush stays one batch as the callers see
+    it (its answers come back together, so what follows scheduling is
+    batched as before); only the bus carries it in parts. One answer per
+    item, in order; a part no worker answered is the exception of its own
+    items only."""
+    groups = router.split([spec for spec, _release in items])
+    if list(groups) in ([], [None]):
         return select_many(bus, items)
-    return bus.scheduler.select_destinations_many(
-        [spec for spec, _release in items],
-        releases=[release for _spec, release in items],
-        server=worker,
-        on_silent=lambda: router.suspect(worker),
-    )
+
+    def call(worker, positions):
+        part = [items[i] for i in positions]
+        if worker is None:
+            return select_many(bus, part)
+        return bus.scheduler.select_destinations_many(
+            [spec for spec, _release in part],
+            releases=[release for _spec, release in part],
+            server=worker,
+            on_silent=lambda: router.suspect(worker),
+        )
+
+    (first, positions), *others = groups.items()
+    # The first part in this thread, the others in the router's threads.
+    futures = [(where, router.run(call, worker, where)) for worker, where in others]
+    done = [(positions, _outcome(call, first, positions))]
+    done += [(where, _outcome(future.result)) for where, future in futures]
+    results = [None] * len(items)
+    for where, answers in done:
+        if isinstance(answers, Exception):
+            answers = [answers] * len(where)  # raised in each of the part's callers
+        for i, answer in zip(where, answers, strict=True):
+            results[i] = answer
+    return results
+
+
+def _outcome(fn, *args):
+    """``fn(*args)``'s answers, or the exception it raised."""
+    try:
+        return fn(*args)
+    except Exception as exc:  # noqa: BLE001 - handed to the part's callers
+        return exc
 
 
 def send_builds(bus, cell, items):

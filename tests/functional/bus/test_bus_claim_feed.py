@@ -137,7 +137,7 @@ def test_a_super_conductor_sends_each_kind_to_one_worker_and_around_a_silent_one
             for _ in range(5):
                 n += 1
                 items.append((kind(n, project), None))
-            answers = super_conductor.select_many_at(bus, router, owner, items)
+            answers = super_conductor.select_many_routed(bus, router, items)
             assert [a["status"] for a in answers] == ["placed"] * 5
             after = {name: _requests_of(services[name].endpoint) for name in names}
             assert after[owner] - before[owner] == 5

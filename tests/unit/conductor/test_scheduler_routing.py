@@ -4,7 +4,6 @@ import collections
 import threading
 import time
 
-from conductor import batch as batch_mod
 from conductor import conf as cconf
 from conductor import scheduler_routing as routing
 from conductor import super_conductor as super_mod
@@ -145,56 +144,64 @@ def test_requests_arriving_during_the_first_ask_wait_for_it():
 
 
 class _Scheduler:
-    """The bus client as select_many_at calls it."""
+    """The bus client as select_many_routed calls it."""
 
     def __init__(self, silent=()):
         self.calls = []
         self.silent = set(silent)
+        self.lock = threading.Lock()
 
     def select_destinations_many(self, specs, releases=None, server=None, on_silent=None):
-        self.calls.append((server, [s["request_id"] for s in specs]))
+        with self.lock:
+            self.calls.append((server, [s["request_id"] for s in specs]))
         if server in self.silent:
             on_silent()
+            raise rpc.Unanswered("no scheduler answered within 1 s (3 tries)")
         return [{"status": "placed", "request_id": s["request_id"]} for s in specs]
 
 
-def test_a_super_conductor_batches_each_kind_for_its_owner():
+def _bus(scheduler):
+    return type("Bus", (), {"scheduler": scheduler})()
+
+
+def test_a_flush_is_sent_in_one_part_per_owner_and_answered_in_order():
     api = _Workers(["w1", "w2", "w3"])
     router = routing.Router(lambda: api)
-    bus = type("Bus", (), {"scheduler": _Scheduler()})()
-    scheduling = routing.RoutedScheduling(
-        router,
-        batch_mod.Batchers(
-            lambda worker, items: super_mod.select_many_at(bus, router, worker, items), 0.05, 64
-        ),
-    )
+    bus = _bus(_Scheduler())
     kinds = {f"project-{n}": router.owner(_spec(0, project=f"project-{n}")) for n in range(12)}
-    results = {}
-
-    def submit(n, project):
-        results[n] = scheduling.submit((_spec(n, project=project), None))
-
-    threads = [threading.Thread(target=submit, args=(n, f"project-{n % 12}")) for n in range(48)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert all(results[n]["request_id"] == f"req-{n}" for n in range(48))
+    assert len(set(kinds.values())) == 3
+    items = [(_spec(n, project=f"project-{n % 12}"), None) for n in range(48)]
+    answers = super_mod.select_many_routed(bus, router, items)
+    assert [a["request_id"] for a in answers] == [f"req-{n}" for n in range(48)]
+    assert sorted(server for server, _ids in bus.scheduler.calls) == ["w1", "w2", "w3"]
     for server, ids in bus.scheduler.calls:
-        assert server in api.members
         for rid in ids:
-            project = f"project-{int(rid.split('-')[1]) % 12}"
-            assert kinds[project] == server
+            assert kinds[f"project-{int(rid.split('-')[1]) % 12}"] == server
 
 
-def test_a_call_its_worker_let_time_out_suspects_that_worker():
+def test_with_nothing_routed_a_flush_is_one_call_on_the_shared_topic():
+    router = routing.Router(lambda: _Workers(["w1"]))
+    bus = _bus(_Scheduler())
+    items = [(_spec(n, project=f"project-{n}"), None) for n in range(8)]
+    assert len(super_mod.select_many_routed(bus, router, items)) == 8
+    assert bus.scheduler.calls == [(None, [f"req-{n}" for n in range(8)])]
+
+
+def test_a_part_its_worker_let_time_out_fails_only_its_own_requests_and_suspects_it():
     api = _Workers(["w1", "w2"])
     router = routing.Router(lambda: api)
-    owner = router.owner(_spec(1))
-    bus = type("Bus", (), {"scheduler": _Scheduler(silent={owner})})()
-    super_mod.select_many_at(bus, router, owner, [(_spec(1), None)])
-    assert owner not in router.members()
-    assert router.owner(_spec(1)) is None  # one worker left: the shared topic
+    specs = [_spec(n, project=f"project-{n}") for n in range(16)]
+    owners = [router.owner(s) for s in specs]
+    silent = owners[0]
+    bus = _bus(_Scheduler(silent={silent}))
+    answers = super_mod.select_many_routed(bus, router, [(s, None) for s in specs])
+    for owner, answer in zip(owners, answers, strict=True):
+        if owner == silent:
+            assert isinstance(answer, rpc.Unanswered)
+        else:
+            assert answer["status"] == "placed"
+    assert silent not in router.members()
+    assert router.owner(specs[0]) is None  # one worker left: the shared topic
 
 
 class _Client:
