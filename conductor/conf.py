@@ -156,8 +156,10 @@ conductor_opts = [
         max=64,
         help="select_destinations_many calls one super conductor keeps in flight "
         "at once: the next group of requests gathers while the earlier ones are "
-        "being scheduled (with several scheduler workers, raise it so that each "
-        "has a call to work on). The super conductor's request threads follow "
+        "being scheduled. A call holding several kinds of request goes out in one "
+        "part per scheduler worker that owns one of them, all at once, so more "
+        "scheduler workers need no more calls in flight. The super conductor's "
+        "request threads follow "
         "it: schedule_batch_size x (schedule_calls_in_flight + 1), the calls in "
         "flight and the next one gathering.",
     ),

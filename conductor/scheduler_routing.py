@@ -13,10 +13,14 @@ still sees and may use every host, and a worker that comes or goes moves
 only the kinds it wins or held. (Why this and not one active scheduler or
 one plan applier: docs/decisions.md.)
 
-Who is live comes from the workers themselves: ``scheduler_workers`` (RPC
-1.4), asked of any worker every REFRESH_SECONDS, answers the workers it
-heard on the claim feed (scheduler.claim_feed), where every worker says it
-is there. The first ask is made by the first request that needs it (the
+Who is live comes from the workers themselves: ``scheduler_workers``,
+asked of any worker every REFRESH_SECONDS on the claims topic (RPC 1.1,
+served by the feed's own RPC server, so it is answered at once however
+many scheduling calls the worker holds), answers the workers it heard on
+the claim feed (scheduler.claim_feed), where every worker says it is
+there. An ask that goes unanswered keeps the workers known before, for
+STALE_SECONDS (a dead worker among them is suspected at its first silent
+call). The first ask is made by the first request that needs it (the
 ones arriving meanwhile wait for it, ASK_TIMEOUT at most), the
 later ones in the background.
 
@@ -56,6 +60,9 @@ FIRST_WAIT_MARGIN = 0.5
 # A worker that let a call sent to it time out gets no calls for this long
 # (it may be gone: the claim feed says so within ROUTE_PEER_SECONDS).
 SUSPECT_SECONDS = 30.0
+# Workers known from the last answered ask are used for this long while
+# later asks go unanswered.
+STALE_SECONDS = 30.0
 # Calls of one flush sent to their workers at once (one per worker among
 # the flush's requests), beyond the one its own thread makes.
 PARALLEL_CALLS = 16
@@ -76,6 +83,7 @@ class Router:
         self._lock = threading.Lock()
         self._members = ()
         self._asked = None  # clock() of the last ask begun (None: never)
+        self._answered = None  # clock() of the last answered ask
         self._asking = False
         self._first = threading.Event()
         self._suspects = {}  # worker -> clock() until which it gets no calls
@@ -151,30 +159,40 @@ class Router:
             return tuple(w for w in self._members if w not in self._suspects)
 
     def _ask(self):
-        members, state = (), None
+        members, state, answered = (), None, True
         try:
             ask = getattr(self._api(), "scheduler_workers", None)
             if ask is not None:  # else direct calls (the simulator's): one scheduler
                 members = tuple(ask(self._ask_timeout))
         except rpc.Unanswered:
-            state = "no scheduler worker answered which workers are live"
+            # Also workers that keep no walks: they serve no claims topic.
+            state, answered = "no scheduler worker answered which workers are live", False
         except rpc.SchedulerAnswerError as exc:
             state = f"the scheduler workers cannot say which of them are live ({exc})"
         except Exception as exc:  # noqa: BLE001 - routing is a preference: never fail a request
-            state = f"asking which scheduler workers are live failed: {exc}"
-        if state is None:
-            state = "routed" if len(members) > 1 else None
+            state, answered = f"asking which scheduler workers are live failed: {exc}", False
+        now = self._clock()
         with self._lock:
+            if answered:
+                self._answered = now
+            elif self._answered is not None and now - self._answered < STALE_SECONDS:
+                members = self._members  # keep those known for a while
+            if state is None:
+                state = "routed" if len(members) > 1 else None
             if members != self._members:
                 self._owners.clear()
             self._members = members
             self._asking = False
             said, self._said = self._said, state
         self._first.set()
-        if state != said and state not in (None, "routed"):
-            LOG.warning("%s: requests go to any worker on the shared topic", state)
-        elif state == "routed" and said != "routed":
+        if state == said:
+            return
+        if state == "routed":
             LOG.info("each kind of request goes to one of %d scheduler workers", len(members))
+        elif state is not None and members:
+            LOG.info("%s: routing to the %d workers known before", state, len(members))
+        elif state is not None:
+            LOG.info("%s: requests go to any worker on the shared topic", state)
 
 
 def _score(worker, key):

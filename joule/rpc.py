@@ -432,9 +432,9 @@ class SchedulerAnswerError(Exception):
 DEADLINE_VERSION = "1.3"
 DEADLINE_MARGIN = 2.0
 EXPIRED = "expired"
-# Scheduler RPC 1.4: scheduler_workers, the workers a super conductor may
+# Claims topic RPC 1.1: scheduler_workers, the workers a super conductor may
 # send each kind of request to (conductor.scheduler_routing).
-WORKERS_VERSION = "1.4"
+WORKERS_VERSION = "1.1"
 # The key an error answer carries when no scheduler answered in time: the
 # caller gave the request up while a scheduler may still be working on it.
 UNANSWERED = "unanswered"
@@ -544,9 +544,11 @@ class SchedulerAPI:
         return _checked_call(client, method, **kwargs)
 
     def scheduler_workers(self, timeout):
-        """The scheduler workers a kind of request may be sent to (1.4): the
-        RPC server names one worker knows of, itself included, sorted ([]
-        when it keeps no walks). One try within ``timeout`` seconds.
+        """The scheduler workers a kind of request may be sent to: the RPC
+        server names one worker knows of, itself included, sorted. Asked on
+        the claims topic (its RPC 1.1), whose server answers at once however
+        many scheduling calls the worker holds; workers that keep no walks
+        do not serve it. One try within ``timeout`` seconds.
 
         :raise Unanswered: no worker answered.
         :raise SchedulerAnswerError: the answer is not a list of names, or
@@ -554,7 +556,7 @@ class SchedulerAPI:
         """
         try:
             answer = _checked_call(
-                self._client.prepare(version=WORKERS_VERSION, timeout=timeout), "scheduler_workers"
+                self._claims.prepare(version=WORKERS_VERSION, timeout=timeout), "scheduler_workers"
             )
         except oslo_messaging.MessagingTimeout as exc:
             raise Unanswered(f"no scheduler answered within {timeout} s") from exc

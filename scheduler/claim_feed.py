@@ -37,7 +37,8 @@ starts, every PRESENCE_SECONDS while it claims nothing, and once more soon
 after it first hears a worker it did not know (so a worker that starts
 after the others learns of them at once). Its sender id is its RPC server
 name: the workers heard on the feed are the ones a super conductor can
-send a kind of request to (``scheduler_workers``, conductor.scheduler_routing).
+send a kind of request to (``FeedEndpoint.scheduler_workers``,
+conductor.scheduler_routing).
 """
 
 import logging
@@ -114,15 +115,24 @@ def problem(claims):
 
 class FeedEndpoint:
     """The RPC endpoint of topic ``scheduler_claims``: ``claims_made`` from
-    the other workers, handed to ``heard(sender, claims)``."""
+    the other workers, handed to ``heard(sender, claims)``, and (1.1)
+    ``scheduler_workers``, answered by ``workers()``: asked here, not on the
+    scheduler topic, because this server answers at once however many
+    scheduling calls the worker holds."""
 
-    target = oslo_messaging.Target(version="1.0")
+    target = oslo_messaging.Target(version="1.1")
 
-    def __init__(self, heard):
+    def __init__(self, heard, workers=list):
         self._heard = heard
+        self._workers = workers
 
     def claims_made(self, ctxt, sender, claims):
         self._heard(sender, claims)
+
+    def scheduler_workers(self, ctxt):
+        """1.1: the workers this one heard on the feed lately, itself
+        included, sorted (conductor.scheduler_routing)."""
+        return self._workers()
 
 
 class ClaimFeed:

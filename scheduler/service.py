@@ -65,8 +65,7 @@ class SchedulerEndpoint:
     # 1.1: build_outcomes (a fanout cast from the cell conductors).
     # 1.2: select_destinations_many (a super conductor's requests in one call).
     # 1.3: select_destinations(_many) take the caller's ``deadline``.
-    # 1.4: scheduler_workers (who a super conductor may send a kind to).
-    target = oslo_messaging.Target(version="1.4")
+    target = oslo_messaging.Target(version="1.3")
 
     def __init__(self, conf, client_factory, publish_claims=None, name=None):
         """``publish_claims(sender, claims)``: a fanout cast of this
@@ -94,7 +93,7 @@ class SchedulerEndpoint:
         if self.host_cache.enabled and publish_claims is not None:
             self.claim_feed = claim_feed.ClaimFeed(publish_claims, sender=name)
             self.host_cache.owner_id = self.claim_feed.sender
-            self.feed_endpoint = claim_feed.FeedEndpoint(self._heard)
+            self.feed_endpoint = claim_feed.FeedEndpoint(self._heard, self.scheduler_workers)
         if group.batch_size > 1:
             self._batcher = batcher_mod.Batcher(
                 lambda specs, groups: self._scheduler().select_batch(specs, groups),
@@ -143,12 +142,12 @@ class SchedulerEndpoint:
             return {"status": "invalid", "error": problem}
         return self._answers(request_specs, deadline)
 
-    def scheduler_workers(self, ctxt):
-        """1.4: the RPC server names of this worker and of the others it
-        heard on the claim feed within ROUTE_PEER_SECONDS, sorted (a super
-        conductor sends each kind of request to one of them:
-        conductor.scheduler_routing); [] when it keeps no
-        walks (a kind gains nothing from one worker then)."""
+    def scheduler_workers(self):
+        """The RPC server names of this worker and of the others it heard
+        on the claim feed within ROUTE_PEER_SECONDS, sorted: the workers a
+        super conductor sends each kind of request to
+        (conductor.scheduler_routing), asked on the claims topic
+        (claim_feed.FeedEndpoint); [] when it keeps no walks."""
         if self.claim_feed is None:
             return []
         return self.host_cache.live_workers(claim_feed.ROUTE_PEER_SECONDS)

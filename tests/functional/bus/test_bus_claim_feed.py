@@ -92,7 +92,7 @@ def _requests_of(endpoint):
 def test_a_super_conductor_sends_each_kind_to_one_worker_and_around_a_silent_one(
     db, live_server, vhost
 ):
-    """Workers learn of each other on the feed and say so (RPC 1.4); a
+    """Workers learn of each other on the feed and say so (claims topic RPC 1.1); a
     super conductor's router sends every request of a kind to one of them;
     a call to a worker that stopped is retried on the shared topic."""
     from conductor import scheduler_routing

@@ -1,6 +1,7 @@
 """Each kind of request to one scheduler worker (conductor.scheduler_routing)."""
 
 import collections
+import logging
 import threading
 import time
 
@@ -112,6 +113,7 @@ def test_a_worker_that_let_a_call_time_out_gets_none_until_its_suspicion_ends():
 
 
 def test_workers_that_cannot_say_who_is_live_are_called_on_the_shared_topic(caplog):
+    caplog.set_level(logging.INFO, logger=routing.__name__)
     api = _Workers(["w1", "w2"])
     api.fail = rpc.SchedulerAnswerError("scheduler_workers: unsupported version 1.4")
     clock = _Clock()
@@ -121,11 +123,28 @@ def test_workers_that_cannot_say_who_is_live_are_called_on_the_shared_topic(capl
     api.fail = rpc.Unanswered("no scheduler answered within 2 s")
     clock.now += routing.REFRESH_SECONDS
     router.owner(_spec(1))
-    _wait(lambda: api.asks == 2)
+    _wait(lambda: api.asks == 2 and not router._asking)
     assert router.owner(_spec(1)) is None
     # A client without the method (the simulator's direct calls) is never asked.
     bare = routing.Router(lambda: object())
     assert bare.owner(_spec(1)) is None
+
+
+def test_an_unanswered_ask_keeps_the_workers_known_for_a_while():
+    api = _Workers(["w1", "w2"])
+    clock = _Clock()
+    router = routing.Router(lambda: api, clock=clock)
+    owner = router.owner(_spec(1))
+    assert owner in api.members
+    api.fail = rpc.Unanswered("no scheduler answered within 2 s")
+    clock.now += routing.REFRESH_SECONDS
+    router.owner(_spec(1))
+    _wait(lambda: api.asks == 2 and not router._asking)
+    assert router.owner(_spec(1)) == owner  # still routed
+    clock.now += routing.STALE_SECONDS
+    router.owner(_spec(1))
+    _wait(lambda: api.asks == 3 and router.members() == ())
+    assert router.owner(_spec(1)) is None
 
 
 def test_requests_arriving_during_the_first_ask_wait_for_it():

@@ -137,11 +137,11 @@ def test_a_worker_heard_for_the_first_time_is_answered_at_once_and_routable():
     )
     try:
         _wait(lambda: ("w1", []) in sent)  # at start
-        assert endpoint.scheduler_workers({}) == ["w1"]
+        assert endpoint.feed_endpoint.scheduler_workers({}) == ["w1"]
         del sent[:]
         endpoint.feed_endpoint.claims_made({}, "w0", [])
         _wait(lambda: ("w1", []) in sent)  # w0 learns of us without waiting
-        assert endpoint.scheduler_workers({}) == ["w0", "w1"]
+        assert endpoint.feed_endpoint.scheduler_workers({}) == ["w0", "w1"]
         del sent[:]
         endpoint.feed_endpoint.claims_made({}, "w0", [])  # known: no answer
         time.sleep(0.1)
@@ -159,16 +159,17 @@ def test_a_worker_not_heard_for_a_while_is_not_routed_to():
         clock = [100.0]
         endpoint.host_cache.clock = lambda: clock[0]
         endpoint.feed_endpoint.claims_made({}, "w2", [])
-        assert endpoint.scheduler_workers({}) == ["w1", "w2"]
+        assert endpoint.feed_endpoint.scheduler_workers({}) == ["w1", "w2"]
         clock[0] += claim_feed.ROUTE_PEER_SECONDS + 1
-        assert endpoint.scheduler_workers({}) == ["w1"]
+        assert endpoint.feed_endpoint.scheduler_workers({}) == ["w1"]
     finally:
         endpoint.stop()
     # A worker that keeps no walks names none: nothing to gain from routing.
     conf = conf_mod.make_conf(
         overrides={("scheduler", "batch_size"): 16, ("scheduler", "host_cache_seconds"): 0}
     )
-    assert service.SchedulerEndpoint(conf, lambda: None, name="w3").scheduler_workers({}) == []
+    quiet = service.SchedulerEndpoint(conf, lambda: None, name="w3")
+    assert quiet.feed_endpoint is None and quiet.scheduler_workers() == []
 
 
 def _wait(predicate, seconds=5):
