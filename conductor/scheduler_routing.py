@@ -2,13 +2,14 @@
 
 A scheduler worker keeps one candidate walk per kind of request
 (scheduler.host_cache; the kind: joule.request_spec.kind_key), and at
-5,000 hosts a walk is about a second of CPU over placement, PostgreSQL and
-the worker. When every worker takes every kind off the shared topic, each
-worker reads every kind: in a burst of 10,000 instances four workers read
-41-46 walks where one reads 21-22, and their views of one kind race for
-the same best hosts (docs/benchmarks.md). So a super conductor sends each
-kind to one worker, its owner: the live worker whose rendezvous hash with
-the kind's key is highest. Workers own kinds, not hosts: every worker
+5,000 hosts a walk is 5 pages, 3.8 MB of JSON, read by placement from
+PostgreSQL, encoded, decoded and built into host states. When every worker
+takes every kind off the shared topic, each worker reads every kind: in a
+burst of 10,000 instances four workers read 44-47 walks where one reads
+17-18, and their views of one kind race for the same best hosts
+(docs/benchmarks.md, "Each kind of request to one worker"). So a super
+conductor sends each kind to one worker, its owner: the live worker whose
+rendezvous hash with the kind's key is highest. Workers own kinds, not hosts: every worker
 still sees and may use every host, and a worker that comes or goes moves
 only the kinds it wins or held. (Why this and not one active scheduler or
 one plan applier: docs/decisions.md.)
@@ -94,7 +95,18 @@ class Router:
     def owner(self, dumped):
         """The worker to send ``dumped`` (a spec in its wire form) to, or
         None for the shared topic."""
+        return self._owner_among(self._live(), dumped)
+
+    def split(self, dumped_specs):
+        """{worker or None: [positions of the specs it owns]}, in order
+        (the live workers read once for all of them)."""
         members = self._live()
+        groups = {}
+        for position, dumped in enumerate(dumped_specs):
+            groups.setdefault(self._owner_among(members, dumped), []).append(position)
+        return groups
+
+    def _owner_among(self, members, dumped):
         if len(members) < 2:
             return None
         key = spec_mod.kind_key(dumped)
@@ -104,13 +116,6 @@ class Router:
                 found = max(members, key=lambda w: _score(w, key))
                 self._owners[key] = found
         return found
-
-    def split(self, dumped_specs):
-        """{worker or None: [positions of the specs it owns]}, in order."""
-        groups = {}
-        for position, dumped in enumerate(dumped_specs):
-            groups.setdefault(self.owner(dumped), []).append(position)
-        return groups
 
     def run(self, fn, *args):
         """``fn(*args)`` in one of the router's threads (a Future): the

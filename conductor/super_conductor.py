@@ -281,13 +281,19 @@ def _not_there(exc):
     return isinstance(exc, client_mod.ServerError) and exc.status == 503
 
 
-def select_many(bus, items):
-    """Flush of the scheduling batcher: [(request spec, release)] -> one
-    answer each (each request's release runs before a retry that may
-    concern it: every one before a bulk retry, its own alone when the
-    requests are called one by one)."""
+def select_many(bus, items, worker=None, router=None):
+    """[(request spec, release)] -> one answer each (each request's release
+    runs before a retry that may concern it: every one before a bulk retry,
+    its own alone when the requests are called one by one). ``worker``:
+    the one to send them to (``router`` suspects it when it does not
+    answer), None for any worker on the shared topic."""
+    routed = {}
+    if worker is not None:
+        routed = {"server": worker, "on_silent": lambda: router.suspect(worker)}
     return bus.scheduler.select_destinations_many(
-        [spec for spec, _release in items], releases=[release for _spec, release in items]
+        [spec for spec, _release in items],
+        releases=[release for _spec, release in items],
+        **routed,
     )
 
 
@@ -305,15 +311,7 @@ def select_many_routed(bus, router, items):
         return select_many(bus, items)
 
     def call(worker, positions):
-        part = [items[i] for i in positions]
-        if worker is None:
-            return select_many(bus, part)
-        return bus.scheduler.select_destinations_many(
-            [spec for spec, _release in part],
-            releases=[release for _spec, release in part],
-            server=worker,
-            on_silent=lambda: router.suspect(worker),
-        )
+        return select_many(bus, [items[i] for i in positions], worker, router)
 
     (first, positions), *others = groups.items()
     # The first part in this thread, the others in the router's threads.

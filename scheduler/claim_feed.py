@@ -65,8 +65,8 @@ MAX_CLAIMS_PER_MESSAGE = 5000
 # (scheduler.host_cache.HostCache.live_workers).
 PRESENCE_SECONDS = 5.0
 ROUTE_PEER_SECONDS = 3 * PRESENCE_SECONDS
-# After hearing a new worker, say we are there within this long, at most
-# once per this long (several workers starting at once hear each other).
+# After hearing a new worker, say we are there at once, but at most once
+# per this long (several workers starting at once hear each other).
 ANNOUNCE_SECONDS = 0.2
 
 
@@ -189,7 +189,7 @@ class ClaimFeed:
         while not self._stopped.is_set():
             if not self._wake.wait(self._presence_seconds):
                 # Nothing claimed for a while: say we are still there.
-                self._send([])
+                self._say_present()
                 continue
             if self._stopped.is_set():
                 return
@@ -200,7 +200,7 @@ class ClaimFeed:
                 pending, self._pending = self._pending, []
                 announce, self._announce = self._announce, False
             if announce and not pending:
-                self._send([])
+                self._say_present()
             for start in range(0, len(pending), MAX_CLAIMS_PER_MESSAGE):
                 part = pending[start : start + MAX_CLAIMS_PER_MESSAGE]
                 try:
@@ -213,10 +213,10 @@ class ClaimFeed:
                 metrics.CLAIMS_FED.labels("sent").inc(len(part))
                 self.stats["messages"] += 1
 
-    def _send(self, claims):
+    def _say_present(self):
         """An empty message: this worker is there."""
         try:
-            self._publish(self.sender, claims)
+            self._publish(self.sender, [])
         except Exception as exc:  # noqa: BLE001 - a hint: never stop the worker
             LOG.warning("presence not sent to the other workers: %s", exc)
             return

@@ -38,15 +38,7 @@ def _hosts(db, count, vcpu=8):
 
 
 def _claim(client, consumer, rp, group=None, generation=None, amount=1):
-    body = {
-        "allocations": {rp: {"resources": {"VCPU": amount}}},
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_generation": generation,
-        "consumer_type": "INSTANCE",
-    }
-    if group is not None:
-        body["server_group"] = group
+    body = builders.allocation_body(rp, generation=generation, amount=amount, group=group)
     return client.put(f"/allocations/{consumer}", json=body)
 
 

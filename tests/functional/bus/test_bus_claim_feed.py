@@ -47,17 +47,21 @@ def _wait_for(predicate, seconds=20):
         time.sleep(0.02)
 
 
+def _conf(vhost, live_server, more):
+    """The workers' configuration on the test's vhost and placement, plus
+    ``more`` ({(group, option): value})."""
+    overrides = {
+        (None, "transport_url"): f"rabbit://guest:guest@127.0.0.1:5672/{vhost}",
+        ("placement", "endpoint_override"): live_server.url,
+        ("placement", "auth_type"): "noauth",
+    }
+    return conf_mod.make_conf(overrides={**overrides, **more})
+
+
 def test_claims_reach_the_other_workers_kept_walk_over_rabbitmq(db, live_server, vhost):
     spare = _node(db, "spare", 8)
     biggest = _node(db, "biggest", 16)
-    conf = conf_mod.make_conf(
-        overrides={
-            (None, "transport_url"): f"rabbit://guest:guest@127.0.0.1:5672/{vhost}",
-            ("placement", "endpoint_override"): live_server.url,
-            ("placement", "auth_type"): "noauth",
-            ("scheduler", "host_cache_seconds"): 600,
-        }
-    )
+    conf = _conf(vhost, live_server, {("scheduler", "host_cache_seconds"): 600})
     transport = rpc.transport_of(conf)
     services = [cmd.build_service(conf, transport, f"scheduler-{n}") for n in range(2)]
     mine, other = (svc.endpoint for svc in services)
@@ -100,15 +104,7 @@ def test_a_super_conductor_sends_each_kind_to_one_worker_and_around_a_silent_one
 
     for n in range(4):
         _node(db, f"node-{n}", 64)
-    conf = conf_mod.make_conf(
-        overrides={
-            (None, "transport_url"): f"rabbit://guest:guest@127.0.0.1:5672/{vhost}",
-            ("placement", "endpoint_override"): live_server.url,
-            ("placement", "auth_type"): "noauth",
-            ("rpc", "call_timeout"): 3,
-            ("rpc", "call_retries"): 2,
-        }
-    )
+    conf = _conf(vhost, live_server, {("rpc", "call_timeout"): 3, ("rpc", "call_retries"): 2})
     transport = rpc.transport_of(conf)
     names = ["scheduler-a", "scheduler-b"]
     services = {name: cmd.build_service(conf, transport, name) for name in names}
