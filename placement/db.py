@@ -105,9 +105,18 @@ def clock(conn, seconds=False):
     return sa.func.strftime("%Y-%m-%d %H:%M:%f", "now", type_=sa.DateTime)
 
 
+# The ``now`` statements, built once per dialect and precision: building
+# the functions anew was a measurable part of every write's fixed cost.
+_NOW = {}
+
+
 def now(conn, seconds=False):
     """The database's current UTC time (naive datetime; see ``clock``)."""
-    return conn.execute(sa.select(clock(conn, seconds))).scalar()
+    key = (conn.dialect.name, seconds)
+    stmt = _NOW.get(key)
+    if stmt is None:
+        stmt = _NOW[key] = sa.select(clock(conn, seconds))
+    return conn.execute(stmt).scalar()
 
 
 def _sqlite_setup(engine, limits):

@@ -15,6 +15,7 @@ import flask
 import jsonschema
 
 from placement import errors
+from placement import json_codec
 from placement import schema_check
 
 UUID_RE = re.compile(
@@ -100,9 +101,7 @@ def extract_json(schema, body=None):
             )
         raw = req.get_data(as_text=False)
         try:
-            body = json.loads(
-                raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float
-            )
+            body = json_codec.loads_body(raw, _standard_loads)
         except (ValueError, UnicodeDecodeError) as exc:
             raise errors.bad_request(f"Malformed JSON: {exc}")
         except RecursionError:
@@ -127,6 +126,10 @@ def extract_json(schema, body=None):
     except jsonschema.ValidationError as exc:
         raise errors.bad_request(f"JSON does not validate: {exc}")
     return body
+
+
+def _standard_loads(raw):
+    return json.loads(raw.decode("utf-8"), parse_constant=_no_constant, parse_float=_finite_float)
 
 
 def _no_constant(name):

@@ -24,13 +24,13 @@ to the whole second, as before.
 """
 
 import datetime
-import json
 import types
 
 import sqlalchemy as sa
 
 from joule import vocabulary
 from placement import db as db_mod
+from placement import json_codec
 from placement import models
 
 PENDING = "pending"
@@ -131,7 +131,7 @@ def _to_dict(row):
         "status": row.status,
         "host_uuid": row.host_uuid,
         "reason": row.reason,
-        "spec": json.loads(row.spec),
+        "spec": json_codec.loads_stored(row.spec),
         "owner": row.owner,
         "lease_expires_at": row.lease_expires_at,
         "generation": row.generation,
@@ -229,7 +229,7 @@ def create_many(db, items, owner=None, lease_seconds=None):
                     "request_id": i["request_id"],
                     "workload_class": i["workload_class"],
                     "status": PENDING,
-                    "spec": json.dumps(i["spec"], sort_keys=True),
+                    "spec": json_codec.dumps_sorted(i["spec"]),
                     "owner": owner,
                     "lease_expires_at": expires,
                     "generation": 0,

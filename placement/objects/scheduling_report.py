@@ -1,10 +1,9 @@
 """Scheduling reports (extension): what the scheduler saw and decided, per request."""
 
-import json
-
 import sqlalchemy as sa
 
 from placement import db as db_mod
+from placement import json_codec
 from placement import models
 
 _T = models.scheduling_reports
@@ -18,7 +17,7 @@ def _to_dict(row):
     return {
         "request_id": row.request_id,
         "project_id": row.project_id,
-        "report": json.loads(row.body),
+        "report": json_codec.loads_stored(row.body),
         "created_at": row.created_at,
         "updated_at": row.updated_at,
     }
@@ -27,7 +26,7 @@ def _to_dict(row):
 def encode(report):
     """A report's stored text. The writers take it encoded: the handler has
     it already, to check the report's size."""
-    return json.dumps(report, sort_keys=True)
+    return json_codec.dumps_sorted(report)
 
 
 def put(db, request_id, project_id, text):

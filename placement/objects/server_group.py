@@ -234,12 +234,17 @@ def is_host_provider():
     )
 
 
+# The root of a provider, joined by the membership checks of every claim
+# (an alias made once: making one copies every column of the table).
+_ROOT = m.resource_providers.alias("root")
+
+
 def _member_hosts(conn, group_id, exclude=()):
     """{instance uuid: {root uuid, ...}} of the group's members that hold
     allocations, minus ``exclude``."""
     a = m.allocations
     rp = m.resource_providers
-    root = rp.alias("root")
+    root = _ROOT
     stmt = (
         sa.select(_M.c.instance_uuid, root.c.uuid)
         .distinct()
@@ -261,7 +266,7 @@ def _member_hosts(conn, group_id, exclude=()):
 def _roots_of(conn, rp_uuids):
     """{provider uuid: root uuid} of the host providers among ``rp_uuids``."""
     rp = m.resource_providers
-    root = rp.alias("root")
+    root = _ROOT
     stmt = (
         sa.select(rp.c.uuid, root.c.uuid)
         .select_from(rp.join(root, root.c.id == sa.func.coalesce(rp.c.root_provider_id, rp.c.id)))

@@ -249,6 +249,36 @@ def test_policy_file_overrides_defaults(tmp_path):
     assert not _context("project_reader", enf).can("placement:nodes:list", fatal=False)
 
 
+def test_a_changed_policy_file_applies_within_the_reload_check(tmp_path, monkeypatch):
+    # The file is looked at no more than every RELOAD_CHECK_SECONDS (a look
+    # on every request was a tenth of a small request's CPU), and a change
+    # applies at the next look.
+    clock = [1000.0]
+    monkeypatch.setattr(policy.time, "monotonic", lambda: clock[0])
+    path = tmp_path / "policy.yaml"
+    path.write_text('"placement:nodes:show": "role:reader"\n')
+    conf = _conf(True)
+    conf.set_override("policy_file", str(path), group="oslo_policy")
+    enf = policy.Enforcer(conf)
+    reader = _context("project_reader", enf)
+    assert reader.can("placement:nodes:show", fatal=False)
+    looks = []
+    real = enf.oslo._load_policy_file
+    monkeypatch.setattr(
+        enf.oslo, "_load_policy_file", lambda *a, **k: looks.append(1) or real(*a, **k)
+    )
+    path.write_text('"placement:nodes:show": "!"\n')
+    later = path.stat().st_mtime + 5  # a newer mtime, whatever the file system's grain
+    os.utime(path, (later, later))
+    clock[0] += policy.RELOAD_CHECK_SECONDS / 2
+    for _ in range(20):
+        assert reader.can("placement:nodes:show", fatal=False)
+    assert looks == []
+    clock[0] += policy.RELOAD_CHECK_SECONDS
+    assert not reader.can("placement:nodes:show", fatal=False)
+    assert len(looks) == 1
+
+
 def test_broken_policy_file_fails_at_startup(tmp_path):
     path = tmp_path / "policy.yaml"
     path.write_text('"placement:nodes:show": [unclosed\n')
