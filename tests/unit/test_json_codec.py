@@ -20,7 +20,7 @@ def _standard(raw):
         b'"\\ud83d\\ude00 \\u00e9"',
         b'"\\u0000"',
         b"[1e-400, 1.7976931348623157e308, -0.0]",
-        b" {\"a\" : [ ] } \n",
+        b' {"a" : [ ] } \n',
     ],
 )
 def test_a_body_both_parse_is_parsed_alike(raw):
