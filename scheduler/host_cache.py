@@ -41,7 +41,9 @@ What keeps it honest:
 - a kept walk is read again before it runs out, in the background
   (``refresh_due``, ``refreshed``): the batch that takes one past
   REFRESH_AT of its life places on it as usual and starts a walk of the
-  kind beside it, which replaces it once read. Batches of a kind waited for
+  kind beside it, which replaces it once read (the old one serves up to
+  REFRESH_GRACE of its life meanwhile: what was freed is then seen within
+  that, not within ``host_cache_seconds``). Batches of a kind waited for
   each walk of it (one batch holds a kind), so under a steady stream every
   walk, every ``host_cache_seconds``, stalled the kind for the walk's whole
   time: at 100 requests a second that was most of the p99. Every claim
@@ -72,10 +74,13 @@ SHARED_FACTOR = 0.25
 PEER_SECONDS = 60.0
 
 # A kept walk taken by a batch when it is older than this share of its life
-# is read again in the background (HostCache.refresh_due): under a steady
-# stream the new walk is in before the old one runs out, and no batch waits
-# for a walk of its kind.
-REFRESH_AT = 0.5
+# is read again in the background (HostCache.refresh_due), and while that
+# walk is being read the old one serves up to REFRESH_GRACE of its life: so
+# under a steady stream no batch waits for a walk of its kind, and a kind
+# is still read about once per life, as without it (read earlier, a burst
+# would pay for twice the walks).
+REFRESH_AT = 0.75
+REFRESH_GRACE = 1.5
 
 # How long a batch waits for a concurrent batch of its kind to hand the walk
 # back before walking on its own (a batch places and claims in well under
@@ -159,7 +164,7 @@ class HostCache:
                 self._cond.wait(left)
             self._held[key] = threading.get_ident()
             entry = self._entries.pop(key, None)
-            if entry is not None and self.usable(entry, resources):
+            if entry is not None and self.usable(entry, resources, key):
                 self.stats["hits"] += 1
                 entry.batches += 1
                 return entry
@@ -184,8 +189,13 @@ class HostCache:
             self._floors[key] = floor
             return dict(floor)
 
-    def _expired(self, entry):
-        return self.clock() - entry.born >= self._life(entry)
+    def _expired(self, entry, key=None):
+        """Past its life; or, while a walk of its kind ``key`` is being read
+        again, past REFRESH_GRACE of it (under the lock)."""
+        life = self._life(entry)
+        if key is not None and key in self._refreshing:
+            life *= REFRESH_GRACE
+        return self.clock() - entry.born >= life
 
     def _life(self, entry):
         """How long ``entry`` is kept, judged now rather than when it was
@@ -212,8 +222,8 @@ class HostCache:
             return self.seconds * SHARED_FACTOR
         return self.seconds * self._workers()
 
-    def usable(self, entry, resources):
-        if self._expired(entry):
+    def usable(self, entry, resources, key=None):
+        if self._expired(entry, key):
             return False
         if set(entry.resources) != set(resources):
             return False
@@ -240,7 +250,7 @@ class HostCache:
                 foreign = ()
             if entry is None:
                 return
-            if not keep or stale or self._expired(entry):
+            if not keep or stale or self._expired(entry, key):
                 self.stats["dropped"] += 1
                 return
             current = self._entries.get(key)
