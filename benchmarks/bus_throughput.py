@@ -9,6 +9,7 @@ user postgres, trust, unless --sqlite):
         [--workload mixed|small] [--threads N] [--calls-in-flight N]
         [--call-timeout S] [--anti-affinity 0.1] [--per-request 1] [--seed 1]
         [--sqlite] [--expect-min RATE] [--rate PER_SECOND --duration SECONDS]
+        [--latency-log PATH]
 
 Every service runs with its shipped defaults (the scheduler workers' and
 the super conductor's threads follow their batch options: scheduler.conf,
@@ -43,6 +44,9 @@ SHARE`` puts that share of the instances into anti-affinity server groups of
 build-submit offers R instances per second for S seconds, and p50/p99 are
 from each request's own cast to its outcome (the latency an instance sees
 when the system keeps up, where a burst measures queueing).
+``--latency-log PATH`` appends each placed instance's outcome time and
+latency to PATH, to see whether the slow ones come together (a stall) or
+spread over the run (queueing).
 
 Per row: instances/s (build-submit's: instances finished, placed or failed,
 from its first cast to its last outcome); p50/p99 latency from the cast to
@@ -339,9 +343,11 @@ def _submit(cf, path, env, per_message=None, rate=None):
     # build-submit's seconds run from its first cast to its last outcome:
     # that cast is the origin (its start-up is not the system's latency).
     if rate:
-        return summary, [x for x in own if x is not None]
+        pairs = [(t - start, x) for t, x in zip(arrivals, own, strict=True) if x is not None]
+        return summary, [x for _t, x in pairs], pairs
     origin = (max(arrivals) - summary["seconds"]) if arrivals else start
-    return summary, [t - origin for t in arrivals]
+    latencies = [t - origin for t in arrivals]
+    return summary, latencies, [(t - start, x) for t, x in zip(arrivals, latencies, strict=True)]
 
 
 def _check(url, prefix):
@@ -644,11 +650,15 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
         cpu.start()
         # Before batching a submitter cast one message per request.
         try:
-            summary, latencies = _submit(
+            summary, latencies, timeline = _submit(
                 cf, path, env, 1 if batch_size == 1 else None, rate=args.rate
             )
         finally:
             cpu_by, cpu_others = cpu.stop()
+        if args.latency_log:
+            with open(args.latency_log, "a") as out:
+                for arrived, latency in timeline:
+                    out.write(f"{workers} {arrived:.3f} {latency:.3f}\n")
         per_route = {
             k: v - calls_before.get(k, 0.0)
             for k, v in _scrape(metrics, "placement_api_requests_total", by).items()
@@ -781,6 +791,13 @@ def main(argv=None):
     )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--sqlite", action="store_true", help="placement on SQLite, not PostgreSQL")
+    p.add_argument(
+        "--latency-log",
+        metavar="PATH",
+        help="append one line per placed instance to PATH: the row's worker count, "
+        "when its outcome arrived (seconds from build-submit's start) and its "
+        "latency, to see where in a run the slow ones are",
+    )
     args = p.parse_args(argv)
     _check_args(p, args)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")] if args.batch_sizes else [None]
