@@ -70,10 +70,10 @@ def test_the_kept_walk_remembers_what_earlier_batches_took():
 def test_an_entry_expires_after_host_cache_seconds():
     fake, sched, clock = make([host("a", vcpu=64, ram=65536)], seconds=5)
     placed_on(sched.select_batch([spec("r1")]))
-    clock.now += 3.7  # before REFRESH_AT of its life: nothing read again
+    clock.now += 4.4  # before REFRESH_AT of its life: nothing read again
     placed_on(sched.select_batch([spec("r2")]))
     assert len(fake.queries) == 1
-    clock.now += 1.4  # 5.1 s after the walk
+    clock.now += 0.7  # 5.1 s after the walk
     placed_on(sched.select_batch([spec("r3")]))
     assert len(fake.queries) == 2
 
@@ -465,30 +465,30 @@ def test_a_walk_near_the_end_of_its_life_is_read_again_beside_the_batches():
     fake, sched, clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(3)], seconds=10)
     cache = sched.host_cache
     placed_on(sched.select_batch([spec("r1")]))
-    clock.now += 7.4
+    clock.now += 8.9
     placed_on(sched.select_batch([spec("r2")]))
     assert cache.pending == [] and len(fake.queries) == 1
-    clock.now += 0.2  # 7.6 s: past three quarters of 10
+    clock.now += 0.2  # 9.1 s: past nine tenths of 10
     placed_on(sched.select_batch([spec("r3")]))
     assert len(fake.queries) == 1  # r3 did not wait for a walk
     [read] = cache.pending
     cache.pending.clear()
-    clock.now += 3  # 10.6 s: past its life, but its kind is being read again
+    clock.now += 3  # 12.1 s: past its life, but its kind is being read again
     placed_on(sched.select_batch([spec("r4")]))
     assert len(fake.queries) == 1 and cache.pending == []
     read()
     assert len(fake.queries) == 2 and cache.stats["refreshes"] == 1
-    clock.now += 5  # 15.6 s after the first walk, 5 after the second
+    clock.now += 5  # 17.1 s after the first walk, 5 after the second
     placed_on(sched.select_batch([spec("r5")]))
     assert len(fake.queries) == 2 and cache.pending == []
     assert fake.reports["r5"]["batch"]["cached_walk"]["age_s"] == 5.0
-    clock.now += 3  # 8 s: due again, once
+    clock.now += 4.5  # 9.5 s: due again, once
     placed_on(sched.select_batch([spec("r6")]))
     placed_on(sched.select_batch([spec("r7")]))
     assert len(cache.pending) == 1
     # A walk read again for too long (past REFRESH_GRACE of the old one's
     # life) no longer holds the batches back from a walk of their own.
-    clock.now += 7.1  # 15.1 s
+    clock.now += 5.6  # 15.1 s
     placed_on(sched.select_batch([spec("r8")]))
     assert len(fake.queries) == 3
 
@@ -498,7 +498,7 @@ def test_the_new_walk_gets_every_claim_made_while_it_was_read():
     cache = sched.host_cache
     placed_on(sched.select_batch([spec("r1")]))
     key = batching.group_key(spec("x"))
-    clock.now += 8
+    clock.now += 9.5
     old = cache.take(key, dict(spec("x").resources))
     token = cache.refresh_due(key, old)
     assert token is not None and cache.refresh_due(key, old) is None  # one at a time
@@ -525,7 +525,7 @@ def test_a_background_walk_that_fails_or_was_overtaken_changes_nothing():
     cache = sched.host_cache
     placed_on(sched.select_batch([spec("r1")]))
     key = batching.group_key(spec("x"))
-    clock.now += 8
+    clock.now += 9.5
     old = cache.take(key, dict(spec("x").resources))
     cache.put(key, old)
     token = cache.refresh_due(key, old)
@@ -560,7 +560,7 @@ def test_a_worker_reads_its_kinds_again_in_threads_of_their_own():
     placed_on(sched.select_batch([spec("r1")]))
     fake.candidate_pages = slow_pages
     started.set()
-    clock.now += 8
+    clock.now += 9.5
     placed_on(sched.select_batch([spec("r2")]))
     assert sched.host_cache._refreshing != {}  # answered while the walk waits
     release.set()
