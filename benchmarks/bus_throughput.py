@@ -227,7 +227,38 @@ def _spec(rng, n, seed, args, gpu_share):
     }
 
 
-def _specs(path, args, instances, seed, gpu_share, placement=None):
+def _smallest_specs(args, seed, gpu_share):
+    """One request of each kind the workload makes, at its smallest amounts.
+
+    A scheduler worker walks a kind for the smallest amounts it has seen of
+    it (scheduler.host_cache), so a request smaller than all before it reads
+    the whole cluster again while its kind waits. In a run's first seconds
+    new minima come one after another: the warm-up offers them first, so
+    the measured run starts where a worker that has been up a while is."""
+    if args.workload == "small":
+        kinds = [("standard", {"VCPU": 1, "MEMORY_MB": 1024})]
+    else:
+        kinds = [
+            ("standard", {"VCPU": 2, "MEMORY_MB": 4 * GIB}),
+            ("performance", {"VCPU": 8, "MEMORY_MB": 32 * GIB}),
+        ]
+        if gpu_share:
+            kinds.append(("performance", {"VCPU": 8, "MEMORY_MB": 32 * GIB, "PGPU": 1}))
+    return [
+        {
+            "version": "1.0",
+            "request_id": f"bench-{seed}-min-{n}",
+            "project_id": "bench",
+            "user_id": "bench",
+            "workload_class": wc,
+            "num_instances": 1,
+            "resources": resources,
+        }
+        for n, (wc, resources) in enumerate(kinds)
+    ]
+
+
+def _specs(path, args, instances, seed, gpu_share, placement=None, extra=()):
     """Write the request specs; with ``placement`` (its URL) put the
     anti-affinity share into server groups created there."""
     rng = random.Random(seed)
@@ -252,7 +283,7 @@ def _specs(path, args, instances, seed, gpu_share, placement=None):
             for n in chosen[start : start + ANTI_AFFINITY_GROUP_SIZE]:
                 specs[n].update(version="1.1", server_group=group)
     with open(path, "w") as out:
-        for spec in specs:
+        for spec in [*extra, *specs]:
             out.write(json.dumps(spec) + "\n")
 
 
@@ -634,9 +665,17 @@ def measure(args, workdir, env, conf, workers, batch_size, seed, inv, host_cache
                 ready=" serving topic ",
                 env=conductor_env,
             )
-        # Warm-up: every process has its connections and caches.
+        # Warm-up: every process has its connections and caches, and every
+        # kind's walk its smallest amounts (_smallest_specs).
         warm = os.path.join(workdir, f"warm-{seed}.jsonl")
-        _specs(warm, argparse.Namespace(**{**vars(args), "anti_affinity": 0}), 20, seed + 1000, 0)
+        _specs(
+            warm,
+            argparse.Namespace(**{**vars(args), "anti_affinity": 0}),
+            20,
+            seed + 1000,
+            inv["gpu"],
+            extra=_smallest_specs(args, seed + 1000, inv["gpu"]),
+        )
         _submit(cf, warm, env)
         path = os.path.join(workdir, f"specs-{seed}.jsonl")
         _specs(path, args, args.instances, seed, inv["gpu"], placement=inv["url"])
