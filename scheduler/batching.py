@@ -174,6 +174,10 @@ def _schedule_kind(sched, kind, key):
     # The kind's walk, or the right to walk it: a concurrent batch of the
     # same kind waits for this one instead of reading the same pages.
     entry = cache.take(key, resources)
+    if entry is not None:
+        token = cache.refresh_due(key, entry)
+        if token is not None:
+            _refresh(sched, kind[0].spec, entry, key, token)
     kept = None
     try:
         kept = _place(sched, kind, resources, cache, entry, key)
@@ -244,18 +248,46 @@ def _again_after_races(sched, source, raced):
     return all(m.claimed for m in again)
 
 
-def _source(sched, kind, resources, cache, entry, key):
-    """(source, its walk's report fields, the amounts walked for): the kept
-    ``entry``'s walk, or one read now (every page when it is to be kept);
-    None when walking failed (each member then goes alone, where the
-    failure is answered)."""
-    if entry is not None:
-        source = pipeline.Source(kept=(entry.walk, entry.ranker))
-        return source, entry.walk_data, entry.resources
-    if kind[0].merge and cache is not None:
-        resources = cache.walk_amounts(key, resources)
-    instances = tuple(i for m in kind for i in m.spec.instance_uuids)
-    walk_spec = dataclasses.replace(kind[0].spec, resources=resources, instance_uuids=instances)
+def _refresh(sched, spec, old, key, token):
+    """Read the kind of ``old`` (a kept walk past REFRESH_AT of its life)
+    again beside the batches (the cache's ``background``: a thread of its
+    own), while they go on placing on ``old`` (scheduler.host_cache,
+    ``refresh_due``)."""
+    cache = sched.host_cache
+
+    def read():
+        entry = None
+        try:
+            born = cache.clock()
+            resources = dict(old.resources)
+            if merges_amounts(spec):
+                resources = cache.walk_amounts(key, resources)
+            source, walk_data = _walk(sched, spec, resources, cache)
+            entry = host_cache_mod.Entry(
+                source.walk,
+                source.ranker,
+                walk_data,
+                resources,
+                born,
+                shared=cache.foreign_in(old, source.walk.passed),
+            )
+        except Exception as exc:  # noqa: BLE001 - the kept walk serves until it runs out
+            LOG.warning("background walk of a kind of request failed: %s", exc)
+        finally:
+            cache.refreshed(key, token, entry)
+
+    cache.background(read)
+
+
+def _walk(sched, spec, resources, cache, instances=None):
+    """(source, its walk's report fields): ``spec``'s kind walked now for
+    ``resources`` (every page when ``cache`` keeps walks).
+
+    :raise SchedulerError: walking failed.
+    """
+    if instances is None:
+        instances = tuple(spec.instance_uuids)
+    walk_spec = dataclasses.replace(spec, resources=resources, instance_uuids=instances)
     report = Report(walk_spec)
     # A walk that is kept reads every page: it is paid once per kind per
     # host_cache_seconds, and every batch placed on it has the whole cluster
@@ -267,13 +299,27 @@ def _source(sched, kind, resources, cache, entry, key):
         cap=0 if cache is not None else None,
         alternates_prefix=ranking.ALTERNATES_PREFIX if cache is not None else None,
     )
+    source.open(sched)
+    return source, {n: report.data[n] for n in WALK_FIELDS if n in report.data}
+
+
+def _source(sched, kind, resources, cache, entry, key):
+    """(source, its walk's report fields, the amounts walked for): the kept
+    ``entry``'s walk, or one read now (every page when it is to be kept);
+    None when walking failed (each member then goes alone, where the
+    failure is answered)."""
+    if entry is not None:
+        source = pipeline.Source(kept=(entry.walk, entry.ranker))
+        return source, entry.walk_data, entry.resources
+    if kind[0].merge and cache is not None:
+        resources = cache.walk_amounts(key, resources)
+    instances = tuple(i for m in kind for i in m.spec.instance_uuids)
     try:
-        source.open(sched)
+        source, walk_data = _walk(sched, kind[0].spec, resources, cache, instances)
     except SchedulerError:
         for m in kind:
             m.outcome = (ALONE, None)
         return None
-    walk_data = {n: report.data[n] for n in WALK_FIELDS if n in report.data}
     return source, walk_data, resources
 
 

@@ -274,7 +274,10 @@ scheduler_opts = [
         "claim reaches the walk at once over the bus (scheduler/claim_feed.py), so a "
         "walk is kept this long times the workers heard from in the last minute: "
         "together they read each kind as often as one worker does. What was freed, "
-        "and a node's new power profile, are seen within that time. 0 walks for "
+        "and a node's new power profile, are seen within that time. A walk past nine "
+        "tenths of its time is read again in the background by the batch that "
+        "takes it, and serves up to half as long again while that walk is read, so "
+        "under a steady stream no batch waits for a walk of its kind. 0 walks for "
         "every batch (a simulated clock needs that: the wall clock says nothing "
         "about its time). Only batching workers (batch_size > 1) keep "
         "walks.",

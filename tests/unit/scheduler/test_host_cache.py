@@ -23,10 +23,14 @@ class Clock:
 
 
 def make(hosts, seconds=10.0):
+    """A worker on fake placement whose cache's background walks wait in
+    ``sched.host_cache.pending`` until a test runs them."""
     fake = FakePlacement(hosts)
     sched = worker.Scheduler(make_conf(), fake, rng=random.Random(1))
     clock = Clock()
-    sched.host_cache = host_cache.HostCache(seconds, clock=clock)
+    pending = []
+    sched.host_cache = host_cache.HostCache(seconds, clock=clock, background=pending.append)
+    sched.host_cache.pending = pending
     return fake, sched, clock
 
 
@@ -66,10 +70,10 @@ def test_the_kept_walk_remembers_what_earlier_batches_took():
 def test_an_entry_expires_after_host_cache_seconds():
     fake, sched, clock = make([host("a", vcpu=64, ram=65536)], seconds=5)
     placed_on(sched.select_batch([spec("r1")]))
-    clock.now += 4.9
+    clock.now += 4.4  # before REFRESH_AT of its life: nothing read again
     placed_on(sched.select_batch([spec("r2")]))
     assert len(fake.queries) == 1
-    clock.now += 0.2  # 5.1 s after the walk
+    clock.now += 0.7  # 5.1 s after the walk
     placed_on(sched.select_batch([spec("r3")]))
     assert len(fake.queries) == 2
 
@@ -123,7 +127,13 @@ def test_zero_seconds_walks_every_batch():
     for n in range(3):
         placed_on(sched.select_batch([spec(f"r{n}")]))
     assert len(fake.queries) == 3
-    assert sched.host_cache.stats == {"hits": 0, "misses": 0, "dropped": 0, "foreign_claims": 0}
+    assert sched.host_cache.stats == {
+        "hits": 0,
+        "misses": 0,
+        "dropped": 0,
+        "foreign_claims": 0,
+        "refreshes": 0,
+    }
 
 
 def test_the_service_shares_one_cache_between_its_threads_and_turns_it_off_without_batching():
@@ -440,3 +450,123 @@ def test_a_clearly_better_host_outside_the_share_is_still_taken():
     hosts = [host(f"h{i}", vcpu=64, ram=65536 * (1 + i)) for i in range(10)]
     sched, share, by_name = _sharing_worker(hosts)
     assert placed_on(sched.select_batch([spec("r1")])) == ["h9"]
+
+
+def _used(entry, fake, name):
+    uuid = _uuid(fake, name)
+    return entry.ranker.hosts[entry.ranker.index[uuid]].providers[uuid]["VCPU"][1]
+
+
+def test_a_walk_near_the_end_of_its_life_is_read_again_beside_the_batches():
+    # Under a steady stream no batch waits for a walk of its kind: the one
+    # that takes the kept walk past REFRESH_AT of its life places on it and
+    # has the kind read again beside it; the old walk serves meanwhile (up
+    # to REFRESH_GRACE of its life) and the new one replaces it.
+    fake, sched, clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(3)], seconds=10)
+    cache = sched.host_cache
+    placed_on(sched.select_batch([spec("r1")]))
+    clock.now += 8.9
+    placed_on(sched.select_batch([spec("r2")]))
+    assert cache.pending == [] and len(fake.queries) == 1
+    clock.now += 0.2  # 9.1 s: past nine tenths of 10
+    placed_on(sched.select_batch([spec("r3")]))
+    assert len(fake.queries) == 1  # r3 did not wait for a walk
+    [read] = cache.pending
+    cache.pending.clear()
+    clock.now += 3  # 12.1 s: past its life, but its kind is being read again
+    placed_on(sched.select_batch([spec("r4")]))
+    assert len(fake.queries) == 1 and cache.pending == []
+    read()
+    assert len(fake.queries) == 2 and cache.stats["refreshes"] == 1
+    clock.now += 5  # 17.1 s after the first walk, 5 after the second
+    placed_on(sched.select_batch([spec("r5")]))
+    assert len(fake.queries) == 2 and cache.pending == []
+    assert fake.reports["r5"]["batch"]["cached_walk"]["age_s"] == 5.0
+    clock.now += 4.5  # 9.5 s: due again, once
+    placed_on(sched.select_batch([spec("r6")]))
+    placed_on(sched.select_batch([spec("r7")]))
+    assert len(cache.pending) == 1
+    # A walk read again for too long (past REFRESH_GRACE of the old one's
+    # life) no longer holds the batches back from a walk of their own.
+    clock.now += 5.6  # 15.1 s
+    placed_on(sched.select_batch([spec("r8")]))
+    assert len(fake.queries) == 3
+
+
+def test_the_new_walk_gets_every_claim_made_while_it_was_read():
+    fake, sched, clock = make([host("a", vcpu=8, ram=65536), host("b", vcpu=8, ram=65536)])
+    cache = sched.host_cache
+    placed_on(sched.select_batch([spec("r1")]))
+    key = batching.group_key(spec("x"))
+    clock.now += 9.5
+    old = cache.take(key, dict(spec("x").resources))
+    token = cache.refresh_due(key, old)
+    assert token is not None and cache.refresh_due(key, old) is None  # one at a time
+    new, _data = batching._walk(sched, spec("x"), dict(old.resources), cache)
+    new = host_cache.Entry(new.walk, new.ranker, {}, dict(old.resources), clock())
+    read_a = _used(new, fake, "a")
+    # Placement changes after the new walk read its pages: another worker's
+    # claim, and the holding batch's own (its kind: skipped for its walk).
+    cache.apply_claims([_claim(fake, "a", 3)], sender="w2")
+    cache.apply_claims([[_uuid(fake, "a"), {_uuid(fake, "a"): {"VCPU": 1}}]], skip=key)
+    cache.refreshed(key, token, new)
+    assert _used(new, fake, "a") == read_a + 4
+    # Read while the batch held the kind: it replaces the batch's walk when
+    # the batch puts it back, and what came meanwhile was added to it.
+    cache.apply_claims([[_uuid(fake, "a"), {_uuid(fake, "a"): {"VCPU": 2}}]], skip=key)
+    assert _used(new, fake, "a") == read_a + 6
+    cache.put(key, old)
+    assert cache.take(key, dict(spec("x").resources)) is new
+    cache.put(key, new)
+
+
+def test_a_background_walk_that_fails_or_was_overtaken_changes_nothing():
+    fake, sched, clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(2)])
+    cache = sched.host_cache
+    placed_on(sched.select_batch([spec("r1")]))
+    key = batching.group_key(spec("x"))
+    clock.now += 9.5
+    old = cache.take(key, dict(spec("x").resources))
+    cache.put(key, old)
+    token = cache.refresh_due(key, old)
+    cache.refreshed(key, token, None)  # the walk failed: the kept one serves on
+    assert cache._entries[key] is old
+    # Hosts whose node data changed while a walk was read: it is not kept.
+    token = cache.refresh_due(key, old)
+    assert token is not None
+    walk, _data = batching._walk(sched, spec("x"), dict(old.resources), cache)
+    new = host_cache.Entry(walk.walk, walk.ranker, {}, dict(old.resources), clock())
+    cache.forget_hosts({_uuid(fake, "h0")})
+    cache.refreshed(key, token, new)
+    assert key not in cache._entries
+
+
+def test_a_worker_reads_its_kinds_again_in_threads_of_their_own():
+    # The service's cache runs a background walk in a thread: the batch
+    # that started it answers without waiting for it.
+    import threading
+
+    fake, sched, clock = make([host(f"h{i}", vcpu=64, ram=65536) for i in range(2)])
+    started = threading.Event()
+    release = threading.Event()
+    real = fake.candidate_pages
+
+    def slow_pages(*args, **kwargs):
+        if started.is_set():
+            release.wait(10)
+        return real(*args, **kwargs)
+
+    sched.host_cache.background = host_cache._in_a_thread
+    placed_on(sched.select_batch([spec("r1")]))
+    fake.candidate_pages = slow_pages
+    started.set()
+    clock.now += 9.5
+    placed_on(sched.select_batch([spec("r2")]))
+    assert sched.host_cache._refreshing != {}  # answered while the walk waits
+    release.set()
+    for _ in range(200):
+        if sched.host_cache._refreshing == {}:
+            break
+        threading.Event().wait(0.02)
+    assert sched.host_cache._refreshing == {}
+    assert sched.host_cache._entries[batching.group_key(spec("x"))].born == clock.now
