@@ -23,7 +23,10 @@ import re
 
 import orjson
 
-_LONG_INT = re.compile(rb"\d{19}")
+# A run of 19 digits, in a body (bytes) or in stored text (str): the stored
+# text is searched as it is, not encoded again for the search.
+_LONG_INT = re.compile(rb"[0-9]{19}")
+_LONG_INT_TEXT = re.compile(r"[0-9]{19}")
 
 
 def loads_body(raw, slow):
@@ -39,7 +42,8 @@ def loads_body(raw, slow):
 
 def loads_stored(text):
     """A document this service stored (``dumps_sorted``, or ``json`` before)."""
-    if not _LONG_INT.search(text.encode() if isinstance(text, str) else text):
+    long_int = _LONG_INT_TEXT if isinstance(text, str) else _LONG_INT
+    if not long_int.search(text):
         try:
             return orjson.loads(text)
         except orjson.JSONDecodeError:

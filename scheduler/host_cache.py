@@ -46,7 +46,8 @@ What keeps it honest:
   that, not within ``host_cache_seconds``). Batches of a kind waited for
   each walk of it (one batch holds a kind), so under a steady stream every
   walk, every ``host_cache_seconds``, stalled the kind for the walk's whole
-  time: at 100 requests a second that was most of the p99. Every claim
+  time (at 100 requests a second, the slowest requests came in clusters
+  about 10 s apart: docs/benchmarks.md, issue 27's sixth pass). Every claim
   applied while the new walk is read is added to it when it is done (those
   its pages already showed are then counted twice, until the next walk:
   a host looks fuller than it is, never emptier), and what arrives after

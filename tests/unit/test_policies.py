@@ -251,7 +251,7 @@ def test_policy_file_overrides_defaults(tmp_path):
 
 def test_a_changed_policy_file_applies_within_the_reload_check(tmp_path, monkeypatch):
     # The file is looked at no more than every RELOAD_CHECK_SECONDS (a look
-    # on every request was a tenth of a small request's CPU), and a change
+    # on every request was about 3 % of a small read's CPU), and a change
     # applies at the next look.
     clock = [1000.0]
     monkeypatch.setattr(policy.time, "monotonic", lambda: clock[0])
