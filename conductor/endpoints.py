@@ -93,11 +93,13 @@ class CellConductorEndpoint:
     generation it was handed off at, one reply topic per message); 1.2: a
     build of ``build_many`` may carry its own ``reply_topic`` (builds of
     several submitters in one message); 1.3: ``instances_ended`` (the node
-    agents of the cell). A conductor serves every older form, so cell
-    conductors are upgraded before super conductors (whose messages are 1.2
-    only when their builds' reply topics differ)."""
+    agents of the cell); 1.4: a build of ``build_many`` may name the super
+    conductor that still holds its record (``holder``: cast without a
+    hand-off, taken from it). A conductor serves every older form, so cell
+    conductors are upgraded before super conductors (whose messages are 1.4
+    since they stopped handing builds off)."""
 
-    target = oslo_messaging.Target(version="1.3")
+    target = oslo_messaging.Target(version="1.4")
 
     def __init__(self, conductor):
         self.conductor = conductor

@@ -17,7 +17,8 @@ is refused is refused here:
   done (acknowledged) once each is recorded or refused;
 - ``build_instance`` / ``build_many`` with a bad reply topic or a
   malformed list of builds: dropped and logged (the records stay handed
-  off: the sweep takes them over after the lease); a build whose spec or
+  off, or held by the super conductor that cast them: the sweep takes them
+  over after the lease); a build whose spec or
   selections do not load is failed once its record is taken
   (conductor.cell_build).
 """
@@ -202,25 +203,32 @@ class BuildIntake:
                     b["selections"],
                     b.get("reply_topic", reply_topic),
                     b["generation"],
+                    b.get("holder"),
                 )
                 for b in builds
             ]
         )
 
 
-def build_of(instance_uuid, request_spec, selections, reply_topic, generation):
+def build_of(instance_uuid, request_spec, selections, reply_topic, generation, holder=None):
     """The ``Build`` of one build message: its spec and hosts loaded, or the
     problem that kept them from loading."""
     try:
         spec = spec_mod.load_request_spec(request_spec)
         hosts = spec_mod.load_selections(selections).selections
     except spec_mod.InvalidMessage as exc:
-        return cell_mod.Build(instance_uuid, generation, reply_topic, problem=str(exc))
+        return cell_mod.Build(
+            instance_uuid, generation, reply_topic, problem=str(exc), holder=holder
+        )
     if not hosts:
         return cell_mod.Build(
-            instance_uuid, generation, reply_topic, problem="selections: no host for the instance"
+            instance_uuid,
+            generation,
+            reply_topic,
+            problem="selections: no host for the instance",
+            holder=holder,
         )
-    return cell_mod.Build(instance_uuid, generation, reply_topic, spec, hosts[0])
+    return cell_mod.Build(instance_uuid, generation, reply_topic, spec, hosts[0], holder=holder)
 
 
 def _canonical_uuid(value):
@@ -231,8 +239,11 @@ def _canonical_uuid(value):
 
 
 _BUILD_KEYS = {"instance_uuid", "request_spec", "selections", "generation"}
-# A build's own reply topic (1.2; without it, the message's).
-_OPTIONAL_BUILD_KEYS = {"reply_topic"}
+# A build's own reply topic (1.2; without it, the message's), and the super
+# conductor that still holds its record (1.4; without it, handed off).
+_OPTIONAL_BUILD_KEYS = {"reply_topic", "holder"}
+# What placement takes as an owner's name.
+_OWNER_MAX = 255
 
 
 def checked_builds(builds):
@@ -256,6 +267,11 @@ def checked_builds(builds):
         problem = spec_mod.reply_topic_problem(b.get("reply_topic"))
         if problem is not None:
             raise ValueError(f"builds[{number}].{problem}")
+        holder = b.get("holder")
+        if holder is not None and (
+            not isinstance(holder, str) or not 0 < len(holder) <= _OWNER_MAX
+        ):
+            raise ValueError(f"builds[{number}].holder is not a conductor's name")
         gen = b["generation"]
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise ValueError(f"builds[{number}].generation is not a generation")

@@ -216,30 +216,34 @@ class Records:
                 return None
             raise
 
-    def take(self, instance_uuid, generation, hand_off=False):
+    def take(self, instance_uuid, generation, hand_off=False, holder=None):
         """Take (or renew, or hand off) the record; its new generation, or None
-        when it is not this conductor's to take (held, taken, finished)."""
-        batcher = self._hand_offs if hand_off else self._takes
-        return batcher.submit((instance_uuid, generation))
+        when it is not this conductor's to take (held, taken, finished).
+        ``holder``: the owner that left it to this one at ``generation``
+        without handing it off (its live lease does not refuse the take)."""
+        return self.take_many({instance_uuid: generation}, hand_off, {instance_uuid: holder})[
+            instance_uuid
+        ]
 
-    def take_many(self, generations, hand_off=False):
-        """``take`` for {instance_uuid: generation}; {instance_uuid: new
-        generation, or None when lost}."""
+    def take_many(self, generations, hand_off=False, holders=None):
+        """``take`` for {instance_uuid: generation} (and {instance_uuid:
+        holder} of those left by a holder); {instance_uuid: new generation,
+        or None when lost}."""
         batcher = self._hand_offs if hand_off else self._takes
-        pairs = list(generations.items())
-        return dict(zip(generations, batcher.submit_many(pairs), strict=True))
+        holders = holders or {}
+        items = [(i, g, holders.get(i)) for i, g in generations.items()]
+        return dict(zip(generations, batcher.submit_many(items), strict=True))
 
     def _take_bulk(self, pairs, hand_off):
-        """One PUT /build_requests/leases per round; the lost ones are
-        answered None and the others sent again."""
+        """One PUT /build_requests/leases per round for (instance, generation,
+        holder) items; the lost ones are answered None and the others sent
+        again."""
         results = [None] * len(pairs)
         for round_ in batch_mod.unique_rounds(p[0] for p in pairs):
             todo = round_
             while todo:
                 body = {
-                    "build_requests": [
-                        {"instance_uuid": pairs[i][0], "generation": pairs[i][1]} for i in todo
-                    ],
+                    "build_requests": [_lease_item(*pairs[i]) for i in todo],
                     "owner": self.owner,
                     "lease_seconds": self.lease_seconds,
                     "hand_off": hand_off,
@@ -358,3 +362,10 @@ class Records:
         fit one page of the listing, its next pages after that."""
         value = request_ids[0] if len(request_ids) == 1 else "in:" + ",".join(request_ids)
         return self.client.all_pages("build_requests", "build_requests", {"request_id": value})
+
+
+def _lease_item(instance_uuid, generation, holder):
+    item = {"instance_uuid": instance_uuid, "generation": generation}
+    if holder is not None:
+        item["holder"] = holder
+    return item

@@ -7,12 +7,13 @@ a redelivered message finds them and is dropped); call the scheduler
 (``select_destinations``, with a timeout and bounded retries, each try
 with its deadline: joule.rpc; before a retry it releases whatever a
 scheduler that died half way claimed, and the leases are renewed
-meanwhile: conductor.leases.Held); then hand every
-record off in one bulk call and cast each instance's selection list to the
-conductors of the selected host's cell (``build_many``, shared by the
-builds that concurrent requests hand off to that cell together). A host
-without a cell has no cell conductors: its instances are built here
-(conductor.cell_build). A request that could not be scheduled is failed in
+meanwhile: conductor.leases.Held); then cast each instance's selection
+list to the conductors of the selected host's cell (``build_many``, shared
+by the builds that concurrent requests dispatch to that cell together),
+each build naming this process as its record's holder: the cell conductor
+takes the record from it at the generation of the cast, so no hand-off
+write comes between. A host without a cell has no cell conductors: its
+instances are built here (conductor.cell_build). A request that could not be scheduled is failed in
 one bulk finish and one message (conductor.outcomes); when no scheduler
 answered in time its instances are watched for a claim made too late
 (conductor.abandoned, released by the sweep). A request that fits only
@@ -226,9 +227,11 @@ class SuperConductor:
             metrics.SCHEDULER_CALL.observe(time.perf_counter() - start)
 
     def _dispatch(self, spec, held, selections, reply_topic):
-        # One bulk hand-off; the ones taken over meanwhile are left out
-        # (their taker finishes them).
-        handed = held.hand_off([hosts[0].instance_uuid for hosts in selections])
+        # Left to their builders without a write: each build names this
+        # conductor as the holder, and its builder takes the record from it
+        # at the generation held here (a record taken over meanwhile has
+        # moved on: that take is lost and its taker finishes it).
+        handed = held.leave([hosts[0].instance_uuid for hosts in selections])
         by_cell = {}
         for hosts in selections:
             instance = hosts[0].instance_uuid
@@ -250,6 +253,7 @@ class SuperConductor:
                     "request_spec": spec_mod.dump_request_spec(spec.for_instances([i])),
                     "selections": spec_mod.dump_selections(spec.request_id, [hosts]),
                     "generation": handed[i],
+                    "holder": self.records.owner,
                 }
                 for i, hosts in chosen
             ]

@@ -99,6 +99,15 @@ class PlacementError(Exception):
         self.items = list(items)
         super().__init__(self._message())
 
+    def __reduce__(self):
+        # Rebuilt from its arguments, so that an error raised in a worker
+        # process (the simulator's pool) reaches the parent intact rather
+        # than as a pickling failure that breaks the pool.
+        return (
+            type(self),
+            (self.method, self.path, self.status, self.code, self.detail, self.items),
+        )
+
     def instances(self):
         """The instance uuids the error objects name (bulk build requests)."""
         named = []
@@ -129,6 +138,9 @@ class PlacementUnreachable(PlacementError):
         self.endpoint = endpoint
         self.reason = reason
         super().__init__(method, path)
+
+    def __reduce__(self):
+        return (type(self), (self.method, self.path, self.endpoint, self.reason))
 
     def _message(self):
         return (

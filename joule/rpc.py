@@ -679,11 +679,18 @@ class ConductorAPI:
         """Cast the builds of several instances to the conductors of ``cell``
         in one message (RPC 1.1): [{"instance_uuid", "request_spec",
         "selections", "generation"}, ...], the generation being the one each
-        record was handed off at. A build may carry its own ``reply_topic``
+        record was handed off (or left) at. A build may carry its own ``reply_topic``
         (RPC 1.2: builds of several submitters share the message), which
-        overrides the message's; a message without one is sent as 1.1, so
-        cell conductors not upgraded yet still take it."""
-        version = "1.2" if any("reply_topic" in b for b in builds) else "1.1"
+        overrides the message's; a build may name the super conductor that
+        still holds its record (``holder``, RPC 1.4: cast without a
+        hand-off). A message is sent as the oldest version its builds allow,
+        so cell conductors not upgraded yet still take what they can."""
+        if any("holder" in b for b in builds):
+            version = "1.4"
+        elif any("reply_topic" in b for b in builds):
+            version = "1.2"
+        else:
+            version = "1.1"
         self._cell_client(cell).prepare(version=version).cast(
             {}, "build_many", builds=builds, reply_topic=reply_topic
         )

@@ -206,6 +206,10 @@ def _compute_service(conf, agent, node):
     except (drivers.UnknownDriver, cgroups.CgroupError, OSError) as exc:
         raise config.ConfigError(f"[agent] driver {conf.agent.driver}: {exc}") from None
     agent.instances = compute.counts
+    # A build holds its executor thread while its command is watched
+    # ([agent] start_grace): with the bus's default 8 threads a node took 8
+    # builds per grace and a burst of a hundred outwaited the conductor.
+    rpc.derive_executor_threads(conf, conf.agent.build_threads)
     return compute_service.ComputeService(conf, rpc.transport_of(conf), compute, lambda: agent.uuid)
 
 

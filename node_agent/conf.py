@@ -166,6 +166,17 @@ compute_opts = [
         "or exec (the workload's command under a cgroup whose CPU quota and memory "
         "limit are the instance's claim).",
     ),
+    cfg.IntOpt(
+        "build_threads",
+        default=64,
+        min=1,
+        help="Builds (and other compute calls) this agent handles at once: the "
+        "default of [DEFAULT] executor_thread_pool_size when that is not set. A "
+        "build holds its thread for [agent] start_grace while the command is "
+        "watched, so the node starts at most this many per start_grace seconds; "
+        "the rest wait on the bus, and a build still waiting after the cell "
+        "conductor's [conductor] build_timeout counts as failed there.",
+    ),
     cfg.StrOpt(
         "state_dir",
         default="/var/lib/joule/agent",

@@ -91,9 +91,7 @@ def group_families(nodes):
     for node in nodes:
         members.setdefault(node.family, []).append(node)
     for family_nodes in members.values():
-        family_nodes.sort(
-            key=lambda c: (c.profile != vocabulary.PERFORMANCE, c.readiness, c.name)
-        )
+        family_nodes.sort(key=lambda c: (c.profile != vocabulary.PERFORMANCE, c.readiness, c.name))
     return members
 
 

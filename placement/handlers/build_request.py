@@ -281,20 +281,42 @@ def update_build_requests():
     )
 
 
+def _check_holders(items, body):
+    """A 400 for a ``holder`` that cannot be: one on a hand-off (a hand-off
+    leaves records the caller holds itself), or the caller itself."""
+    for item in items:
+        holder = item.get("holder")
+        if holder is None:
+            continue
+        if body.get("hand_off"):
+            raise errors.bad_request(
+                f"A hand-off cannot name a holder (instance {item['instance_uuid']}): "
+                "it leaves records the caller holds."
+            )
+        if holder == body["owner"]:
+            raise errors.bad_request(
+                f"The holder of instance {item['instance_uuid']} is the owner taking it; "
+                "leave holder out to renew."
+            )
+
+
 def put_lease(instance_uuid):
     """Take, renew or hand off a pending record's lease (compare-and-set)."""
     util.context().can(policies.UPDATE)
     instance_uuid = _instance_uuid(instance_uuid)
     body = util.extract_json(schema.PUT_LEASE)
+    item = {"instance_uuid": instance_uuid, "generation": body["generation"]}
+    if "holder" in body:
+        item["holder"] = body["holder"]
+    _check_holders([item], body)
     try:
-        item = br_obj.take(
+        item = br_obj.take_many(
             util.deps().db,
-            instance_uuid,
+            [item],
             body["owner"],
-            body["generation"],
             body["lease_seconds"],
             hand_off=body.get("hand_off", False),
-        )
+        )[0]
     except _OBJECT_ERRORS as exc:
         raise _api_error(exc)
     return util.json_response(_serialize(item), last_modified=util.last_modified_of([item]))
@@ -305,12 +327,13 @@ def put_leases():
     util.context().can(policies.UPDATE)
     body = util.extract_json(schema.PUT_LEASES)
     items = [
-        {"instance_uuid": util.normalize_uuid(i["instance_uuid"]), "generation": i["generation"]}
+        {**i, "instance_uuid": util.normalize_uuid(i["instance_uuid"])}
         for i in body["build_requests"]
     ]
     uuids = [i["instance_uuid"] for i in items]
     if len(set(uuids)) != len(uuids):
         raise errors.bad_request("An instance appears more than once in build_requests.")
+    _check_holders(items, body)
     try:
         taken = br_obj.take_many(
             util.deps().db,

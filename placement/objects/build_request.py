@@ -387,10 +387,13 @@ def take_many(db, items, owner, lease_seconds, hand_off=False):
     """Take, renew or hand off the leases of pending records, all or none
     (compare-and-set on each record's generation).
 
-    ``items``: dicts with instance_uuid and the generation the caller read.
-    With ``hand_off`` the caller (who must be able to take them) leaves them
-    unowned, reserved for ``lease_seconds`` for whoever receives the
-    hand-off.
+    ``items``: dicts with instance_uuid and the generation the caller read,
+    and optionally ``holder``: the owner that left the record to the caller
+    at that generation without a hand-off (a super conductor casting a
+    build names itself): that owner's live lease does not refuse the take,
+    the generation still guards it. With ``hand_off`` the caller (who must
+    be able to take them) leaves them unowned, reserved for
+    ``lease_seconds`` for whoever receives the hand-off.
 
     :raise Refused: (or, for one item, its own error) every item that cannot
         be taken: NotFound, InvalidTransition (finished), GenerationConflict,
@@ -496,6 +499,7 @@ def _lease_problem(row, item, owner, now):
     if (
         row.owner is not None
         and row.owner != owner
+        and row.owner != item.get("holder")
         and row.lease_expires_at is not None
         and row.lease_expires_at > now
     ):

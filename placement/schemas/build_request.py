@@ -111,6 +111,7 @@ PUT_LEASE = {
         "generation": GENERATION,
         "lease_seconds": LEASE_SECONDS,
         "hand_off": {"type": "boolean"},
+        "holder": OWNER,
     },
     "required": ["owner", "generation", "lease_seconds"],
     "additionalProperties": False,
@@ -127,7 +128,7 @@ PUT_LEASES = {
             "maxItems": MAX_BULK,
             "items": {
                 "type": "object",
-                "properties": {"instance_uuid": UUID, "generation": GENERATION},
+                "properties": {"instance_uuid": UUID, "generation": GENERATION, "holder": OWNER},
                 "required": ["instance_uuid", "generation"],
                 "additionalProperties": False,
             },

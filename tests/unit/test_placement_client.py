@@ -325,3 +325,26 @@ def test_password_auth_is_loaded_from_the_group(tmp_path):
     assert c.adapter.auth.auth_url == "http://keystone/v3"
     assert (c.adapter.service_type, c.adapter.region_name) == ("placement", "RegionTwo")
     assert c.adapter.interface == ["internal", "public"]
+
+
+def test_errors_cross_a_process_boundary_intact():
+    # The simulator runs its policies in a process pool: an error that
+    # cannot be rebuilt from its pickle breaks the whole pool instead of
+    # reaching the parent with placement's answer.
+    import pickle
+
+    refused = pc.BadRequest(
+        "PUT", "/build_requests/leases", 400, "placement.undefined_code", "no", [{"a": 1}]
+    )
+    back = pickle.loads(pickle.dumps(refused))
+    assert type(back) is pc.BadRequest
+    assert (back.status, back.code, back.detail, back.items) == (
+        400,
+        "placement.undefined_code",
+        "no",
+        [{"a": 1}],
+    )
+    assert str(back) == str(refused)
+    gone = pc.PlacementUnreachable("GET", "/", "http://127.0.0.1:1", "refused")
+    back = pickle.loads(pickle.dumps(gone))
+    assert (back.endpoint, back.reason, str(back)) == (gone.endpoint, "refused", str(gone))

@@ -416,3 +416,38 @@ def test_a_stream_of_real_commands_ends_each_once_and_frees_every_claim(cloud):
         base = os.path.join(CGROUP_ROOT, "memory", cloud.parent, host)
         if os.path.isdir(base):
             assert [e.name for e in os.scandir(base) if e.is_dir()] == []
+
+
+def test_a_burst_of_builds_to_one_node_is_answered_within_the_build_timeout(cloud):
+    """Every build holds one of the agent's threads for [agent] start_grace
+    (2 s here) while its command is watched. 96 builds to one node at once,
+    as a cell conductor sends a burst that all fits there: the agent's
+    default [agent] build_threads (64) answers them in two graces; on the
+    bus's 8 threads it took twelve, past a 15 s build timeout."""
+    from conductor import conf as cconf
+    from joule import rpc
+
+    conf = cconf.make_conf(["--config-file", str(cloud.conf)])
+    api = rpc.ComputeAPI(conf, rpc.transport_of(conf))
+    uuids = [str(uuid.uuid4()) for _ in range(96)]
+    workload = {"command": ["sh", "-c", "sleep 60"], "env": {}}
+
+    def build(i):
+        try:
+            return api.build_instance("node-0", i, {"VCPU": 1, "MEMORY_MB": 16}, workload, 15)
+        except rpc.Unanswered as exc:
+            return {"instance_uuid": i, "state": "unanswered", "reason": str(exc)}
+
+    import concurrent.futures
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(len(uuids)) as pool:
+            answers = list(pool.map(build, uuids))
+        states = [a["state"] for a in answers]
+        assert states == ["running"] * len(uuids), [a for a in answers if a["state"] != "running"]
+    finally:
+        for i in uuids:
+            try:
+                api.delete_instance("node-0", i, 30, grace=0)
+            except rpc.Unanswered:
+                pass

@@ -107,6 +107,64 @@ def test_hand_off_leaves_it_unowned_but_reserved(client, db):
     assert resp.status_code == 200 and resp.get_json()["owner"] == "cell1-a"
 
 
+def test_a_take_naming_the_holder_needs_no_hand_off_and_only_once(client):
+    # A super conductor casts a build without handing it off: the cell
+    # conductor names it as the holder, at the generation it was cast with.
+    inst = _create(client, owner="super-1")["instance_uuid"]
+    # Naming somebody else as the holder does not get past the live lease.
+    resp = _lease(client, inst, "cell1-a", 0, holder="super-2")
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    resp = _lease(client, inst, "cell1-a", 0, holder="super-1")
+    assert resp.status_code == 200
+    assert (resp.get_json()["owner"], resp.get_json()["generation"]) == ("cell1-a", 1)
+    # The same message again (a redelivery, or a second cell conductor):
+    # the generation moved, so it is lost; the record is unchanged.
+    resp = _lease(client, inst, "cell1-b", 0, holder="super-1")
+    assert resp.status_code == 409 and _code(resp) == CONCURRENT
+    resp = client.put(
+        "/build_requests/leases",
+        json={
+            "build_requests": [{"instance_uuid": inst, "generation": 1, "holder": "super-1"}],
+            "owner": "cell1-b",
+            "lease_seconds": 60,
+        },
+    )
+    assert resp.status_code == 409 and _code(resp) == LEASED
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["owner"], got["generation"]) == ("cell1-a", 1)
+
+
+def test_bulk_takes_name_a_holder_per_record(client):
+    held = [_create(client, owner="super-1")["instance_uuid"] for _ in range(2)]
+    free = _create(client)["instance_uuid"]
+    resp = client.put(
+        "/build_requests/leases",
+        json={
+            "build_requests": [
+                {"instance_uuid": held[0], "generation": 0, "holder": "super-1"},
+                {"instance_uuid": held[1], "generation": 0, "holder": "super-1"},
+                {"instance_uuid": free, "generation": 0},
+            ],
+            "owner": "cell1-a",
+            "lease_seconds": 60,
+        },
+    )
+    assert resp.status_code == 200, resp.get_json()
+    assert {r["owner"] for r in resp.get_json()["build_requests"]} == {"cell1-a"}
+
+
+def test_a_holder_on_a_hand_off_or_naming_the_taker_is_a_bad_request(client):
+    inst = _create(client, owner="super-1")["instance_uuid"]
+    for extra, owner in (({"hand_off": True}, "super-1"), ({}, "super-1")):
+        resp = _lease(client, inst, owner, 0, holder="super-1", **extra)
+        assert resp.status_code == 400, resp.get_json()
+        assert "holder" in resp.get_json()["errors"][0]["detail"]
+    resp = _lease(client, inst, "cell1-a", 0, holder="")
+    assert resp.status_code == 400
+    got = client.get(f"/build_requests/{inst}").get_json()
+    assert (got["owner"], got["generation"]) == ("super-1", 0)
+
+
 def test_finished_record_is_never_touched_again(client):
     inst = _create(client, owner="cond-a")["instance_uuid"]
     host = _new()

@@ -287,6 +287,74 @@ def test_build_many_builds_what_it_takes_and_leaves_the_rest(cloud):
     assert _record(cloud, finished["instance_uuid"]) == before
 
 
+def _scheduled_held(cloud, super_conductor):
+    """As ``_scheduled`` but still held by ``super_conductor`` (a cast
+    without a hand-off): returns (instance, spec message, selections
+    message, held generation)."""
+    instance = str(uuid.uuid4())
+    spec = _spec_of(instance)
+    wire = spec_mod.dump_request_spec(spec)
+    gens = super_conductor.records.create_held(
+        [
+            {
+                "instance_uuid": instance,
+                "request_id": spec.request_id,
+                "workload_class": spec.workload_class,
+                "spec": wire,
+            }
+        ]
+    )
+    selections = worker_mod.Scheduler(cloud["conf"], cloud["client"]).select_destinations(spec)
+    message = spec_mod.dump_selections(spec.request_id, selections)
+    return instance, wire, message, gens[instance]
+
+
+@pytest.mark.parametrize("builder", ["a cell conductor", "the holder itself"])
+def test_builds_cast_without_a_hand_off_are_taken_from_their_holder(cloud, builder):
+    # The super conductor casts while it still holds the records; the
+    # builder takes each from it by name at the held generation. One
+    # process serving both roles (the simulator's) names itself.
+    super_c = cloud["conductor"]("super-1")
+    cell = super_c if builder == "the holder itself" else cloud["conductor"]("cell-a")
+    scheduled = [_scheduled_held(cloud, super_c) for _ in range(2)]
+    for i, _w, _m, _g in scheduled:
+        assert _record(cloud, i)["owner"] == "super-1"
+    cell.build_many(
+        [
+            {
+                "instance_uuid": i,
+                "request_spec": w,
+                "selections": m,
+                "generation": g,
+                "holder": "super-1",
+            }
+            for i, w, m, g in scheduled
+        ]
+    )
+    for i, _w, _m, _g in scheduled:
+        rec = _record(cloud, i)
+        assert rec["status"] == "placed"
+        assert _allocated_on(cloud, i) == {rec["host_uuid"]}
+        assert cell.driver.host_of(i) == rec["host_uuid"]
+    # A stale cast (the generation has moved on) takes nothing.
+    i, w, m, g = _scheduled_held(cloud, super_c)
+    assert super_c.records.take(i, g) is not None  # renewed: generation + 1
+    cell.build_many(
+        [
+            {
+                "instance_uuid": i,
+                "request_spec": w,
+                "selections": m,
+                "generation": g,
+                "holder": "super-1",
+            }
+        ]
+    )
+    rec = _record(cloud, i)
+    assert (rec["status"], rec["owner"]) == ("pending", "super-1")
+    assert cell.driver.host_of(i) is None
+
+
 def _items(instances, request_id):
     spec = {
         "version": "1.0",
