@@ -63,6 +63,26 @@ def _guarded(write, args, kwargs, generation, owner):
     return True
 
 
+class _OnePerRecords:
+    """One instance per records client, made on first use: a process keeps
+    one renewal thread of each kind, whatever number of builds or requests
+    it has in hand. Each subclass has its own table; an instance goes with
+    its records client (weakly held)."""
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._of = weakref.WeakKeyDictionary()
+        cls._of_lock = threading.Lock()
+
+    @classmethod
+    def of(cls, records):
+        with cls._of_lock:
+            one = cls._of.get(records)
+            if one is None:
+                one = cls._of[records] = cls(records)
+            return one
+
+
 class Lease:
     """Keeps one record's lease alive during a build (``kept_alive``: a
     heartbeat every third of the lease) and guards the writes on its claim.
@@ -125,7 +145,7 @@ class Lease:
                 pass  # a renewal in flight has finished: the generation is final
 
 
-class Heartbeat:
+class Heartbeat(_OnePerRecords):
     """The renewals of one conductor's builds in hand, in one thread: every
     third of the lease, the leases due (and those due within half a beat)
     are renewed in one bulk take. (A
@@ -133,18 +153,8 @@ class Heartbeat:
     renewal.) A lease busy with a guarded write is renewed right after it.
     The thread ends once no build has been in hand for a while."""
 
-    _of = weakref.WeakKeyDictionary()
-    _of_lock = threading.Lock()
     IDLE_SECONDS = 30.0
     RETRY_SECONDS = 1.0
-
-    @classmethod
-    def of(cls, records):
-        with cls._of_lock:
-            beat = cls._of.get(records)
-            if beat is None:
-                beat = cls._of[records] = cls(records)
-            return beat
 
     def __init__(self, records):
         self.records = records
@@ -306,7 +316,7 @@ class Held:
             renewals.remove(self)  # a renewal in flight has finished: the generations are final
 
 
-class HeldRenewals:
+class HeldRenewals(_OnePerRecords):
     """The renewals of one super conductor's ``Held`` requests, in one
     thread: each is renewed a third of the lease after it was added, then
     every third of the lease from its last renewal (one bulk call each, as
@@ -314,17 +324,7 @@ class HeldRenewals:
     beat later, as before. The thread ends once nothing has been held for a
     while."""
 
-    _of = weakref.WeakKeyDictionary()
-    _of_lock = threading.Lock()
     IDLE_SECONDS = 30.0
-
-    @classmethod
-    def of(cls, records):
-        with cls._of_lock:
-            renewals = cls._of.get(records)
-            if renewals is None:
-                renewals = cls._of[records] = cls(records)
-            return renewals
 
     def __init__(self, records):
         self.records = records

@@ -69,22 +69,9 @@ def _scheduled(cloud, super_conductor):
     """One instance recorded and scheduled the way a super conductor does:
     held, claimed on its selected host, handed off; returns the cast's
     (instance, spec message, selections message)."""
-    instance = str(uuid.uuid4())
-    spec = _spec_of(instance)
-    wire = spec_mod.dump_request_spec(spec)
-    gens = super_conductor.records.create_held(
-        [
-            {
-                "instance_uuid": instance,
-                "request_id": spec.request_id,
-                "workload_class": spec.workload_class,
-                "spec": wire,
-            }
-        ]
-    )
-    selections = worker_mod.Scheduler(cloud["conf"], cloud["client"]).select_destinations(spec)
-    assert super_conductor.records.take(instance, gens[instance], hand_off=True) is not None
-    return instance, wire, spec_mod.dump_selections(spec.request_id, selections)
+    instance, wire, message, generation = _scheduled_held(cloud, super_conductor)
+    assert super_conductor.records.take(instance, generation, hand_off=True) is not None
+    return instance, wire, message
 
 
 def _spec_of(instance):
