@@ -296,6 +296,18 @@ def _scheduled_held(cloud, super_conductor):
     return instance, wire, message, gens[instance]
 
 
+def _cast_by(instance, wire, message, generation, holder):
+    """One build of a cast sent without a hand-off: ``holder`` still holds
+    the record at ``generation``."""
+    return {
+        "instance_uuid": instance,
+        "request_spec": wire,
+        "selections": message,
+        "generation": generation,
+        "holder": holder,
+    }
+
+
 @pytest.mark.parametrize("builder", ["a cell conductor", "the holder itself"])
 def test_builds_cast_without_a_hand_off_are_taken_from_their_holder(cloud, builder):
     # The super conductor casts while it still holds the records; the
@@ -306,18 +318,7 @@ def test_builds_cast_without_a_hand_off_are_taken_from_their_holder(cloud, build
     scheduled = [_scheduled_held(cloud, super_c) for _ in range(2)]
     for i, _w, _m, _g in scheduled:
         assert _record(cloud, i)["owner"] == "super-1"
-    cell.build_many(
-        [
-            {
-                "instance_uuid": i,
-                "request_spec": w,
-                "selections": m,
-                "generation": g,
-                "holder": "super-1",
-            }
-            for i, w, m, g in scheduled
-        ]
-    )
+    cell.build_many([_cast_by(i, w, m, g, "super-1") for i, w, m, g in scheduled])
     for i, _w, _m, _g in scheduled:
         rec = _record(cloud, i)
         assert rec["status"] == "placed"
@@ -326,17 +327,7 @@ def test_builds_cast_without_a_hand_off_are_taken_from_their_holder(cloud, build
     # A stale cast (the generation has moved on) takes nothing.
     i, w, m, g = _scheduled_held(cloud, super_c)
     assert super_c.records.take(i, g) is not None  # renewed: generation + 1
-    cell.build_many(
-        [
-            {
-                "instance_uuid": i,
-                "request_spec": w,
-                "selections": m,
-                "generation": g,
-                "holder": "super-1",
-            }
-        ]
-    )
+    cell.build_many([_cast_by(i, w, m, g, "super-1")])
     rec = _record(cloud, i)
     assert (rec["status"], rec["owner"]) == ("pending", "super-1")
     assert cell.driver.host_of(i) is None
