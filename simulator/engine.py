@@ -36,6 +36,7 @@ from powerpolicy import conf as power_conf
 from powerpolicy import controller as power_controller
 from powerpolicy import policies
 from scheduler import claim as claim_mod
+from simulator import ceiling as ceiling_mod
 from simulator import power as power_mod
 from simulator import services
 from simulator import workload as workload_mod
@@ -161,6 +162,8 @@ class Outcome:
     no_valid_host: int
     wakeups: int = 0  # nodes woken in the day (suspend columns)
     idle_kwh: float = 0.0  # drawn by nodes holding no work (the bound on suspend's saving)
+    sleepable_kwh: float = 0.0  # idle floor of awake nodes no placement needed (simulator.ceiling)
+    held_share: dict = dataclasses.field(default_factory=dict)  # resource class -> share held
     suspends: int = 0  # nodes suspended in the day
 
 
@@ -218,6 +221,11 @@ class Simulation:
         # policy that decides it. Kept beside the total, never in it.
         self.idle_watts = sum(n.watts for n in self.nodes.values() if not n.instances)
         self.idle_energy_j = 0.0
+        # The most packing and suspending could take from this day's work
+        # (simulator.ceiling): measured beside the energy, never in it.
+        self.ceiling = ceiling_mod.PackingCeiling(settings.off_watts)
+        for n in self.nodes.values():
+            self.ceiling.add_node(n.family, n.free, n.model.idle_watts)
         self._last = 0.0
         self._interval_j = 0.0
         self.epoch = 0
@@ -246,6 +254,7 @@ class Simulation:
             joules = self.total_watts * (t - self._last)
             self.energy_j += joules
             self.idle_energy_j += self.idle_watts * (t - self._last)
+            self.ceiling.advance(t - self._last)
             self._interval_j += joules
             self._last = t
         self.now = t
@@ -398,11 +407,13 @@ class Simulation:
         by_instance = {r["instance_uuid"]: r["host_uuid"] for r in results}
         nodes = [self.by_uuid[by_instance[i]] for i in instances]
         run = _Running(job, nodes, instances, self.now, job.duration, last=self.now)
+        amounts = _amounts(job)
         for node in nodes:
             node.free["VCPU"] -= job.vcpus
             node.free["MEMORY_MB"] -= job.memory_mb
             node.free["PGPU"] -= job.gpus
             node.instances.append(run)
+            self.ceiling.allocate(node.family, amounts)
         self.running[job.id] = run
         self.started += 1
         self.waits[job.workload_class].append(self.now - job.arrival)
@@ -428,11 +439,13 @@ class Simulation:
         self.wall["release"] += time.perf_counter() - start
         self._progress(run)
         del self.running[run.job.id]
+        amounts = _amounts(run.job)
         for node in run.nodes:
             node.free["VCPU"] += run.job.vcpus
             node.free["MEMORY_MB"] += run.job.memory_mb
             node.free["PGPU"] += run.job.gpus
             node.instances.remove(run)
+            self.ceiling.allocate(node.family, amounts, sign=-1)
         self.completed += 1
         self.slowdowns[run.job.workload_class].append((self.now - run.start) / run.job.duration)
         self.epoch += 1
@@ -460,6 +473,11 @@ class Simulation:
             node = self.nodes.get(transition.name)
             if node is None:
                 continue
+            self.ceiling.power_changed(
+                node.family,
+                node.power == vocabulary.POWER_OFF,
+                transition.after == vocabulary.POWER_OFF,
+            )
             node.power = transition.after
             if transition.after == vocabulary.POWER_WAKING:
                 self.wakeups += 1
@@ -542,6 +560,8 @@ class Simulation:
             it_kwh=it_kwh,
             facility_kwh=it_kwh * self.s.pue,
             idle_kwh=self.idle_energy_j / 3.6e6,
+            sleepable_kwh=self.ceiling.energy_j / 3.6e6,
+            held_share=self.ceiling.held_share(),
             submitted=submitted,
             completed=self.completed,
             started=self.started,
@@ -557,6 +577,10 @@ class Simulation:
             wakeups=self.wakeups,
             suspends=self.suspends,
         )
+
+
+def _amounts(job):
+    return {"VCPU": job.vcpus, "MEMORY_MB": job.memory_mb, "PGPU": job.gpus}
 
 
 def _speed_on(node, run):

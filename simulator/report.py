@@ -59,6 +59,14 @@ def policy_summary(outcome, baseline_kwh, pue):
         # Drawn by nodes holding no work: the most that powering idle nodes
         # off could take from this row (less the few watts an off node draws).
         "idle_it_kwh": round(outcome.idle_kwh, 1),
+        # The idle floor of the awake nodes beyond the fewest each family's
+        # running work needed (simulator.ceiling): the most that packing
+        # and suspending could take from this row's work, with migration
+        # free and boots instant. The ceiling is this row's saving had
+        # they taken all of it.
+        "sleepable_it_kwh": round(outcome.sleepable_kwh, 1),
+        "ceiling_saved_pct": _saved(baseline_kwh, outcome.it_kwh - outcome.sleepable_kwh),
+        "held_share": {rc: round(v, 4) for rc, v in sorted(outcome.held_share.items())},
         # IT energy as Joulie's simulator counts it: the hosts' measured wall
         # power plus the GPU boards (simulator.power).
         "energy_saved_pct": saved,
@@ -164,6 +172,10 @@ def merge(outputs):
     base = policies.get(NONE_LABEL)
     for policy in merged:
         policy["energy_saved_pct"] = _saved(base and base["it_kwh"], policy["it_kwh"])
+        if "sleepable_it_kwh" in policy:
+            policy["ceiling_saved_pct"] = _saved(
+                base and base["it_kwh"], policy["it_kwh"] - policy["sleepable_it_kwh"]
+            )
     return {**{k: v for k, v in first.items() if k != "policies"}, "policies": merged}
 
 
@@ -181,6 +193,11 @@ def format_timings(outcomes, load_seconds, total_seconds):
 
 def _fmt(value, spec):
     return "-" if value is None else format(value, spec)
+
+
+def _share(policy, rc):
+    share = (policy.get("held_share") or {}).get(rc)
+    return "-" if share is None else f"{100.0 * share:.1f} %"
 
 
 def format_table(data):
@@ -213,6 +230,7 @@ def format_table(data):
         lines.append(
             f"{'policy':<{w}}{'perf wait p95':>15}{'std wait p95':>14}"
             f"{'suspends':>10}{'wake-ups':>10}{'per node-day':>14}{'idle kWh':>12}"
+            f"{'ceiling %':>11}{'GPUs held':>11}{'cores held':>12}"
         )
         for p in data["policies"]:
             perf, std = p["slowdown"][vocabulary.PERFORMANCE], p["slowdown"][vocabulary.STANDARD]
@@ -222,11 +240,17 @@ def format_table(data):
                 f"{_fmt(p.get('suspends'), 'd'):>10}{_fmt(p.get('wakeups'), 'd'):>10}"
                 f"{_fmt(p.get('wakeups_per_node_day'), '.3f'):>14}"
                 f"{_fmt(p.get('idle_it_kwh'), '.1f'):>12}"
+                f"{_fmt(p.get('ceiling_saved_pct'), '.1f'):>11}"
+                f"{_share(p, 'PGPU'):>11}{_share(p, 'VCPU'):>12}"
             )
     if waits:
         lines.append(
             "idle kWh = IT energy of nodes holding no work (on, waking or off): "
             "the most that suspending idle nodes can save"
+        )
+        lines.append(
+            "ceiling % = saved % had packing and suspending slept every awake node "
+            "beyond the fewest each family's work needed (free migration, instant boots)"
         )
     lines.append("saved % = IT energy (hosts' wall power and GPU boards) saved vs none")
     if data.get("pue", 1.0) != 1.0:
