@@ -95,6 +95,18 @@ def test_energy_is_integrated_exactly_on_a_known_trace(tmp_path, capsys):
     # Nodes holding no work: the second node for 2 h, the first but for its
     # hour of work (the bound on what suspending idle nodes could save).
     assert none["idle_it_kwh"] == pytest.approx(model.idle_watts * 3 / 1000, abs=0.05)
+    # The packing ceiling: the job needs one node for its hour, none before
+    # or after, so three node-hours could have been off (drawing 10 W).
+    sleepable = (model.idle_watts - 10) * 3 / 1000
+    assert none["sleepable_it_kwh"] == pytest.approx(sleepable, abs=0.05)
+    # (From the model's figures: the JSON's kWh are rounded to 0.1.)
+    assert none["ceiling_saved_pct"] == pytest.approx(100 * sleepable / expected, abs=0.01)
+    # 48 of the 384 cores for one hour of two.
+    assert none["held_share"] == {
+        "MEMORY_MB": pytest.approx(1024 / (2 * 1536 * 1024) / 2, abs=1e-4),
+        "PGPU": 0.0,
+        "VCPU": 0.0625,
+    }
     assert none["jobs_completed"] == 1 and none["energy_saved_pct"] == 0.0
     assert data["warm_start"] is None  # a trace is replayed as it is
     assert none["slowdown"]["standard"]["p50"] == 1.0
@@ -261,3 +273,8 @@ def test_suspend_column_sleeps_idle_nodes_and_saves_beside_its_policy(capsys):
     assert 0 < slept["idle_it_kwh"] < plain["idle_it_kwh"] < plain["it_kwh"]
     assert slept["performance_on_eco"] == 0
     assert slept["jobs_started"] >= 0.9 * plain["jobs_started"]
+    # The packing ceiling bounds every column's saving, and suspend takes
+    # from the policy's sleepable idle floor: less of it is left awake.
+    for p in with_suspend["policies"]:
+        assert p["ceiling_saved_pct"] > p["energy_saved_pct"]
+    assert 0 < slept["sleepable_it_kwh"] < plain["sleepable_it_kwh"]
