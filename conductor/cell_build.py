@@ -109,10 +109,7 @@ class CellBuild:
             for b in builds
             if b.holder is not None and b.holder != self.records.owner
         }
-        if holders:
-            taken = self.records.take_many(generations, holders=holders)
-        else:
-            taken = self.records.take_many(generations)
+        taken = self.records.take_many(generations, holders=holders)
         work = [b for b in builds if taken.get(b.instance_uuid) is not None]
 
         def one(b):

@@ -205,7 +205,7 @@ class _Records:
         self.takes.append((instance, generation))
         return self.answers.pop(0) if self.answers else generation + 1
 
-    def take_many(self, generations):
+    def take_many(self, generations, hand_off=False, holders=None):
         self.bulk.append(sorted(generations))
         return {i: self.take(i, g) for i, g in generations.items()}
 

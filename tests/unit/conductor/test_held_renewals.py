@@ -15,7 +15,7 @@ class _Records:
         self.pause = pause
         self.lock = threading.Lock()
 
-    def take_many(self, generations):
+    def take_many(self, generations, hand_off=False, holders=None):
         with self.lock:
             self.calls.append(dict(generations))
         time.sleep(self.pause)

@@ -74,7 +74,9 @@ def _conductor(monkeypatch, cell):
     monkeypatch.setattr(
         records, "create_held", lambda items: {i["instance_uuid"]: 1 for i in items}
     )
-    monkeypatch.setattr(records, "take_many", lambda gens, hand_off=False: {i: 2 for i in gens})
+    monkeypatch.setattr(
+        records, "take_many", lambda gens, hand_off=False, holders=None: {i: 2 for i in gens}
+    )
     monkeypatch.setattr(records, "take", lambda instance, generation, hand_off=False: 3)
     monkeypatch.setattr(records, "finish", lambda *a, **kw: True)
     return c

@@ -23,7 +23,7 @@ class _Records:
     def __init__(self):
         self.takes = 0
 
-    def take_many(self, generations, hand_off=False):
+    def take_many(self, generations, hand_off=False, holders=None):
         self.takes += 1
         return {i: g + 1 for i, g in generations.items()}
 
