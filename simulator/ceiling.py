@@ -50,11 +50,10 @@ class PackingCeiling:
     def __init__(self, off_watts):
         self.off_watts = off_watts
         self._families = {}
-        self.watts = 0.0  # idle floor of the awake nodes no placement needs, less off power
+        self._watts = 0.0
+        self._stale = False  # allocations or power states changed since _watts
         self.energy_j = 0.0
-        self._capacity = dict.fromkeys(RESOURCES, 0)
-        self._used = dict.fromkeys(RESOURCES, 0)
-        self._held_seconds = dict.fromkeys(RESOURCES, 0.0)  # integral of used / capacity
+        self._used_seconds = dict.fromkeys(RESOURCES, 0.0)  # integral of the amounts held
         self._seconds = 0.0
 
     def add_node(self, family, capacity, idle_watts):
@@ -64,45 +63,47 @@ class PackingCeiling:
             entry = self._families[family] = _Family(dict(capacity), idle_watts)
         entry.nodes += 1
         entry.awake += 1
-        for rc in RESOURCES:
-            self._capacity[rc] += capacity[rc]
-        self._refresh()
+        self._stale = True
 
     def allocate(self, family, amounts, sign=1):
         """Work of ``amounts`` (resource class -> amount) started (1) or ended (-1)."""
-        entry = self._families[family]
+        used = self._families[family].used
         for rc in RESOURCES:
-            entry.used[rc] += sign * amounts[rc]
-            self._used[rc] += sign * amounts[rc]
-        self._refresh()
+            used[rc] += sign * amounts[rc]
+        self._stale = True
 
     def power_changed(self, family, was_off, is_off):
-        if was_off == is_off:
-            return
-        self._families[family].awake += 1 if was_off else -1
-        self._refresh()
+        if was_off != is_off:
+            self._families[family].awake += 1 if was_off else -1
+            self._stale = True
+
+    @property
+    def watts(self):
+        """The idle floor of the awake nodes no placement needs, less off power."""
+        if self._stale:
+            # Once per interval, not per change: a job's start changes its
+            # family once per instance, and only the interval's end reads it.
+            self._watts = sum(
+                max(0, e.awake - e.needed()) * max(0.0, e.idle_watts - self.off_watts)
+                for e in self._families.values()
+            )
+            self._stale = False
+        return self._watts
 
     def advance(self, seconds):
         if seconds <= 0:
             return
         self.energy_j += self.watts * seconds
         self._seconds += seconds
-        for rc in RESOURCES:
-            if self._capacity[rc]:
-                self._held_seconds[rc] += seconds * self._used[rc] / self._capacity[rc]
+        for entry in self._families.values():
+            for rc in RESOURCES:
+                self._used_seconds[rc] += seconds * entry.used[rc]
 
     def held_share(self):
         """resource class -> the time-weighted share of the cluster's amount held by work."""
-        if self._seconds <= 0:
-            return dict.fromkeys(RESOURCES, 0.0)
-        return {rc: self._held_seconds[rc] / self._seconds for rc in RESOURCES}
-
-    def _refresh(self):
-        # Few families (eight in the 5,000-node inventory): recomputing all
-        # of them is cheaper than keeping a per-family delta right.
-        watts = 0.0
-        for entry in self._families.values():
-            surplus = entry.awake - entry.needed()
-            if surplus > 0:
-                watts += surplus * max(0.0, entry.idle_watts - self.off_watts)
-        self.watts = watts
+        share = dict.fromkeys(RESOURCES, 0.0)
+        for rc in RESOURCES:
+            capacity = sum(e.capacity[rc] * e.nodes for e in self._families.values())
+            if capacity and self._seconds > 0:
+                share[rc] = self._used_seconds[rc] / (capacity * self._seconds)
+        return share

@@ -409,9 +409,8 @@ class Simulation:
         run = _Running(job, nodes, instances, self.now, job.duration, last=self.now)
         amounts = _amounts(job)
         for node in nodes:
-            node.free["VCPU"] -= job.vcpus
-            node.free["MEMORY_MB"] -= job.memory_mb
-            node.free["PGPU"] -= job.gpus
+            for rc, amount in amounts.items():
+                node.free[rc] -= amount
             node.instances.append(run)
             self.ceiling.allocate(node.family, amounts)
         self.running[job.id] = run
@@ -441,9 +440,8 @@ class Simulation:
         del self.running[run.job.id]
         amounts = _amounts(run.job)
         for node in run.nodes:
-            node.free["VCPU"] += run.job.vcpus
-            node.free["MEMORY_MB"] += run.job.memory_mb
-            node.free["PGPU"] += run.job.gpus
+            for rc, amount in amounts.items():
+                node.free[rc] += amount
             node.instances.remove(run)
             self.ceiling.allocate(node.family, amounts, sign=-1)
         self.completed += 1
@@ -580,6 +578,7 @@ class Simulation:
 
 
 def _amounts(job):
+    """What one instance of ``job`` holds on its node, by resource class."""
     return {"VCPU": job.vcpus, "MEMORY_MB": job.memory_mb, "PGPU": job.gpus}
 
 

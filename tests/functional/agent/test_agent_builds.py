@@ -42,7 +42,7 @@ def _until(what, check, timeout=SLACK, every=0.2):
 
 
 class Cloud:
-    def __init__(self, tmp_path, db_url, vhost, parent, start_grace=2):
+    def __init__(self, tmp_path, db_url, vhost, parent, start_grace):
         self.tmp = tmp_path
         self.start_grace = start_grace
         self.parent = parent

@@ -275,6 +275,11 @@ def test_suspend_column_sleeps_idle_nodes_and_saves_beside_its_policy(capsys):
     assert slept["jobs_started"] >= 0.9 * plain["jobs_started"]
     # The packing ceiling bounds every column's saving, and suspend takes
     # from the policy's sleepable idle floor: less of it is left awake.
+    base = by_label["none"]["it_kwh"]
     for p in with_suspend["policies"]:
         assert p["ceiling_saved_pct"] > p["energy_saved_pct"]
+        # The gap is the column's sleepable energy, against none's (rounding
+        # of the kWh to 0.1 aside).
+        gap = p["ceiling_saved_pct"] - p["energy_saved_pct"]
+        assert gap == pytest.approx(100 * p["sleepable_it_kwh"] / base, abs=0.02)
     assert 0 < slept["sleepable_it_kwh"] < plain["sleepable_it_kwh"]
